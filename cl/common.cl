@@ -1,0 +1,36 @@
+/*
+ * Shared helpers of every flashcl kernel: storage dtype load/store selected by -D FCL_DTYPE
+ * (0 = f32, 1 = f16, 2 = bf16). F16 goes through vload_half/vstore_half_rte and BF16 through
+ * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float.
+ */
+#ifndef FCL_DTYPE
+#error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
+#endif
+
+#if FCL_DTYPE == 0
+typedef float store_t;
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, x) ((p)[i] = (x))
+#elif FCL_DTYPE == 1
+typedef half store_t;
+#define LOAD(p, i) vload_half((i), (p))
+#define STORE(p, i, x) vstore_half_rte((x), (i), (p))
+#elif FCL_DTYPE == 2
+typedef ushort store_t;
+inline float bf16_to_float(ushort b) { return as_float((uint)b << 16); }
+inline ushort float_to_bf16(float f)
+{
+    uint u = as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (ushort)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);       /* round to nearest even */
+    return (ushort)(u >> 16);
+}
+#define LOAD(p, i) bf16_to_float((p)[i])
+#define STORE(p, i, x) ((p)[i] = float_to_bf16(x))
+#else
+#error "unknown FCL_DTYPE"
+#endif
+
+#define FCL_LOG2E 1.4426950408889634f
+#define FCL_LN2 0.6931471805599453f

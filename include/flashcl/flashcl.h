@@ -1,0 +1,278 @@
+/*
+ * flashcl — flash-attention kernels in OpenCL C for every OpenCL 1.2 device.
+ *
+ * This is the one header users include. Conventions that hold for every call:
+ *
+ *  - Every call returns fcl_status (0 = success, negative = error) unless it is a getter.
+ *    On an error nothing has been enqueued, no output has been written, and
+ *    fcl_last_error(ctx) holds a sentence naming the argument and values that were wrong.
+ *    No call aborts, prints or exits.
+ *  - Handles (fcl_context, fcl_tensor) are opaque; each *_create has a *_release that
+ *    accepts NULL.
+ *  - Threading: a context and the tensors made from it must not be used by two threads at
+ *    once (serialise calls or use one context per thread). Different contexts are
+ *    independent and may be used concurrently.
+ *  - Ops enqueue on the context's in-order queue and return without waiting; fcl_finish()
+ *    waits. When `event` is not NULL it receives a new cl_event of the op's last command,
+ *    owned by the caller (clReleaseEvent).
+ */
+#ifndef FLASHCL_H
+#define FLASHCL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define FCL_VERSION_MAJOR 0
+#define FCL_VERSION_MINOR 1
+#define FCL_VERSION_PATCH 0
+#define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
+#define FCL_VERSION_STRING "0.1.0"
+
+/* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
+const char *fcl_version_string(void);
+/* The library's version as MAJOR*10000 + MINOR*100 + PATCH (thread-safe). */
+unsigned fcl_version_number(void);
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum fcl_status {
+    FCL_SUCCESS = 0,
+    FCL_ERR_INVALID_ARGUMENT = -1, /* NULL where a value is required, or a bad value */
+    FCL_ERR_SHAPE = -2,            /* shapes or ranks that do not agree */
+    FCL_ERR_DTYPE = -3,            /* a dtype the call does not take, or mixed dtypes */
+    FCL_ERR_LAYOUT = -4,           /* strides/offset: non-contiguous last dim, view past the buffer */
+    FCL_ERR_UNSUPPORTED = -5,      /* valid but beyond what this build supports (e.g. D > 256) */
+    FCL_ERR_NO_DEVICE = -6,        /* no OpenCL device matches the selector */
+    FCL_ERR_OPENCL = -7,           /* an OpenCL call failed (the message names it and its code) */
+    FCL_ERR_BUILD = -8,            /* a kernel failed to compile (the message holds the log's start) */
+    FCL_ERR_OUT_OF_MEMORY = -9     /* host or device allocation failed */
+} fcl_status;
+
+/* The status's name, e.g. "FCL_ERR_SHAPE" (static string; thread-safe). */
+const char *fcl_status_string(fcl_status status);
+
+/* ---------------------------------------------------------------- context */
+
+/* A device, its in-order queue, its capabilities, the program cache and a scratch pool. */
+typedef struct fcl_context_s *fcl_context;
+
+/*
+ * Creates a context on the device chosen by `selector`; when `selector` is NULL or "",
+ * the FLASHCL_DEVICE environment variable is used, and when that is unset too, the first
+ * GPU, else the first CPU, of all platforms. Selector forms:
+ *   "gpu" / "cpu"   first device of that type;
+ *   "P:D"           device D of platform P (indices as flashcl-info lists them);
+ *   any other word  first device whose platform name, vendor or device name contains it,
+ *                   case-insensitively ("pocl", "nvidia", "rusticl", "llvmpipe", "intel").
+ * Platforms that list no devices are skipped. On success *out owns the new context.
+ * On failure *out is NULL and fcl_last_error(NULL) says why (thread-local).
+ */
+fcl_status fcl_context_create(const char *selector, fcl_context *out);
+
+/*
+ * Wraps the caller's OpenCL objects. `cl_ctx` and `device` are required; `queue` may be
+ * NULL (a new in-order queue is created) or an in-order queue on `device`. All three are
+ * retained and released by fcl_context_release.
+ */
+fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
+                                      fcl_context *out);
+
+/* Releases the context, its queue (after finishing it), programs and scratch. NULL is a no-op.
+ * Tensors made from the context must be released first. */
+void fcl_context_release(fcl_context ctx);
+
+/* Waits for everything enqueued on the context's queue. */
+fcl_status fcl_finish(fcl_context ctx);
+
+/*
+ * The last error message of `ctx` ("" when none), valid until the next call on ctx.
+ * With ctx == NULL: the last message of a call that had no context to hold it (a failed
+ * fcl_context_create, a NULL context argument), kept per thread.
+ */
+const char *fcl_last_error(fcl_context ctx);
+
+typedef enum fcl_device_type { FCL_DEVICE_OTHER = 0, FCL_DEVICE_CPU = 1, FCL_DEVICE_GPU = 2,
+                               FCL_DEVICE_ACCELERATOR = 3 } fcl_device_type;
+
+/* What the context knows of its device (filled by fcl_context_device_info). */
+typedef struct fcl_device_info {
+    char name[256];
+    char vendor[256];
+    char driver_version[128];
+    char device_version[128];   /* CL_DEVICE_VERSION */
+    char platform_name[256];
+    char platform_version[256];
+    fcl_device_type type;
+    unsigned compute_units;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    uint64_t local_mem_bytes;
+    size_t max_work_group_size;
+    int has_fp16;               /* cl_khr_fp16 */
+    int has_fp64;               /* cl_khr_fp64 */
+    int has_subgroups;          /* cl_khr_subgroups or cl_intel_subgroups */
+    int nv_cc_major, nv_cc_minor; /* NVIDIA compute capability; 0 when not an NVIDIA device */
+} fcl_device_info;
+
+/* Copies the device's capabilities into *out. */
+fcl_status fcl_context_device_info(fcl_context ctx, fcl_device_info *out);
+
+/* The underlying OpenCL objects (not retained for the caller; valid while ctx lives). */
+cl_context fcl_context_cl_context(fcl_context ctx);
+cl_device_id fcl_context_cl_device(fcl_context ctx);
+cl_command_queue fcl_context_cl_queue(fcl_context ctx);
+
+/* ---------------------------------------------------------------- program cache */
+
+/* Counters of the context's program cache since it was created. */
+typedef struct fcl_cache_stats {
+    uint64_t compiles;      /* programs built from source */
+    uint64_t memory_hits;   /* kernels found already built in this context */
+    uint64_t disk_hits;     /* programs loaded from a cached binary on disk */
+    uint64_t disk_writes;   /* binaries written to the disk cache */
+    uint64_t disk_rejects;  /* cache files found bad (truncated, corrupt, foreign) and replaced */
+} fcl_cache_stats;
+
+/* Copies the counters into *out. */
+fcl_status fcl_context_cache_stats(fcl_context ctx, fcl_cache_stats *out);
+
+/*
+ * The disk cache folder this context uses, or NULL when the disk cache is off
+ * (FLASHCL_CACHE_DIR=off, or the folder could not be created or written). The folder is
+ * FLASHCL_CACHE_DIR, else $XDG_CACHE_HOME/flashcl, else $HOME/.cache/flashcl; it is read
+ * once, at context creation.
+ */
+const char *fcl_context_cache_dir(fcl_context ctx);
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef enum fcl_dtype { FCL_F32 = 0, FCL_F16 = 1, FCL_BF16 = 2, FCL_I8 = 3, FCL_I32 = 4 } fcl_dtype;
+
+/* Bytes per element (0 for an unknown dtype). */
+size_t fcl_dtype_size(fcl_dtype dtype);
+/* "f32", "f16", "bf16", "i8", "i32" ("?" for an unknown dtype). */
+const char *fcl_dtype_name(fcl_dtype dtype);
+
+#define FCL_MAX_DIMS 4
+
+/* A strided view of up to 4 dims over a cl_mem. The last dim must have stride 1. */
+typedef struct fcl_tensor_s *fcl_tensor;
+
+/* Creates a tensor owning a new contiguous (row-major) buffer of `ndim` dims (1..4). The
+ * contents are undefined. */
+fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const int64_t *shape,
+                             fcl_tensor *out);
+
+/*
+ * Wraps the caller's buffer (retained until the tensor is released). `strides` are in
+ * elements (NULL = contiguous row-major) and `offset` is in elements from the buffer start.
+ * Every element the view can address must lie inside the buffer.
+ */
+fcl_status fcl_tensor_wrap(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim,
+                           const int64_t *shape, const int64_t *strides, int64_t offset,
+                           fcl_tensor *out);
+
+/*
+ * A view of `base`'s buffer with its own shape and strides (NULL = contiguous), starting
+ * `offset` elements after base's own offset; same dtype. The view keeps the buffer alive;
+ * base may be released first. Every addressable element must lie inside the buffer.
+ */
+fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
+                           int64_t offset, fcl_tensor *out);
+
+/* Releases the tensor (and its buffer reference). NULL is a no-op. */
+void fcl_tensor_release(fcl_tensor t);
+
+/* Getters (no status; they return 0 / NULL for a NULL tensor or an out-of-range dim). */
+fcl_dtype fcl_tensor_dtype(fcl_tensor t);
+int fcl_tensor_ndim(fcl_tensor t);
+int64_t fcl_tensor_dim(fcl_tensor t, int i);
+int64_t fcl_tensor_stride(fcl_tensor t, int i);
+int64_t fcl_tensor_offset(fcl_tensor t);
+int64_t fcl_tensor_numel(fcl_tensor t);
+cl_mem fcl_tensor_buffer(fcl_tensor t); /* not retained for the caller */
+
+/*
+ * Blocking host copies of the whole logical tensor, elements in row-major order of its
+ * shape (strided views are gathered/scattered; elements outside the view are untouched).
+ * _f32: `count` must equal numel; float32 is converted to/from the tensor's dtype
+ * (F16 and BF16 round to nearest even; I8/I32 round to nearest and saturate).
+ * _raw: `bytes` must equal numel * dtype size; elements are copied as stored.
+ * These wait for work already enqueued on the context's queue.
+ */
+fcl_status fcl_tensor_write_f32(fcl_tensor t, const float *src, size_t count);
+fcl_status fcl_tensor_read_f32(fcl_tensor t, float *dst, size_t count);
+fcl_status fcl_tensor_write_raw(fcl_tensor t, const void *src, size_t bytes);
+fcl_status fcl_tensor_read_raw(fcl_tensor t, void *dst, size_t bytes);
+
+/* Host conversions used by the tensor copies, exposed for callers and tests. */
+uint16_t fcl_f32_to_f16(float x);   /* round to nearest even; overflow -> inf; NaN stays NaN */
+float fcl_f16_to_f32(uint16_t h);
+uint16_t fcl_f32_to_bf16(float x);  /* round to nearest even; NaN stays NaN */
+float fcl_bf16_to_f32(uint16_t b);
+
+/* ---------------------------------------------------------------- attention semantics */
+
+/*
+ * Attention semantics shared by every op. Start from FCL_ATTN_PARAMS_INIT (or
+ * fcl_attn_params_default()) and set what differs.
+ *  scale          multiplies QK^T; 0 means 1/sqrt(D).
+ *  causal         bottom-right aligned: query i (absolute position i + Sk - Sq) sees keys
+ *                 j <= i + Sk - Sq; it forces window_right = 0.
+ *  window_left,   query i sees key j iff p - window_left <= j <= p + window_right with
+ *  window_right   p = i + Sk - Sq; -1 = unbounded on that side; values < -1 are rejected.
+ *  softcap        when > 0, s = softcap * tanh(s / softcap) after scaling; 0 = off.
+ *  key_mask       optional F32 [B, Sk] (or [Sk], shared by all batches): a key is attended
+ *                 iff its value > 0.5; combines with the window.
+ *  alibi_slopes   optional F32 [Hq] or [B, Hq]: adds -slope * |p - j| after soft-capping.
+ * A query row that sees no key writes O = 0 and LSE = -inf. The params struct and the
+ * tensors it names are only read during the call.
+ */
+typedef struct fcl_attn_params {
+    float scale;
+    int causal;
+    int window_left;
+    int window_right;
+    float softcap;
+    fcl_tensor key_mask;
+    fcl_tensor alibi_slopes;
+} fcl_attn_params;
+
+#define FCL_ATTN_PARAMS_INIT { 0.0f, 0, -1, -1, 0.0f, NULL, NULL }
+
+/* FCL_ATTN_PARAMS_INIT as a value. */
+fcl_attn_params fcl_attn_params_default(void);
+
+/* Largest head dim the attention kernels take. */
+#define FCL_MAX_HEAD_DIM 256
+
+/*
+ * Attention forward: O = softmax(mask(alibi(softcap(scale * Q K^T)))) V, per (batch, head).
+ *  Q    [B, Sq, Hq, D]           F32, F16 or BF16
+ *  K, V [B, Sk, Hkv, D]          same dtype as Q; Hq % Hkv == 0 (GQA/MQA: query head h
+ *                                reads KV head h / (Hq / Hkv)); 1 <= D <= FCL_MAX_HEAD_DIM
+ *  O    [B, Sq, Hq, D]           same dtype; overwritten
+ *  LSE  [B, Hq, Sq] F32 or NULL  overwritten with the natural-log sum of exp of the scores
+ * Dims are logical: any element strides are accepted as long as the last dim (D) is
+ * contiguous, so [B,H,S,D] storage is passed as a view with permuted strides. O must not
+ * overlap Q, K, V or LSE. Enqueues one kernel; `event` as described at the top.
+ */
+fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
+                                 fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor LSE,
+                                 cl_event *event);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCL_H */

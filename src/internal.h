@@ -1,0 +1,67 @@
+/* Internal declarations shared by the host sources (never installed). */
+#ifndef FLASHCL_INTERNAL_H
+#define FLASHCL_INTERNAL_H
+
+#include <flashcl/flashcl.h>
+#include <stdarg.h>
+
+#define FCL_ERROR_MAX 512
+
+typedef struct fcl_program_entry fcl_program_entry; /* program_cache.c */
+
+struct fcl_context_s {
+    cl_context cl_ctx;
+    cl_device_id device;
+    cl_command_queue queue;
+    cl_platform_id platform;
+    fcl_device_info info;
+    char *cache_dir;               /* NULL: disk cache off */
+    fcl_cache_stats stats;
+    fcl_program_entry *programs;   /* in-memory program cache (linked list) */
+    char error[FCL_ERROR_MAX];
+};
+
+struct fcl_tensor_s {
+    fcl_context ctx;
+    cl_mem buffer;                 /* retained by this tensor */
+    size_t buffer_bytes;
+    fcl_dtype dtype;
+    int ndim;
+    int64_t shape[FCL_MAX_DIMS];
+    int64_t strides[FCL_MAX_DIMS]; /* elements */
+    int64_t offset;                /* elements */
+};
+
+/* Records a message on ctx (or the thread's context-free slot when ctx is NULL) and returns
+ * `status`, so callers write `return fcl_fail(ctx, FCL_ERR_SHAPE, "...", ...)`. */
+fcl_status fcl_fail(fcl_context ctx, fcl_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Clears ctx's message at the start of a call. */
+void fcl_clear_error(fcl_context ctx);
+/* Maps an OpenCL error to FCL_ERR_OPENCL / FCL_ERR_OUT_OF_MEMORY with a message naming `what`. */
+fcl_status fcl_fail_cl(fcl_context ctx, cl_int err, const char *what);
+/* The name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
+const char *fcl_cl_error_name(cl_int err);
+
+/* Kernel sources embedded at build time (generated/kernel_sources.c); NULL if unknown. */
+const char *fcl_kernel_source(const char *name);
+
+/*
+ * Returns the kernel `kernel_name` of the program built from the embedded sources
+ * `source_names` (concatenated in order) with `options`, compiling it on first use and
+ * caching it in memory (per context) and on disk. The kernel is owned by the cache.
+ */
+fcl_status fcl_get_kernel(fcl_context ctx, const char *const *source_names, int n_sources,
+                          const char *options, const char *kernel_name, cl_kernel *out);
+/* Releases every cached program and kernel of ctx. */
+void fcl_program_cache_release(fcl_context ctx);
+
+/* Device capability query used at context creation. */
+fcl_status fcl_query_device_info(fcl_context ctx);
+
+/* Tensor helpers for op validation. */
+int fcl_tensor_is_f_activation(fcl_dtype d); /* F32, F16 or BF16 */
+/* "[2, 128, 8, 64]" into buf. */
+const char *fcl_shape_str(fcl_tensor t, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,121 @@
+/* flashcl-bench: shared types of the benchmark tool (one job per file):
+ *   flashcl_bench.c  main: device, op table, default suite
+ *   bench_args.c     command-line parsing and usage
+ *   bench_forward.c  the attention-forward case (timing + correctness)
+ *   bench_check.c    sampled comparison with the float64 reference
+ *   bench_sgemm.c    CLBlast SGEMM on the same device (the ceiling)
+ *   bench_report.c   the table and the JSON lines
+ *   bench_util.c     clock, median, random numbers, FLOP counts */
+#ifndef FLASHCL_BENCH_H
+#define FLASHCL_BENCH_H
+
+#include <flashcl/flashcl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes. */
+#define BENCH_EXIT_OK 0
+#define BENCH_EXIT_LIBRARY 1  /* a flashcl call failed */
+#define BENCH_EXIT_USAGE 2    /* bad arguments, or an op not implemented yet */
+#define BENCH_EXIT_WRONG 3    /* a flashcl result failed the correctness check */
+
+/* One attention problem. */
+typedef struct bench_case {
+    fcl_dtype dtype;
+    int b, sq, sk, hq, hkv, d;
+    int causal;
+    int window_left, window_right; /* -1 = unbounded */
+    float softcap;                 /* 0 = off */
+    int bhsd;                      /* Q/K/V/O stored [B,H,S,D] (passed as strided views) */
+} bench_case;
+
+/* The command line. Case fields left 0 (dtype -1) take the op's default. */
+typedef struct bench_opts {
+    const char *op;     /* NULL: no --op given */
+    const char *device; /* NULL: FLASHCL_DEVICE / default selector */
+    int dtype;          /* fcl_dtype, or -1 */
+    int b, sq, sk, hq, hkv, d;
+    int causal, window_left, window_right, have_window;
+    float softcap;
+    int bhsd;
+    int reps, warmup;   /* -1: device default */
+    int check_rows;     /* -1: default (all rows up to 4096, else 64) */
+    int json;
+    long sgemm_n;       /* 0: device default */
+} bench_opts;
+
+/* What every op run gets. */
+typedef struct bench_env {
+    fcl_context ctx;
+    fcl_device_info info;
+    int is_gpu;
+    int reps, warmup;
+    int check_rows;     /* -1 = default rule */
+    int json;
+} bench_env;
+
+/* One attention result line. */
+typedef struct bench_result {
+    const char *op;
+    bench_case c;
+    double ms;           /* median wall time of one call + fcl_finish */
+    double tflops;       /* FlashAttention convention (see bench_util.c) */
+    double tflops_exact; /* from the exact count of visible (query, key) pairs */
+    double max_err, err_bound; /* NaN when nothing was checked */
+    int ok;
+    long rows_checked, rows_total;
+} bench_result;
+
+/* One CLBlast SGEMM result line. */
+typedef struct sgemm_result {
+    long m, n, k;
+    double ms, tflops;
+    int status; /* CLBlast status (0 = success) */
+    int ok;
+} sgemm_result;
+
+/* bench_args.c: 0 on success, else prints usage/error to stderr and returns an exit code
+ * (BENCH_EXIT_OK for --help). */
+int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code);
+void bench_usage(FILE *f);
+/* Whether any option describing an attention case was given. */
+int bench_opts_has_case(const bench_opts *o);
+
+/* bench_forward.c: runs one forward case; returns an exit code (0, or BENCH_EXIT_LIBRARY
+ * after printing the library's error). */
+int bench_forward(const bench_env *env, const bench_case *c, bench_result *r);
+/* The forward default case for the env's device type. */
+bench_case bench_forward_default(const bench_env *env);
+
+/* bench_check.c: host inputs of a case and its output, compared on sampled rows. */
+typedef struct bench_check_in {
+    const bench_case *c;
+    const float *q, *k, *v, *o; /* dense [B,S,H,D] */
+    int check_rows;             /* -1 = default rule, 0 = none */
+} bench_check_in;
+void bench_check_forward(const bench_check_in *in, bench_result *r);
+
+/* bench_sgemm.c: times CLBlastSgemm (row-major n x n x n) on the env's queue. */
+void bench_sgemm(const bench_env *env, long n, sgemm_result *r);
+
+/* bench_report.c */
+void bench_print_header(const bench_env *env);
+void bench_print_result(const bench_env *env, const bench_result *r);
+void bench_print_sgemm(const bench_env *env, const sgemm_result *r);
+
+/* bench_util.c */
+double bench_now_ms(void);
+double bench_median(double *x, int n); /* sorts x */
+uint64_t bench_rng_next(uint64_t *state); /* splitmix64 */
+/* Uniform values in [-1, 1), rounded to dtype so host and device data agree exactly. */
+void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype);
+/* Visible (query, key) pairs of one (batch, head). */
+double bench_visible_pairs(const bench_case *c);
+/* FLOPs as FlashAttention reports them, and from the exact visible pairs. */
+double bench_flops_convention(const bench_case *c);
+double bench_flops_exact(const bench_case *c);
+/* Parses "f32"/"f16"/"bf16"; -1 when unknown. */
+int bench_parse_dtype(const char *s);
+
+#endif

@@ -1,0 +1,212 @@
+/* flashcl-bench command line: parsing, validation and the usage text. */
+#include "bench.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bench_usage(FILE *f)
+{
+    fputs(
+        "usage: flashcl-bench [options]\n"
+        "  With no case options: a small default suite on the device (forward cases in f32,\n"
+        "  f16 and bf16, causal and not, D 64 and 128) plus CLBlast SGEMM as the ceiling.\n"
+        "\n"
+        "  --op NAME          forward | sgemm (not implemented yet: varlen, packed_qkv,\n"
+        "                     backward, decode, qkvo)\n"
+        "  --device SEL       device selector (as FLASHCL_DEVICE: gpu, cpu, pocl, 0:1, ...)\n"
+        "  --dtype T          f32 | f16 | bf16\n"
+        "  --b N --sq N --sk N --hq N --hkv N --d N\n"
+        "                     shape (unset values take the op's default case; --sq alone\n"
+        "                     sets --sk too, and the other way round)\n"
+        "  --causal           causal mask (bottom-right aligned)\n"
+        "  --window L,R       sliding window, -1 = unbounded side\n"
+        "  --softcap X        soft-capping (0 = off)\n"
+        "  --layout bshd|bhsd storage of Q/K/V/O (bhsd is passed as a strided view)\n"
+        "  --reps N           timed runs (median reported); --warmup N untimed runs first\n"
+        "  --check-rows N     query rows compared with the float64 reference (default: all\n"
+        "                     rows when B*Sq*Hq <= 4096, else 64 random rows; 0 = none)\n"
+        "  --sgemm-n N        CLBlast SGEMM size M=N=K (default 1024 on a CPU, 8192 on a GPU)\n"
+        "  --json             one JSON object per line per case instead of the table\n"
+        "  -h, --help         this text\n"
+        "\n"
+        "  Time: median wall clock of one call + fcl_finish. TFLOP/s: 4*B*Hq*Sq*Sk*D, halved\n"
+        "  when causal (FlashAttention's convention); with a sliding window, and in the JSON\n"
+        "  field tflops_exact, 4*B*Hq*D*(visible query/key pairs). ok: max error <= 2 * naive\n"
+        "  error + 1e-5 (naive = float32 math rounding to the dtype) and no NaN.\n"
+        "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
+        f);
+}
+
+/* Strict integer in [lo, hi]. */
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, float lo, float *out)
+{
+    char *end = NULL;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !(v >= lo) || v > 1e30f)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_window(const char *s, bench_opts *o)
+{
+    const char *comma = strchr(s, ',');
+    char left[32];
+    long l, r;
+    if (!comma || (size_t)(comma - s) >= sizeof left)
+        return -1;
+    memcpy(left, s, (size_t)(comma - s));
+    left[comma - s] = '\0';
+    if (parse_int(left, -1, INT_MAX, &l) || parse_int(comma + 1, -1, INT_MAX, &r))
+        return -1;
+    o->window_left = (int)l;
+    o->window_right = (int)r;
+    o->have_window = 1;
+    return 0;
+}
+
+/* An integer option stored into an int field: [lo, INT_MAX]. */
+static int set_int(const char *v, long lo, int *field)
+{
+    long x;
+    if (parse_int(v, lo, INT_MAX, &x))
+        return -1;
+    *field = (int)x;
+    return 0;
+}
+
+static const char *const k_ops[] = {"forward", "sgemm", "varlen", "packed_qkv",
+                                    "backward", "decode", "qkvo"};
+
+static int set_op(const char *v, bench_opts *o)
+{
+    for (size_t i = 0; i < sizeof k_ops / sizeof *k_ops; i++)
+        if (strcmp(v, k_ops[i]) == 0) {
+            o->op = k_ops[i];
+            return 0;
+        }
+    return -1;
+}
+
+static int set_layout(const char *v, bench_opts *o)
+{
+    if (strcmp(v, "bshd") && strcmp(v, "bhsd"))
+        return -1;
+    o->bhsd = strcmp(v, "bhsd") == 0;
+    return 0;
+}
+
+/* Applies "--name value"; returns 0, or -1 for a bad value. */
+static int apply_value(const char *name, const char *v, bench_opts *o)
+{
+    long x;
+    if (!strcmp(name, "op")) return set_op(v, o);
+    if (!strcmp(name, "device")) { o->device = v; return *v ? 0 : -1; }
+    if (!strcmp(name, "dtype")) return (o->dtype = bench_parse_dtype(v)) < 0 ? -1 : 0;
+    if (!strcmp(name, "b")) return set_int(v, 1, &o->b);
+    if (!strcmp(name, "sq")) return set_int(v, 1, &o->sq);
+    if (!strcmp(name, "sk")) return set_int(v, 1, &o->sk);
+    if (!strcmp(name, "hq")) return set_int(v, 1, &o->hq);
+    if (!strcmp(name, "hkv")) return set_int(v, 1, &o->hkv);
+    if (!strcmp(name, "d")) return set_int(v, 1, &o->d);
+    if (!strcmp(name, "window")) return parse_window(v, o);
+    if (!strcmp(name, "softcap")) return parse_float(v, 0.0f, &o->softcap);
+    if (!strcmp(name, "layout")) return set_layout(v, o);
+    if (!strcmp(name, "reps")) return set_int(v, 1, &o->reps);
+    if (!strcmp(name, "warmup")) return set_int(v, 0, &o->warmup);
+    if (!strcmp(name, "check-rows")) return set_int(v, 0, &o->check_rows);
+    if (!strcmp(name, "sgemm-n")) {
+        if (parse_int(v, 1, 1L << 20, &x))
+            return -1;
+        o->sgemm_n = x;
+        return 0;
+    }
+    return -2; /* not a value option */
+}
+
+static int apply_flag(const char *name, bench_opts *o)
+{
+    if (!strcmp(name, "causal")) o->causal = 1;
+    else if (!strcmp(name, "json")) o->json = 1;
+    else return -1;
+    return 0;
+}
+
+static void defaults(bench_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = -1;
+    o->window_left = o->window_right = -1;
+    o->reps = o->warmup = o->check_rows = -1;
+}
+
+static int fail(const char *msg, const char *arg, int *exit_code)
+{
+    fprintf(stderr, "flashcl-bench: %s: %s\n", msg, arg);
+    bench_usage(stderr);
+    *exit_code = BENCH_EXIT_USAGE;
+    return -1;
+}
+
+/* Parses one argument (and maybe its value); returns how many argv entries it used, or -1. */
+static int parse_one(int argc, char **argv, int i, bench_opts *o, int *exit_code)
+{
+    const char *a = argv[i];
+    char name[32];
+    if (strncmp(a, "--", 2) != 0)
+        return fail("unexpected argument", a, exit_code);
+    const char *eq = strchr(a + 2, '=');
+    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (len >= sizeof name)
+        return fail("unknown option", a, exit_code);
+    memcpy(name, a + 2, len);
+    name[len] = '\0';
+    if (!eq && apply_flag(name, o) == 0)
+        return 1;
+    const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+    int rc = v ? apply_value(name, v, o) : apply_value(name, "", o);
+    if (rc == -2)
+        return fail("unknown option", a, exit_code);
+    if (!v || rc)
+        return fail("missing or bad value for", a, exit_code);
+    return eq ? 1 : 2;
+}
+
+int bench_opts_has_case(const bench_opts *o)
+{
+    return o->dtype >= 0 || o->b || o->sq || o->sk || o->hq || o->hkv || o->d || o->causal ||
+           o->have_window || o->softcap > 0 || o->bhsd;
+}
+
+int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code)
+{
+    defaults(o);
+    *exit_code = BENCH_EXIT_OK;
+    for (int i = 1; i < argc;) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            bench_usage(stdout);
+            return -1;
+        }
+        int used = parse_one(argc, argv, i, o, exit_code);
+        if (used < 0)
+            return -1;
+        i += used;
+    }
+    if (o->hq && o->hkv && o->hq % o->hkv)
+        return fail("--hq must be a multiple of --hkv", "", exit_code);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/* flashcl-bench op "forward": fcl_attention_forward on random inputs (fixed seeds), timed
+ * by wall clock around each call + fcl_finish, then checked on sampled rows. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define SEED_Q 101u
+#define SEED_K 202u
+#define SEED_V 303u
+
+typedef struct fwd_data {
+    float *q, *k, *v, *o;                  /* host, dense [B,S,H,D] */
+    fcl_tensor tq, tk, tv, to, tlse;
+} fwd_data;
+
+bench_case bench_forward_default(const bench_env *env)
+{
+    bench_case c = {FCL_F16, 2, 1024, 1024, 16, 4, 128, 0, -1, -1, 0.0f, 0};
+    if (!env->is_gpu) {
+        c.b = 1; c.sq = c.sk = 512; c.hq = 8; c.hkv = 2; c.d = 64;
+    }
+    return c;
+}
+
+static int lib_error(const bench_env *env, const char *what, fcl_status s)
+{
+    fprintf(stderr, "flashcl-bench: %s: %s: %s\n", what, fcl_status_string(s),
+            fcl_last_error(env->ctx));
+    return BENCH_EXIT_LIBRARY;
+}
+
+/* A logical [B,S,H,D] tensor; with bhsd, a strided view over [B,H,S,D] storage. */
+static fcl_status make_bshd(fcl_context ctx, fcl_dtype dt, int bhsd, int b, int s, int h, int d,
+                            fcl_tensor *out)
+{
+    int64_t shape[4] = {b, s, h, d};
+    if (!bhsd)
+        return fcl_tensor_create(ctx, dt, 4, shape, out);
+    int64_t store[4] = {b, h, s, d};
+    int64_t strides[4] = {(int64_t)h * s * d, d, (int64_t)s * d, 1};
+    fcl_tensor base = NULL;
+    fcl_status st = fcl_tensor_create(ctx, dt, 4, store, &base);
+    if (st == FCL_SUCCESS)
+        st = fcl_tensor_view(base, 4, shape, strides, 0, out);
+    fcl_tensor_release(base);
+    return st;
+}
+
+static void free_data(fwd_data *f)
+{
+    fcl_tensor_release(f->tq);
+    fcl_tensor_release(f->tk);
+    fcl_tensor_release(f->tv);
+    fcl_tensor_release(f->to);
+    fcl_tensor_release(f->tlse);
+    free(f->q);
+    free(f->k);
+    free(f->v);
+    free(f->o);
+}
+
+static int alloc_host(const bench_case *c, fwd_data *f, size_t nq, size_t nk)
+{
+    f->q = malloc(nq * sizeof(float));
+    f->k = malloc(nk * sizeof(float));
+    f->v = malloc(nk * sizeof(float));
+    f->o = malloc(nq * sizeof(float));
+    if (!f->q || !f->k || !f->v || !f->o)
+        return -1;
+    bench_fill_random(f->q, nq, SEED_Q, c->dtype);
+    bench_fill_random(f->k, nk, SEED_K, c->dtype);
+    bench_fill_random(f->v, nk, SEED_V, c->dtype);
+    for (size_t i = 0; i < nq; i++)
+        f->o[i] = NAN; /* poison: rows the kernel does not write fail the check */
+    return 0;
+}
+
+/* Device tensors, filled from the host arrays (O poisoned). */
+static int make_tensors(const bench_env *env, const bench_case *c, fwd_data *f, size_t nq,
+                        size_t nk)
+{
+    fcl_context ctx = env->ctx;
+    int64_t lse_shape[3] = {c->b, c->hq, c->sq};
+    fcl_status st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->tq);
+    if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->tk);
+    if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->tv);
+    if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->to);
+    if (!st) st = fcl_tensor_create(ctx, FCL_F32, 3, lse_shape, &f->tlse);
+    if (st)
+        return lib_error(env, "creating tensors", st);
+    st = fcl_tensor_write_f32(f->tq, f->q, nq);
+    if (!st) st = fcl_tensor_write_f32(f->tk, f->k, nk);
+    if (!st) st = fcl_tensor_write_f32(f->tv, f->v, nk);
+    if (!st) st = fcl_tensor_write_f32(f->to, f->o, nq);
+    return st ? lib_error(env, "writing inputs", st) : 0;
+}
+
+/* Warmup, then the median of env->reps timed calls. */
+static int time_runs(const bench_env *env, const bench_case *c, fwd_data *f, double *ms)
+{
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.causal = c->causal;
+    p.window_left = c->window_left;
+    p.window_right = c->window_right;
+    p.softcap = c->softcap;
+    double *t = malloc(sizeof *t * (size_t)env->reps);
+    if (!t) {
+        fprintf(stderr, "flashcl-bench: out of host memory\n");
+        return BENCH_EXIT_LIBRARY;
+    }
+    for (int i = 0; i < env->warmup + env->reps; i++) {
+        double t0 = bench_now_ms();
+        fcl_status st = fcl_attention_forward(env->ctx, &p, f->tq, f->tk, f->tv, f->to, f->tlse, NULL);
+        if (st == FCL_SUCCESS)
+            st = fcl_finish(env->ctx);
+        if (st) {
+            free(t);
+            return lib_error(env, "fcl_attention_forward", st);
+        }
+        if (i >= env->warmup)
+            t[i - env->warmup] = bench_now_ms() - t0;
+    }
+    *ms = bench_median(t, env->reps);
+    free(t);
+    return 0;
+}
+
+int bench_forward(const bench_env *env, const bench_case *c, bench_result *r)
+{
+    fwd_data f = {0};
+    size_t nq = (size_t)c->b * c->sq * c->hq * c->d;
+    size_t nk = (size_t)c->b * c->sk * c->hkv * c->d;
+    int rc = 0;
+    r->op = "forward";
+    r->c = *c;
+    if (alloc_host(c, &f, nq, nk)) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        rc = BENCH_EXIT_LIBRARY;
+    }
+    if (!rc) rc = make_tensors(env, c, &f, nq, nk);
+    if (!rc) rc = time_runs(env, c, &f, &r->ms);
+    if (!rc) {
+        fcl_status st = fcl_tensor_read_f32(f.to, f.o, nq);
+        if (st)
+            rc = lib_error(env, "reading O", st);
+    }
+    if (!rc) {
+        bench_check_in in = {c, f.q, f.k, f.v, f.o, env->check_rows};
+        bench_check_forward(&in, r);
+        r->tflops = bench_flops_convention(c) / (r->ms * 1e-3) * 1e-12;
+        r->tflops_exact = bench_flops_exact(c) / (r->ms * 1e-3) * 1e-12;
+    }
+    free_data(&f);
+    return rc;
+}

@@ -1,0 +1,154 @@
+/* flashcl-bench output: a table (one line per case) or one JSON object per line. */
+#include "bench.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %9s %8s %9s %9s %-3s %s\n"
+
+static const char *type_name(fcl_device_type t)
+{
+    switch (t) {
+    case FCL_DEVICE_CPU: return "cpu";
+    case FCL_DEVICE_GPU: return "gpu";
+    case FCL_DEVICE_ACCELERATOR: return "accelerator";
+    default: return "other";
+    }
+}
+
+void bench_print_header(const bench_env *env)
+{
+    if (env->json)
+        return;
+    printf("# device: %s (%s, %s), %u compute units; flashcl %s\n", env->info.name,
+           env->info.platform_name, type_name(env->info.type), env->info.compute_units,
+           fcl_version_string());
+    printf("# reps %d (median wall ms of call + fcl_finish), warmup %d\n", env->reps, env->warmup);
+    printf(ROW_FMT, "op", "device", "dtype", "B", "Sq", "Sk", "Hq", "Hkv", "D", "flags", "ms",
+           "TFLOP/s", "max_err", "bound", "ok", "rows");
+}
+
+/* "causal,w=L,R,cap=X,bhsd" or "-". */
+static void flags_of(const bench_case *c, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    if (c->causal)
+        len += (size_t)snprintf(buf + len, n - len, "causal,");
+    if (len < n && (c->window_left >= 0 || c->window_right >= 0))
+        len += (size_t)snprintf(buf + len, n - len, "w=%d,%d,", c->window_left, c->window_right);
+    if (len < n && c->softcap > 0)
+        len += (size_t)snprintf(buf + len, n - len, "cap=%g,", c->softcap);
+    if (len < n && c->bhsd)
+        len += (size_t)snprintf(buf + len, n - len, "bhsd,");
+    if (len == 0)
+        snprintf(buf, n, "-");
+    else if (len <= n)
+        buf[len - 1] = '\0'; /* drop the trailing comma */
+}
+
+static void fmt_num(char *buf, size_t n, const char *fmt, double x)
+{
+    if (isnan(x))
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, fmt, x);
+}
+
+/* Writes s as a JSON string. */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+/* Writes ,"key":x (null when not finite). */
+static void json_num(const char *key, const char *fmt, double x)
+{
+    printf(",\"%s\":", key);
+    if (isfinite(x))
+        printf(fmt, x);
+    else
+        printf("null");
+}
+
+static void print_result_json(const bench_env *env, const bench_result *r)
+{
+    const bench_case *c = &r->c;
+    printf("{\"op\":");
+    json_string(r->op);
+    printf(",\"device\":");
+    json_string(env->info.name);
+    printf(",\"platform\":");
+    json_string(env->info.platform_name);
+    printf(",\"dtype\":\"%s\",\"b\":%d,\"sq\":%d,\"sk\":%d,\"hq\":%d,\"hkv\":%d,\"d\":%d",
+           fcl_dtype_name(c->dtype), c->b, c->sq, c->sk, c->hq, c->hkv, c->d);
+    printf(",\"causal\":%s,\"window_left\":%d,\"window_right\":%d", c->causal ? "true" : "false",
+           c->window_left, c->window_right);
+    json_num("softcap", "%g", c->softcap);
+    printf(",\"layout\":\"%s\",\"reps\":%d", c->bhsd ? "bhsd" : "bshd", env->reps);
+    json_num("ms", "%.6g", r->ms);
+    json_num("tflops", "%.6g", r->tflops);
+    json_num("tflops_exact", "%.6g", r->tflops_exact);
+    json_num("max_err", "%.6e", r->max_err);
+    json_num("err_bound", "%.6e", r->err_bound);
+    printf(",\"ok\":%s,\"rows_checked\":%ld,\"rows_total\":%ld}\n", r->ok ? "true" : "false",
+           r->rows_checked, r->rows_total);
+}
+
+void bench_print_result(const bench_env *env, const bench_result *r)
+{
+    const bench_case *c = &r->c;
+    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], ms[32], tf[32], err[32],
+        bound[32], rows[48];
+    if (env->json) {
+        print_result_json(env, r);
+        return;
+    }
+    snprintf(b, sizeof b, "%d", c->b);
+    snprintf(sq, sizeof sq, "%d", c->sq);
+    snprintf(sk, sizeof sk, "%d", c->sk);
+    snprintf(hq, sizeof hq, "%d", c->hq);
+    snprintf(hkv, sizeof hkv, "%d", c->hkv);
+    snprintf(d, sizeof d, "%d", c->d);
+    flags_of(c, flags, sizeof flags);
+    fmt_num(ms, sizeof ms, "%.3f", r->ms);
+    fmt_num(tf, sizeof tf, "%.4g", r->tflops);
+    fmt_num(err, sizeof err, "%.2e", r->max_err);
+    fmt_num(bound, sizeof bound, "%.2e", r->err_bound);
+    snprintf(rows, sizeof rows, "%ld/%ld", r->rows_checked, r->rows_total);
+    printf(ROW_FMT, r->op, env->info.name, fcl_dtype_name(c->dtype), b, sq, sk, hq, hkv, d, flags,
+           ms, tf, err, bound, r->ok ? "yes" : "NO", rows);
+    fflush(stdout);
+}
+
+void bench_print_sgemm(const bench_env *env, const sgemm_result *r)
+{
+    char shape[48], ms[32], tf[32], status[32];
+    if (env->json) {
+        printf("{\"op\":\"clblast_sgemm\",\"device\":");
+        json_string(env->info.name);
+        printf(",\"m\":%ld,\"n\":%ld,\"k\":%ld", r->m, r->n, r->k);
+        json_num("ms", "%.6g", r->ok ? r->ms : NAN);
+        json_num("tflops", "%.6g", r->ok ? r->tflops : NAN);
+        printf(",\"ok\":%s,\"status\":%d}\n", r->ok ? "true" : "false", r->status);
+        fflush(stdout);
+        return;
+    }
+    snprintf(shape, sizeof shape, "m=n=k=%ld", r->m);
+    fmt_num(ms, sizeof ms, "%.3f", r->ok ? r->ms : NAN);
+    fmt_num(tf, sizeof tf, "%.4g", r->ok ? r->tflops : NAN);
+    snprintf(status, sizeof status, "status %d", r->status);
+    printf(ROW_FMT, "clblast_sgemm", env->info.name, "f32", "-", "-", "-", "-", "-", "-", shape, ms,
+           tf, "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
+    fflush(stdout);
+}

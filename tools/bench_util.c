@@ -1,0 +1,104 @@
+/* flashcl-bench helpers: clock, median, seeded random data, FLOP counts.
+ *
+ * FLOP counts (two matmuls of 2*D FLOPs per visible (query, key) pair):
+ *  - exact:      4 * B * Hq * D * visible_pairs, pairs counted with the bottom-right aligned
+ *                window of DESIGN.md;
+ *  - convention: what FlashAttention and PyTorch benchmarks report, so figures compare:
+ *                4 * B * Hq * Sq * Sk * D, halved when causal; when a sliding window is set
+ *                (a bounded window_left, or a window_right without causal) there is no
+ *                common convention and the exact count is used. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double bench_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *x, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+uint64_t bench_rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float round_to(fcl_dtype dtype, float x)
+{
+    if (dtype == FCL_F16)
+        return fcl_f16_to_f32(fcl_f32_to_f16(x));
+    if (dtype == FCL_BF16)
+        return fcl_bf16_to_f32(fcl_f32_to_bf16(x));
+    return x;
+}
+
+void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(bench_rng_next(&s) >> 11) * 0x1.0p-53; /* [0, 1) */
+        x[i] = round_to(dtype, (float)(2.0 * u - 1.0));
+    }
+}
+
+double bench_visible_pairs(const bench_case *c)
+{
+    int wr = c->causal ? 0 : c->window_right;
+    double pairs = 0.0;
+    for (long i = 0; i < c->sq; i++) {
+        long p = i + c->sk - c->sq;
+        long lo = c->window_left < 0 ? 0 : p - c->window_left;
+        long hi = wr < 0 ? c->sk - 1 : p + wr;
+        if (lo < 0)
+            lo = 0;
+        if (hi > c->sk - 1)
+            hi = c->sk - 1;
+        if (hi >= lo)
+            pairs += (double)(hi - lo + 1);
+    }
+    return pairs;
+}
+
+double bench_flops_exact(const bench_case *c)
+{
+    return 4.0 * c->b * c->hq * c->d * bench_visible_pairs(c);
+}
+
+double bench_flops_convention(const bench_case *c)
+{
+    int windowed = c->window_left >= 0 || (!c->causal && c->window_right >= 0);
+    if (windowed)
+        return bench_flops_exact(c);
+    double full = 4.0 * c->b * c->hq * (double)c->sq * c->sk * c->d;
+    return c->causal ? full / 2 : full;
+}
+
+int bench_parse_dtype(const char *s)
+{
+    if (strcmp(s, "f32") == 0)
+        return FCL_F32;
+    if (strcmp(s, "f16") == 0)
+        return FCL_F16;
+    if (strcmp(s, "bf16") == 0)
+        return FCL_BF16;
+    return -1;
+}

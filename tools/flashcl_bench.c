@@ -1,0 +1,159 @@
+/* flashcl-bench: times flashcl ops on one device and checks them against the float64
+ * reference; see bench_usage() for the options and bench.h for the file map. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* An op of the table: runs the case(s) the options describe; returns an exit code. */
+typedef int (*bench_op_fn)(const bench_env *env, const bench_opts *o);
+
+typedef struct bench_op {
+    const char *name;
+    bench_op_fn run; /* NULL: not implemented yet */
+} bench_op;
+
+/* Worse of two exit codes (library error > wrong result > ok). */
+static int worse(int a, int b)
+{
+    if (a == BENCH_EXIT_LIBRARY || b == BENCH_EXIT_LIBRARY)
+        return BENCH_EXIT_LIBRARY;
+    return a ? a : b;
+}
+
+/* The op's default case with the options' fields laid over it. */
+static bench_case merge_case(bench_case c, const bench_opts *o)
+{
+    if (o->dtype >= 0) c.dtype = (fcl_dtype)o->dtype;
+    if (o->b) c.b = o->b;
+    if (o->sq) c.sq = c.sk = o->sq;
+    if (o->sk) c.sk = o->sk;
+    if (o->sk && !o->sq) c.sq = o->sk;
+    if (o->hq) c.hq = o->hq;
+    if (o->hkv) c.hkv = o->hkv;
+    else if (o->hq && o->hq % c.hkv) c.hkv = o->hq;
+    if (o->d) c.d = o->d;
+    c.causal = o->causal;
+    if (o->have_window) {
+        c.window_left = o->window_left;
+        c.window_right = o->window_right;
+    }
+    c.softcap = o->softcap;
+    c.bhsd = o->bhsd;
+    return c;
+}
+
+static int run_case(const bench_env *env, const bench_case *c)
+{
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    int rc = bench_forward(env, c, &r);
+    if (rc)
+        return rc;
+    bench_print_result(env, &r);
+    return r.ok ? BENCH_EXIT_OK : BENCH_EXIT_WRONG;
+}
+
+static int op_forward(const bench_env *env, const bench_opts *o)
+{
+    bench_case c = merge_case(bench_forward_default(env), o);
+    if (c.hq % c.hkv) {
+        fprintf(stderr, "flashcl-bench: Hq %d is not a multiple of Hkv %d\n", c.hq, c.hkv);
+        bench_usage(stderr);
+        return BENCH_EXIT_USAGE;
+    }
+    return run_case(env, &c);
+}
+
+static int op_sgemm(const bench_env *env, const bench_opts *o)
+{
+    sgemm_result r;
+    bench_sgemm(env, o->sgemm_n ? o->sgemm_n : (env->is_gpu ? 8192 : 1024), &r);
+    bench_print_sgemm(env, &r);
+    return BENCH_EXIT_OK; /* the peer failing is reported, not an error of flashcl */
+}
+
+static const bench_op k_ops[] = {
+    {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", NULL},
+    {"packed_qkv", NULL},    {"backward", NULL},  {"decode", NULL}, {"qkvo", NULL},
+};
+
+static const bench_op *find_op(const char *name)
+{
+    for (size_t i = 0; i < sizeof k_ops / sizeof *k_ops; i++)
+        if (strcmp(k_ops[i].name, name) == 0)
+            return &k_ops[i];
+    return NULL;
+}
+
+/*                 dtype     B  Sq    Sk    Hq  Hkv D    causal wl  wr  cap layout */
+static const bench_case k_suite_cpu[] = {
+    {FCL_F32,  1, 256,  256,  4,  2,  64,  0, -1, -1, 0, 0},
+    {FCL_F32,  1, 256,  256,  4,  2,  128, 1, -1, -1, 0, 0},
+    {FCL_F16,  1, 512,  512,  8,  2,  64,  1, -1, -1, 0, 0},
+    {FCL_F16,  1, 512,  512,  8,  2,  128, 0, -1, -1, 0, 0},
+    {FCL_BF16, 1, 512,  512,  8,  2,  64,  0, -1, -1, 0, 0},
+    {FCL_BF16, 1, 512,  512,  8,  2,  128, 1, -1, -1, 0, 0},
+};
+static const bench_case k_suite_gpu[] = {
+    {FCL_F16,  2, 1024, 1024, 16, 4,  128, 0, -1, -1, 0, 0},
+    {FCL_F16,  2, 1024, 1024, 16, 4,  128, 1, -1, -1, 0, 0},
+    {FCL_F16,  4, 4096, 4096, 16, 4,  64,  1, -1, -1, 0, 0},
+    {FCL_BF16, 2, 2048, 2048, 16, 4,  128, 0, -1, -1, 0, 0},
+    {FCL_BF16, 2, 2048, 2048, 16, 4,  128, 1, -1, -1, 0, 0},
+    {FCL_F32,  2, 1024, 1024, 16, 4,  64,  0, -1, -1, 0, 0},
+    {FCL_F32,  2, 1024, 1024, 16, 4,  128, 1, -1, -1, 0, 0},
+};
+
+/* The default suite: forward cases sized for the device type, then the SGEMM ceiling. */
+static int run_suite(const bench_env *env, const bench_opts *o)
+{
+    const bench_case *cases = env->is_gpu ? k_suite_gpu : k_suite_cpu;
+    size_t n = env->is_gpu ? sizeof k_suite_gpu / sizeof *k_suite_gpu
+                           : sizeof k_suite_cpu / sizeof *k_suite_cpu;
+    int rc = BENCH_EXIT_OK;
+    for (size_t i = 0; i < n; i++)
+        rc = worse(rc, run_case(env, &cases[i]));
+    return worse(rc, op_sgemm(env, o));
+}
+
+static void init_env(bench_env *env, const bench_opts *o)
+{
+    env->is_gpu = env->info.type == FCL_DEVICE_GPU || env->info.type == FCL_DEVICE_ACCELERATOR;
+    env->reps = o->reps > 0 ? o->reps : (env->is_gpu ? 20 : 5);
+    env->warmup = o->warmup >= 0 ? o->warmup : (env->is_gpu ? 3 : 1);
+    env->check_rows = o->check_rows;
+    env->json = o->json;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    bench_env env;
+    int rc;
+    if (bench_parse_args(argc, argv, &o, &rc))
+        return rc;
+    const bench_op *op = o.op ? find_op(o.op) : NULL;
+    if (op && !op->run) {
+        fprintf(stderr, "flashcl-bench: op %s: not implemented yet\n", op->name);
+        return BENCH_EXIT_USAGE;
+    }
+    memset(&env, 0, sizeof env);
+    fcl_status st = fcl_context_create(o.device, &env.ctx);
+    if (st == FCL_SUCCESS)
+        st = fcl_context_device_info(env.ctx, &env.info);
+    if (st) {
+        fprintf(stderr, "flashcl-bench: opening the device: %s: %s\n", fcl_status_string(st),
+                fcl_last_error(env.ctx));
+        fcl_context_release(env.ctx);
+        return BENCH_EXIT_LIBRARY;
+    }
+    init_env(&env, &o);
+    bench_print_header(&env);
+    if (op)
+        rc = op->run(&env, &o);
+    else
+        rc = bench_opts_has_case(&o) ? op_forward(&env, &o) : run_suite(&env, &o);
+    fcl_context_release(env.ctx);
+    return rc;
+}
