@@ -1,23 +1,24 @@
 /*
  * Attention forward: tiled online softmax (FlashAttention-2 style), portable OpenCL C 1.2.
  *
- * One work-group of BLOCK_M work-items computes BLOCK_M query rows of one (batch, head);
- * each work-item owns one row: its query and output accumulator live in private memory.
- * K and V tiles of BLOCK_N keys are staged in local memory (as float) and shared by the
- * group; only the tiles that the group's window can see are visited. Nothing Sk-long is
- * ever stored.
+ * One work-group computes BLOCK_M query rows of one (batch, head) with BLOCK_M / ROWS
+ * work-items; each work-item owns ROWS rows (register blocking: every K and V value read
+ * from local memory serves ROWS rows), keeping their queries, output accumulators and
+ * softmax state in private memory. K and V tiles of BLOCK_N keys are staged in local
+ * memory as float and shared by the group; only tiles that the group's rows can see are
+ * visited. Nothing Sk-long is ever stored.
  *
- * Specialisation (-D): FCL_DTYPE (common.cl), HEAD_DIM_PAD (head dim rounded up; the
- * runtime D <= HEAD_DIM_PAD and the padding is zero-filled), BLOCK_M, BLOCK_N,
+ * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (head dim rounded up: the
+ * runtime head_dim <= HEAD_DIM_PAD and the padding is zero-filled); BLOCK_M, BLOCK_N, ROWS;
  * HAS_SOFTCAP, HAS_MASK, HAS_ALIBI.
  *
  * Scores are kept in log2 units (natural score * log2(e)) so the softmax uses exp2.
  */
 
 #define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
+#define WG_SIZE (BLOCK_M / ROWS)
 
-
-__kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(__global const store_t *Q, __global const store_t *K,
                        __global const store_t *V, __global store_t *O, __global float *LSE,
                        __global const float *mask, __global const float *alibi,
@@ -36,7 +37,9 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
                        const int window_right, /* -1 = unbounded; causal already folded in */
                        const int write_lse, const float scale, const float softcap)
 {
-    __local float Ks[BLOCK_N][HEAD_DIM_PAD];
+    /* K is stored transposed (padded against bank conflicts) so the score loop runs over
+     * keys with independent accumulators: it vectorises on CPUs without reassociation. */
+    __local float Kt[HEAD_DIM_PAD][BLOCK_N + 1];
     __local float Vs[BLOCK_N][HEAD_DIM_PAD];
 #if HAS_MASK
     __local float Ms[BLOCK_N];
@@ -46,14 +49,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
     const int h = get_global_id(1);
     const int b = get_global_id(2);
     const int hk = h / group;
-    const int i = i0 + lid;
-    const bool row_ok = i < sq;
     const int shift = sk - sq; /* query i sits at absolute position i + shift */
-
-    /* This row's visible key range (before the key mask). */
-    const int p = i + shift;
-    const int jlo = window_left >= 0 ? p - window_left : 0;
-    const int jhi = window_right >= 0 ? p + window_right : sk - 1;
 
     /* The group's key range: the union over its rows. */
     const int i_last = min(i0 + BLOCK_M, sq) - 1;
@@ -65,86 +61,111 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
 #else
     const float qscale = scale * FCL_LOG2E;
 #endif
-    float q[HEAD_DIM_PAD];
-    float acc[HEAD_DIM_PAD];
-    const long qrow = q_off + b * q_sb + (long)min(i, sq - 1) * q_ss + h * q_sh;
-    for (int d = 0; d < HEAD_DIM_PAD; d++) {
-        q[d] = d < head_dim ? LOAD(Q, qrow + d) * qscale : 0.0f;
-        acc[d] = 0.0f;
-    }
 #if HAS_ALIBI
     const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
 #endif
-    float m = -INFINITY; /* running max, log2 units */
-    float l = 0.0f;      /* running sum of exp2(s - m) */
+    /* Work-item lid owns rows i0 + lid + r * WG_SIZE, r < ROWS. */
+    float q[ROWS][HEAD_DIM_PAD];
+    float acc[ROWS][HEAD_DIM_PAD];
+    float m[ROWS], l[ROWS];
+    int jlo[ROWS], jhi[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+        const int i = i0 + lid + r * WG_SIZE;
+        const long qrow = q_off + b * q_sb + (long)min(i, sq - 1) * q_ss + h * q_sh;
+        for (int d = 0; d < HEAD_DIM_PAD; d++) {
+            q[r][d] = d < head_dim ? LOAD(Q, qrow + d) * qscale : 0.0f;
+            acc[r][d] = 0.0f;
+        }
+        m[r] = -INFINITY; /* running max, log2 units */
+        l[r] = 0.0f;      /* running sum of exp2(s - m) */
+        /* the row's visible key range before the key mask; empty for rows past sq */
+        jlo[r] = window_left >= 0 ? i + shift - window_left : 0;
+        jhi[r] = i >= sq ? -1 : min(g_hi, window_right >= 0 ? i + shift + window_right : sk - 1);
+    }
 
     const long kbase = k_off + b * k_sb + hk * k_sh;
     const long vbase = v_off + b * v_sb + hk * v_sh;
     for (int j0 = g_lo; j0 <= g_hi; j0 += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int idx = lid; idx < BLOCK_N * HEAD_DIM_PAD; idx += BLOCK_M) {
+        for (int idx = lid; idx < BLOCK_N * HEAD_DIM_PAD; idx += WG_SIZE) {
             const int n = idx / HEAD_DIM_PAD, d = idx - n * HEAD_DIM_PAD;
             const int j = j0 + n;
             const bool in = j <= g_hi && d < head_dim;
-            Ks[n][d] = in ? LOAD(K, kbase + (long)j * k_ss + d) : 0.0f;
+            Kt[d][n] = in ? LOAD(K, kbase + (long)j * k_ss + d) : 0.0f;
             Vs[n][d] = in ? LOAD(V, vbase + (long)j * v_ss + d) : 0.0f;
         }
 #if HAS_MASK
-        for (int n = lid; n < BLOCK_N; n += BLOCK_M) {
+        for (int n = lid; n < BLOCK_N; n += WG_SIZE) {
             const int j = j0 + n;
             Ms[n] = j <= g_hi ? mask[mask_off + b * mask_sb + (long)j * mask_ss] : 0.0f;
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (!row_ok || j0 > jhi || j0 + BLOCK_N <= jlo)
-            continue; /* nothing of this tile is visible to this row */
 
-        float s[BLOCK_N];
-        float tile_max = -INFINITY;
-        for (int n = 0; n < BLOCK_N; n++) {
-            float dot = 0.0f;
-            for (int d = 0; d < HEAD_DIM_PAD; d++)
-                dot = fma(q[d], Ks[n][d], dot);
+        float s[ROWS][BLOCK_N];
+        for (int r = 0; r < ROWS; r++)
+            for (int n = 0; n < BLOCK_N; n++)
+                s[r][n] = 0.0f;
+        for (int d = 0; d < HEAD_DIM_PAD; d++)
+            for (int r = 0; r < ROWS; r++) {
+                const float qd = q[r][d];
+                for (int n = 0; n < BLOCK_N; n++)
+                    s[r][n] = fma(qd, Kt[d][n], s[r][n]);
+            }
+
+        for (int r = 0; r < ROWS; r++) {
+            if (j0 > jhi[r] || j0 + BLOCK_N <= jlo[r])
+                continue; /* nothing of this tile is visible to this row */
+#if HAS_ALIBI
+            const int p = i0 + lid + r * WG_SIZE + shift;
+#endif
+            float tile_max = -INFINITY;
+            for (int n = 0; n < BLOCK_N; n++) {
+                float x = s[r][n];
 #if HAS_SOFTCAP
-            dot = softcap * tanh(dot / softcap);
+                x = softcap * tanh(x / softcap);
 #endif
 #if HAS_LOGIT_MODS
-            dot *= FCL_LOG2E;
+                x *= FCL_LOG2E;
 #endif
-            const int j = j0 + n;
+                const int j = j0 + n;
 #if HAS_ALIBI
-            dot -= slope * (float)abs(p - j);
+                x -= slope * (float)abs(p - j);
 #endif
-            bool visible = j >= jlo && j <= jhi && j <= g_hi;
+                bool visible = j >= jlo[r] && j <= jhi[r];
 #if HAS_MASK
-            visible = visible && Ms[n] > 0.5f;
+                visible = visible && Ms[n] > 0.5f;
 #endif
-            s[n] = visible ? dot : -INFINITY;
-            tile_max = fmax(tile_max, s[n]);
-        }
-        if (tile_max == -INFINITY)
-            continue; /* every key of the tile is masked for this row */
-        const float m_new = fmax(m, tile_max);
-        const float alpha = exp2(m - m_new); /* 0 on the first visible tile (m = -inf) */
-        l *= alpha;
-        for (int d = 0; d < HEAD_DIM_PAD; d++)
-            acc[d] *= alpha;
-        for (int n = 0; n < BLOCK_N; n++) {
-            const float pn = exp2(s[n] - m_new);
-            l += pn;
+                s[r][n] = visible ? x : -INFINITY;
+                tile_max = fmax(tile_max, s[r][n]);
+            }
+            if (tile_max == -INFINITY)
+                continue; /* every key of the tile is masked for this row */
+            const float m_new = fmax(m[r], tile_max);
+            const float alpha = exp2(m[r] - m_new); /* 0 on the first visible tile */
+            m[r] = m_new;
+            l[r] *= alpha;
             for (int d = 0; d < HEAD_DIM_PAD; d++)
-                acc[d] = fma(pn, Vs[n][d], acc[d]);
+                acc[r][d] *= alpha;
+            for (int n = 0; n < BLOCK_N; n++) {
+                const float pn = exp2(s[r][n] - m_new);
+                l[r] += pn;
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    acc[r][d] = fma(pn, Vs[n][d], acc[r][d]);
+            }
         }
-        m = m_new;
     }
 
-    if (!row_ok)
-        return;
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f; /* a row that saw no key writes zeros */
-    const long orow = o_off + b * o_sb + (long)i * o_ss + h * o_sh;
-    for (int d = 0; d < head_dim; d++)
-        STORE(O, orow + d, acc[d] * inv_l);
-    if (write_lse)
-        LSE[lse_off + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
-            l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
+    for (int r = 0; r < ROWS; r++) {
+        const int i = i0 + lid + r * WG_SIZE;
+        if (i >= sq)
+            break;
+        const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* a row that saw no key writes zeros */
+        const long orow = o_off + b * o_sb + (long)i * o_ss + h * o_sh;
+        for (int d = 0; d < head_dim; d++)
+            STORE(O, orow + d, acc[r][d] * inv_l);
+        if (write_lse)
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
+                l[r] > 0.0f ? (m[r] + log2(l[r])) * FCL_LN2 : -INFINITY;
+    }
 }

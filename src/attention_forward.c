@@ -112,17 +112,17 @@ static int pad_head_dim(int64_t D)
     return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
 }
 
-/* Builds (or finds) the kernel variant; shrinks BLOCK_M if the compiled kernel cannot run
- * that many work-items (register pressure on GPUs). */
+/* Builds (or finds) the kernel variant; halves BLOCK_M if the compiled kernel cannot run
+ * BLOCK_M / ROWS work-items (register pressure on GPUs). */
 static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, const fcl_attn_resolved *r,
                                      fcl_forward_tiles *tiles, cl_kernel *out)
 {
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
-                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
-                 "-DHAS_ALIBI=%d",
-                 (int)dtype, hdp, tiles->block_m, tiles->block_n, r->softcap > 0.0f, r->mask != NULL,
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DHAS_SOFTCAP=%d "
+                 "-DHAS_MASK=%d -DHAS_ALIBI=%d",
+                 (int)dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows, r->softcap > 0.0f, r->mask != NULL,
                  r->alibi != NULL);
         fcl_status s = fcl_get_kernel(ctx, forward_sources, 2, opts, "attention_forward", out);
         if (s != FCL_SUCCESS)
@@ -131,7 +131,7 @@ static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, 
         cl_int err = clGetKernelWorkGroupInfo(*out, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
         if (err != CL_SUCCESS)
             return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
-        if (wg >= (size_t)tiles->block_m || tiles->block_m == 1)
+        if (wg >= (size_t)(tiles->block_m / tiles->rows) || tiles->block_m == tiles->rows)
             return FCL_SUCCESS;
         tiles->block_m /= 2;
     }
@@ -184,8 +184,8 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
         err |= clSetKernelArg(kernel, arg, sizeof(cl_float), &floats[i]);
     if (err != CL_SUCCESS)
         return fcl_fail_cl(ctx, err, "clSetKernelArg (attention_forward)");
-    size_t local[3] = {(size_t)tiles.block_m, 1, 1};
-    size_t global[3] = {(size_t)((Sq + tiles.block_m - 1) / tiles.block_m * tiles.block_m), (size_t)Hq, (size_t)B};
+    size_t local[3] = {(size_t)(tiles.block_m / tiles.rows), 1, 1};
+    size_t global[3] = {(size_t)((Sq + tiles.block_m - 1) / tiles.block_m) * local[0], (size_t)Hq, (size_t)B};
     err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, 0, NULL, event);
     if (err != CL_SUCCESS)
         return fcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (attention_forward)");

@@ -156,7 +156,7 @@ static void defaults(bench_opts *o)
 
 static int fail(const char *msg, const char *arg, int *exit_code)
 {
-    fprintf(stderr, "flashcl-bench: %s: %s\n", msg, arg);
+    fprintf(stderr, "flashcl-bench: %s%s%s\n", msg, *arg ? ": " : "", arg);
     bench_usage(stderr);
     *exit_code = BENCH_EXIT_USAGE;
     return -1;
@@ -181,8 +181,13 @@ static int parse_one(int argc, char **argv, int i, bench_opts *o, int *exit_code
     int rc = v ? apply_value(name, v, o) : apply_value(name, "", o);
     if (rc == -2)
         return fail("unknown option", a, exit_code);
-    if (!v || rc)
-        return fail("missing or bad value for", a, exit_code);
+    if (!v)
+        return fail("missing value for", a, exit_code);
+    if (rc) {
+        char what[64];
+        snprintf(what, sizeof what, "bad value for --%s", name);
+        return fail(what, v, exit_code);
+    }
     return eq ? 1 : 2;
 }
 
