@@ -6,22 +6,38 @@
  * from local memory serves ROWS rows), keeping their queries, output accumulators and
  * softmax state in private memory. K and V tiles of BLOCK_N keys are staged in local
  * memory as float and shared by the group; only tiles that the group's rows can see are
- * visited. Nothing Sk-long is ever stored.
+ * visited. Nothing Sk-long is ever stored. The normalised rows leave through local memory
+ * so that the stores to O are coalesced.
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (head dim rounded up: the
  * runtime head_dim <= HEAD_DIM_PAD and the padding is zero-filled); BLOCK_M, BLOCK_N, ROWS;
- * HAS_SOFTCAP, HAS_MASK, HAS_ALIBI.
+ * SMEM_FLOATS (size of the shared local array); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI.
+ *
+ * Key chunks: the keys [key_lo, key_hi] of one launch may be a chunk of the full range, for
+ * devices that cap the loop iterations of a work-item. A launch then resumes from and/or
+ * saves its rows' unnormalised state (acc[HEAD_DIM_PAD], m, l per row) in `state`
+ * ([B, Hq, Sq, HEAD_DIM_PAD + 2] floats), and only the last chunk writes O and LSE.
  *
  * Scores are kept in log2 units (natural score * log2(e)) so the softmax uses exp2.
  */
 
 #define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
 #define WG_SIZE (BLOCK_M / ROWS)
+/* Iterations for WG_SIZE work-items to cover n items with a constant trip count. */
+#define STRIDED_STEPS(n) (((n) + WG_SIZE - 1) / WG_SIZE)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(__global const store_t *Q, __global const store_t *K,
                        __global const store_t *V, __global store_t *O, __global float *LSE,
                        __global const float *mask, __global const float *alibi,
+                       __global float *state,
+                       const int key_lo, const int key_hi, /* this launch's keys */
+                       const int load_state, const int save_state,
+                       const int sq, const int sk, const int head_dim,
+                       const int group,        /* Hq / Hkv */
+                       const int window_left,  /* -1 = unbounded */
+                       const int window_right, /* -1 = unbounded; causal already folded in */
+                       const int write_lse, const float scale, const float softcap,
                        /* offsets and strides in elements: Q/K/V/O (batch, seq, head), LSE
                         * (batch, head, seq), mask (batch, key), alibi (batch, head) */
                        const long q_off, const long q_sb, const long q_ss, const long q_sh,
@@ -30,17 +46,15 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
                        const long o_off, const long o_sb, const long o_ss, const long o_sh,
                        const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss,
                        const long mask_off, const long mask_sb, const long mask_ss,
-                       const long alibi_off, const long alibi_sb, const long alibi_sh,
-                       const int sq, const int sk, const int head_dim,
-                       const int group,        /* Hq / Hkv */
-                       const int window_left,  /* -1 = unbounded */
-                       const int window_right, /* -1 = unbounded; causal already folded in */
-                       const int write_lse, const float scale, const float softcap)
+                       const long alibi_off, const long alibi_sb, const long alibi_sh)
 {
-    /* K is stored transposed (padded against bank conflicts) so the score loop runs over
-     * keys with independent accumulators: it vectorises on CPUs without reassociation. */
-    __local float Kt[HEAD_DIM_PAD][BLOCK_N + 1];
-    __local float Vs[BLOCK_N][HEAD_DIM_PAD];
+    /* One local array: the K tile (transposed and padded against bank conflicts, so the
+     * score loop runs over keys with independent accumulators and vectorises on CPUs), the
+     * V tile, and at the end the block's output rows. */
+    __local float smem[SMEM_FLOATS];
+    __local float (*Kt)[BLOCK_N + 1] = (__local float (*)[BLOCK_N + 1])smem;
+    __local float (*Vs)[HEAD_DIM_PAD] = (__local float (*)[HEAD_DIM_PAD])(smem + HEAD_DIM_PAD * (BLOCK_N + 1));
+    __local float (*Os)[HEAD_DIM_PAD] = (__local float (*)[HEAD_DIM_PAD])smem;
 #if HAS_MASK
     __local float Ms[BLOCK_N];
 #endif
@@ -53,8 +67,8 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
 
     /* The group's key range: the union over its rows. */
     const int i_last = min(i0 + BLOCK_M, sq) - 1;
-    const int g_lo = max(0, window_left >= 0 ? i0 + shift - window_left : 0);
-    const int g_hi = min(sk - 1, window_right >= 0 ? i_last + shift + window_right : sk - 1);
+    const int g_lo = max(key_lo, window_left >= 0 ? i0 + shift - window_left : 0);
+    const int g_hi = min(key_hi, window_right >= 0 ? i_last + shift + window_right : sk - 1);
 
 #if HAS_LOGIT_MODS
     const float qscale = scale;
@@ -64,9 +78,11 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
 #if HAS_ALIBI
     const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
 #endif
-    /* Work-item lid owns rows i0 + lid + r * WG_SIZE, r < ROWS. */
+    /* Work-item lid owns block rows lid + r * WG_SIZE, r < ROWS. Arrays are declared here,
+     * outside the tile loop. */
     float q[ROWS][HEAD_DIM_PAD];
     float acc[ROWS][HEAD_DIM_PAD];
+    float s[ROWS][BLOCK_N]; /* the tile's scores, then probabilities */
     float m[ROWS], l[ROWS];
     int jlo[ROWS], jhi[ROWS];
     for (int r = 0; r < ROWS; r++) {
@@ -78,6 +94,13 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         }
         m[r] = -INFINITY; /* running max, log2 units */
         l[r] = 0.0f;      /* running sum of exp2(s - m) */
+        if (load_state && i < sq) {
+            __global const float *st = state + (((long)b * get_global_size(1) + h) * sq + i) * (HEAD_DIM_PAD + 2);
+            for (int d = 0; d < HEAD_DIM_PAD; d++)
+                acc[r][d] = st[d];
+            m[r] = st[HEAD_DIM_PAD];
+            l[r] = st[HEAD_DIM_PAD + 1];
+        }
         /* the row's visible key range before the key mask; empty for rows past sq */
         jlo[r] = window_left >= 0 ? i + shift - window_left : 0;
         jhi[r] = i >= sq ? -1 : min(g_hi, window_right >= 0 ? i + shift + window_right : sk - 1);
@@ -87,22 +110,26 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
     const long vbase = v_off + b * v_sb + hk * v_sh;
     for (int j0 = g_lo; j0 <= g_hi; j0 += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int idx = lid; idx < BLOCK_N * HEAD_DIM_PAD; idx += WG_SIZE) {
+        for (int step = 0; step < STRIDED_STEPS(BLOCK_N * HEAD_DIM_PAD); step++) {
+            const int idx = lid + step * WG_SIZE;
             const int n = idx / HEAD_DIM_PAD, d = idx - n * HEAD_DIM_PAD;
             const int j = j0 + n;
-            const bool in = j <= g_hi && d < head_dim;
-            Kt[d][n] = in ? LOAD(K, kbase + (long)j * k_ss + d) : 0.0f;
-            Vs[n][d] = in ? LOAD(V, vbase + (long)j * v_ss + d) : 0.0f;
+            if (n < BLOCK_N) {
+                const bool in = j <= g_hi && d < head_dim;
+                Kt[d][n] = in ? LOAD(K, kbase + (long)j * k_ss + d) : 0.0f;
+                Vs[n][d] = in ? LOAD(V, vbase + (long)j * v_ss + d) : 0.0f;
+            }
         }
 #if HAS_MASK
-        for (int n = lid; n < BLOCK_N; n += WG_SIZE) {
+        for (int step = 0; step < STRIDED_STEPS(BLOCK_N); step++) {
+            const int n = lid + step * WG_SIZE;
             const int j = j0 + n;
-            Ms[n] = j <= g_hi ? mask[mask_off + b * mask_sb + (long)j * mask_ss] : 0.0f;
+            if (n < BLOCK_N)
+                Ms[n] = j <= g_hi ? mask[mask_off + b * mask_sb + (long)j * mask_ss] : 0.0f;
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        float s[ROWS][BLOCK_N];
         for (int r = 0; r < ROWS; r++)
             for (int n = 0; n < BLOCK_N; n++)
                 s[r][n] = 0.0f;
@@ -114,8 +141,6 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
             }
 
         for (int r = 0; r < ROWS; r++) {
-            if (j0 > jhi[r] || j0 + BLOCK_N <= jlo[r])
-                continue; /* nothing of this tile is visible to this row */
 #if HAS_ALIBI
             const int p = i0 + lid + r * WG_SIZE + shift;
 #endif
@@ -139,16 +164,15 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
                 s[r][n] = visible ? x : -INFINITY;
                 tile_max = fmax(tile_max, s[r][n]);
             }
-            if (tile_max == -INFINITY)
-                continue; /* every key of the tile is masked for this row */
+            /* A tile with no visible key leaves the row unchanged (alpha 1, p 0). */
             const float m_new = fmax(m[r], tile_max);
-            const float alpha = exp2(m[r] - m_new); /* 0 on the first visible tile */
+            const float alpha = m_new == -INFINITY ? 1.0f : exp2(m[r] - m_new);
             m[r] = m_new;
             l[r] *= alpha;
             for (int d = 0; d < HEAD_DIM_PAD; d++)
                 acc[r][d] *= alpha;
             for (int n = 0; n < BLOCK_N; n++) {
-                const float pn = exp2(s[r][n] - m_new);
+                const float pn = m_new == -INFINITY ? 0.0f : exp2(s[r][n] - m_new);
                 l[r] += pn;
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
                     acc[r][d] = fma(pn, Vs[n][d], acc[r][d]);
@@ -156,16 +180,39 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         }
     }
 
+    if (save_state) { /* not the last chunk: keep the rows' state for the next launch */
+        for (int r = 0; r < ROWS; r++) {
+            const int i = i0 + lid + r * WG_SIZE;
+            if (i < sq) {
+                __global float *st = state + (((long)b * get_global_size(1) + h) * sq + i) * (HEAD_DIM_PAD + 2);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    st[d] = acc[r][d];
+                st[HEAD_DIM_PAD] = m[r];
+                st[HEAD_DIM_PAD + 1] = l[r];
+            }
+        }
+        return;
+    }
+
+    /* Epilogue: each row is normalised into local memory, then the block is written by all
+     * work-items together. A row that saw no key writes O = 0 and LSE = -inf. */
+    barrier(CLK_LOCAL_MEM_FENCE);
     for (int r = 0; r < ROWS; r++) {
-        const int i = i0 + lid + r * WG_SIZE;
-        if (i >= sq)
-            break;
-        const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* a row that saw no key writes zeros */
-        const long orow = o_off + b * o_sb + (long)i * o_ss + h * o_sh;
-        for (int d = 0; d < head_dim; d++)
-            STORE(O, orow + d, acc[r][d] * inv_l);
-        if (write_lse)
+        const int row = lid + r * WG_SIZE;
+        const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int d = 0; d < HEAD_DIM_PAD; d++)
+            Os[row][d] = acc[r][d] * inv_l;
+        const int i = i0 + row;
+        if (write_lse && i < sq)
             LSE[lse_off + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
                 l[r] > 0.0f ? (m[r] + log2(l[r])) * FCL_LN2 : -INFINITY;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int step = 0; step < STRIDED_STEPS(BLOCK_M * HEAD_DIM_PAD); step++) {
+        const int idx = lid + step * WG_SIZE;
+        const int row = idx / HEAD_DIM_PAD, d = idx - row * HEAD_DIM_PAD;
+        const int i = i0 + row;
+        if (row < BLOCK_M && i < sq && d < head_dim)
+            STORE(O, o_off + b * o_sb + (long)i * o_ss + h * o_sh + d, Os[row][d]);
     }
 }

@@ -120,9 +120,10 @@ static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, 
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
-                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DHAS_SOFTCAP=%d "
-                 "-DHAS_MASK=%d -DHAS_ALIBI=%d",
-                 (int)dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows, r->softcap > 0.0f, r->mask != NULL,
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DSMEM_FLOATS=%d "
+                 "-DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+                 (int)dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows, fcl_forward_smem_floats(tiles, hdp),
+                 r->softcap > 0.0f, r->mask != NULL,
                  r->alibi != NULL);
         fcl_status s = fcl_get_kernel(ctx, forward_sources, 2, opts, "attention_forward", out);
         if (s != FCL_SUCCESS)
@@ -135,6 +136,28 @@ static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, 
             return FCL_SUCCESS;
         tiles->block_m /= 2;
     }
+}
+
+/* On devices that cap the loop iterations of a work-item, the keys are processed in chunks
+ * (one launch each) whose iterations stay well under the cap; elsewhere one chunk. */
+static fcl_status chunk_for_loop_limit(fcl_context ctx, const fcl_forward_tiles *t, int hdp, int64_t Sk,
+                                       int64_t *chunk_keys)
+{
+    const long limit = fcl_device_loop_limit(ctx);
+    if (limit <= 0)
+        return FCL_SUCCESS;
+    const long m = t->rows, n = t->block_n, wg = t->block_m / t->rows;
+    /* loop iterations per key tile and outside the tile loop, counted generously */
+    const long per_tile = (n * hdp + wg - 1) / wg + n + m * (n + 1) + hdp * (1 + m * (n + 1)) +
+                          m * (2 + 2 * n + hdp + n * hdp) + 8;
+    const long fixed = m * (3 * hdp + 8) + (t->block_m * hdp + wg - 1) / wg + 64;
+    const long tiles_per_chunk = (limit * 3 / 4 - fixed) / per_tile;
+    if (tiles_per_chunk < 1)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_attention_forward: one key tile needs %ld loop iterations, "
+                        "more than device \"%s\" allows (%ld)", per_tile + fixed, ctx->info.name, limit);
+    if (tiles_per_chunk * n < Sk)
+        *chunk_keys = tiles_per_chunk * n;
+    return FCL_SUCCESS;
 }
 
 fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q, fcl_tensor K,
@@ -157,10 +180,21 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
     cl_kernel kernel;
     if ((s = get_forward_kernel(ctx, Q->dtype, hdp, &r, &tiles, &kernel)) != FCL_SUCCESS)
         return s;
-
+    int64_t chunk_keys = Sk;
+    if ((s = chunk_for_loop_limit(ctx, &tiles, hdp, Sk, &chunk_keys)) != FCL_SUCCESS)
+        return s;
+    const int64_t n_chunks = (Sk + chunk_keys - 1) / chunk_keys;
+    cl_mem state = NULL;
+    if (n_chunks > 1) {
+        cl_int e;
+        state = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)(B * Hq * Sq * (hdp + 2)) * sizeof(float), NULL, &e);
+        if (e != CL_SUCCESS)
+            return fcl_fail_cl(ctx, e, "clCreateBuffer (attention_forward chunk state)");
+    }
     /* Absent optional tensors are bound to O's buffer; the kernel never touches them. */
-    const cl_mem bufs[7] = {Q->buffer, K->buffer, V->buffer, O->buffer, LSE ? LSE->buffer : O->buffer,
-                            r.mask ? r.mask->buffer : O->buffer, r.alibi ? r.alibi->buffer : O->buffer};
+    const cl_mem bufs[8] = {Q->buffer, K->buffer, V->buffer, O->buffer, LSE ? LSE->buffer : O->buffer,
+                            r.mask ? r.mask->buffer : O->buffer, r.alibi ? r.alibi->buffer : O->buffer,
+                            state ? state : O->buffer};
     const cl_long longs[26] = {
         Q->offset, Q->strides[0], Q->strides[1], Q->strides[2],
         K->offset, K->strides[0], K->strides[1], K->strides[2],
@@ -174,20 +208,31 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
     const cl_float floats[2] = {r.scale, r.softcap};
     cl_int err = CL_SUCCESS;
     cl_uint arg = 0;
-    for (int i = 0; i < 7; i++, arg++)
+    for (int i = 0; i < 8; i++, arg++)
         err |= clSetKernelArg(kernel, arg, sizeof(cl_mem), &bufs[i]);
-    for (int i = 0; i < 26; i++, arg++)
-        err |= clSetKernelArg(kernel, arg, sizeof(cl_long), &longs[i]);
+    const cl_uint chunk_arg = arg; /* key_lo, key_hi, load_state, save_state: set per launch */
+    arg += 4;
     for (int i = 0; i < 7; i++, arg++)
         err |= clSetKernelArg(kernel, arg, sizeof(cl_int), &ints[i]);
     for (int i = 0; i < 2; i++, arg++)
         err |= clSetKernelArg(kernel, arg, sizeof(cl_float), &floats[i]);
-    if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "clSetKernelArg (attention_forward)");
+    for (int i = 0; i < 26; i++, arg++)
+        err |= clSetKernelArg(kernel, arg, sizeof(cl_long), &longs[i]);
     size_t local[3] = {(size_t)(tiles.block_m / tiles.rows), 1, 1};
     size_t global[3] = {(size_t)((Sq + tiles.block_m - 1) / tiles.block_m) * local[0], (size_t)Hq, (size_t)B};
-    err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, 0, NULL, event);
+    for (int64_t c = 0; c < n_chunks && err == CL_SUCCESS; c++) {
+        const cl_int chunk[4] = {(cl_int)(c * chunk_keys), (cl_int)((c + 1) * chunk_keys < Sk ? (c + 1) * chunk_keys - 1 : Sk - 1),
+                                 c > 0, c + 1 < n_chunks};
+        for (cl_uint i = 0; i < 4; i++)
+            err |= clSetKernelArg(kernel, chunk_arg + i, sizeof(cl_int), &chunk[i]);
+        if (err != CL_SUCCESS)
+            break;
+        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, 0, NULL,
+                                     c + 1 == n_chunks ? event : NULL);
+    }
+    if (state)
+        clReleaseMemObject(state); /* freed once the launches that use it complete */
     if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "clEnqueueNDRangeKernel (attention_forward)");
+        return fcl_fail_cl(ctx, err, "enqueueing attention_forward");
     return FCL_SUCCESS;
 }

@@ -1,5 +1,5 @@
-/* The per-device tuning table. Entries are matched in order; the first whose vendor
- * substring and device type match wins (an empty vendor matches any). */
+/* The per-device tuning table. Entries are matched in order; the first whose device-name or
+ * vendor substring and device type match wins (an empty substring matches any). */
 #include "tuning.h"
 
 #include <stdio.h>
@@ -7,35 +7,37 @@
 #include <string.h>
 
 typedef struct tuning_entry {
-    const char *vendor;    /* substring of CL_DEVICE_VENDOR, "" = any */
-    fcl_device_type type;
-    int max_head_dim_pad;  /* entry applies up to this padded head dim */
+    const char *name;      /* substring of the device name or vendor, "" = any */
+    fcl_device_type type;  /* FCL_DEVICE_OTHER = any type */
+    long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
     fcl_forward_tiles forward;
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"NVIDIA", FCL_DEVICE_GPU, 256, {64, 32, 1}},
-    {"", FCL_DEVICE_GPU, 256, {64, 16, 1}},
-    {"", FCL_DEVICE_CPU, 256, {16, 64, 16}},
-    {"", FCL_DEVICE_OTHER, 256, {32, 16, 1}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 65535, {16, 16, 1}},
+    {"NVIDIA", FCL_DEVICE_GPU, 0, {64, 32, 1}},
+    {"", FCL_DEVICE_GPU, 0, {64, 16, 1}},
+    {"", FCL_DEVICE_CPU, 0, {16, 64, 16}},
+    {"", FCL_DEVICE_OTHER, 0, {32, 16, 1}},
 };
 
-static int device_matches(const fcl_device_info *info, const tuning_entry *e)
+static const tuning_entry *entry_for(const fcl_device_info *info)
 {
-    if (e->vendor[0] && !strstr(info->vendor, e->vendor))
-        return 0;
-    return e->type == FCL_DEVICE_OTHER || e->type == info->type;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const tuning_entry *e = &table[i];
+        if (e->name[0] && !strstr(info->name, e->name) && !strstr(info->vendor, e->name))
+            continue;
+        if (e->type == FCL_DEVICE_OTHER || e->type == info->type)
+            return e;
+    }
+    return &table[sizeof table / sizeof table[0] - 1];
 }
+
+long fcl_device_loop_limit(fcl_context ctx) { return entry_for(&ctx->info)->loop_limit; }
 
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {
-    fcl_forward_tiles t = {32, 16, 1};
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (head_dim_pad <= table[i].max_head_dim_pad && device_matches(&ctx->info, &table[i])) {
-            t = table[i].forward;
-            break;
-        }
-    }
+    fcl_forward_tiles t = entry_for(&ctx->info)->forward;
     const char *env = getenv("FLASHCL_FORWARD_TILES");
     int m, n, r;
     if (env && sscanf(env, "%d,%d,%d", &m, &n, &r) == 3 && m > 0 && n > 0 && r > 0 && m % r == 0) {
@@ -43,11 +45,19 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
         t.block_n = n;
         t.rows = r;
     }
-    /* K and V tiles (plus the mask row) must fit in half the local memory. */
-    uint64_t budget = ctx->info.local_mem_bytes / 2;
-    while (t.block_n > 1 && (uint64_t)(2 * t.block_n * head_dim_pad + t.block_n) * 4 > budget)
+    /* The local array (plus the mask row) must fit in half the local memory. */
+    const uint64_t budget = ctx->info.local_mem_bytes / 2;
+    while (t.block_n > 1 && (uint64_t)(fcl_forward_smem_floats(&t, head_dim_pad) + t.block_n) * 4 > budget)
         t.block_n /= 2;
-    while (t.block_m > t.rows && (size_t)(t.block_m / t.rows) > ctx->info.max_work_group_size)
+    while (t.block_m > t.rows && ((uint64_t)(fcl_forward_smem_floats(&t, head_dim_pad) + t.block_n) * 4 > budget ||
+                                  (size_t)(t.block_m / t.rows) > ctx->info.max_work_group_size))
         t.block_m /= 2;
     return t;
+}
+
+int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad)
+{
+    const int tiles = head_dim_pad * (t->block_n + 1) + t->block_n * head_dim_pad;
+    const int rows = t->block_m * head_dim_pad;
+    return tiles > rows ? tiles : rows;
 }

@@ -1,18 +1,29 @@
-/* Per-device tile sizes and work-group shapes (vendor defaults, overridable by environment). */
+/* Per-device tile sizes, work-group shapes and code-shape knobs (vendor defaults, overridable
+ * by environment), and the limits of devices that have them. */
 #ifndef FLASHCL_TUNING_H
 #define FLASHCL_TUNING_H
 
 #include "internal.h"
 
 typedef struct fcl_forward_tiles {
-    int block_m; /* query rows per work-group (= work-group size) */
-    int block_n; /* keys per local-memory tile */
-    int rows;    /* query rows per work-item; the work-group has block_m / rows items */
+    int block_m;      /* query rows per work-group */
+    int block_n;      /* keys per local-memory tile */
+    int rows;         /* query rows per work-item; the work-group has block_m / rows items */
 } fcl_forward_tiles;
 
 /* Tiles for the attention forward at padded head dim `head_dim_pad` on ctx's device: the
- * table's entry for the device, then FLASHCL_FORWARD_TILES="M,N,R" if set, then clamped so the
- * K/V tiles fit in half the device's local memory and M / R fits its work-group limit. */
+ * table's entry for the device, then FLASHCL_FORWARD_TILES="M,N,R" if set, then clamped so
+ * the local array fits in half the device's local memory and M / R fits its work-group limit. */
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad);
+
+/* Floats of the forward kernel's shared local array: the K (transposed, padded) and V tiles,
+ * reused by the epilogue for the block's output rows. */
+int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad);
+
+/* The most loop iterations one work-item may run on ctx's device, 0 when unlimited. Mesa's
+ * llvmpipe (Rusticl, Clover; seen with Mesa 22.3) silently ends every loop once a work-item
+ * has run 65535 iterations in total, so ops there split their work into launches that stay
+ * under the cap. */
+long fcl_device_loop_limit(fcl_context ctx);
 
 #endif

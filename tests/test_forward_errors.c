@@ -317,6 +317,19 @@ Test(forward_errors, control_valid_optional_inputs_accepted)
     fixture_fini(&f);
 }
 
+Test(forward_errors, params_default_matches_init)
+{
+    fcl_attn_params a = fcl_attn_params_default();
+    fcl_attn_params b = FCL_ATTN_PARAMS_INIT;
+    cr_assert(a.scale == 0.0f && b.scale == 0.0f);
+    cr_assert(a.causal == 0 && b.causal == 0);
+    cr_assert(a.window_left == -1 && b.window_left == -1);
+    cr_assert(a.window_right == -1 && b.window_right == -1);
+    cr_assert(a.softcap == 0.0f && b.softcap == 0.0f);
+    cr_assert(a.key_mask == NULL && b.key_mask == NULL);
+    cr_assert(a.alibi_slopes == NULL && b.alibi_slopes == NULL);
+}
+
 /* ------------------------------------------------------------------ NULL arguments */
 
 Test(forward_errors, null_context)
@@ -718,6 +731,121 @@ Test(forward_errors, softcap_negative)
     cr_assert(has_substr(msg, "softcap"), "message \"%s\" does not name softcap", msg);
     cr_assert(has_substr(msg, "-1.5"), "message \"%s\" does not give the value -1.5", msg);
     fixture_fini(&f);
+}
+
+static void bad_scalar_case(float scale, float softcap, const char *name, const char *what)
+{
+    fixture f;
+    spec s = spec_default();
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.scale = scale;
+    p.softcap = softcap;
+    fixture_init(&f, &s);
+    cl_event ev = NULL;
+    fcl_status st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, &ev);
+    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "%s: got %s (%s)", what, fcl_status_string(st), fcl_last_error(f.ctx));
+    cr_assert(ev == NULL);
+    const char *msg = fcl_last_error(f.ctx);
+    assert_sentence(msg);
+    cr_assert(has_substr(msg, name), "%s: message \"%s\" does not name %s", what, msg, name);
+    fixture_assert_untouched(&f);
+    fixture_fini(&f);
+}
+
+Test(forward_errors, scale_nan) { bad_scalar_case(NAN, 0.0f, "scale", "scale NaN"); }
+Test(forward_errors, scale_inf) { bad_scalar_case(INFINITY, 0.0f, "scale", "scale inf"); }
+Test(forward_errors, softcap_nan) { bad_scalar_case(0.0f, NAN, "softcap", "softcap NaN"); }
+Test(forward_errors, softcap_inf) { bad_scalar_case(0.0f, INFINITY, "softcap", "softcap inf"); }
+
+/* ------------------------------------------------------------------ ownership, aliasing */
+
+Test(forward_errors, tensor_from_another_context)
+{
+    fixture f;
+    spec s = spec_default();
+    fixture_init(&f, &s);
+    fcl_context other = support_context();
+    fcl_tensor k2 = make_tensor(other, FCL_F32, 4, s.shape[TK]);
+    fill_random(k2, 5);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    cl_event ev = NULL;
+    fcl_status st = fcl_attention_forward(f.ctx, &p, f.t[TQ], k2, f.t[TV], f.t[TO], f.lse, &ev);
+    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "K of another context: got %s (%s)", fcl_status_string(st),
+              fcl_last_error(f.ctx));
+    cr_assert(ev == NULL);
+    const char *msg = fcl_last_error(f.ctx);
+    assert_sentence(msg);
+    ASSERT_TOKENS(msg, "K");
+    fixture_assert_untouched(&f);
+    /* a key mask of another context, too */
+    int64_t ms[1] = {SK0};
+    fcl_tensor m2 = make_tensor(other, FCL_F32, 1, ms);
+    fill_random(m2, 6);
+    p.key_mask = m2;
+    st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, NULL);
+    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "mask of another context: got %s (%s)", fcl_status_string(st),
+              fcl_last_error(f.ctx));
+    fixture_assert_untouched(&f);
+    fcl_tensor_release(m2);
+    fcl_tensor_release(k2);
+    fcl_context_release(other);
+    fixture_fini(&f);
+}
+
+Test(forward_errors, output_overlaps_input)
+{
+    /* one buffer holding Q's elements, then O's: O shifted one element back overlaps Q */
+    fcl_context ctx = support_context();
+    const int64_t n = B0 * SQ0 * HQ0 * D0;
+    int64_t all[1] = {2 * n};
+    fcl_tensor buf = make_tensor(ctx, FCL_F32, 1, all);
+    int64_t qs[4] = {B0, SQ0, HQ0, D0}, ks[4] = {B0, SK0, HKV0, D0};
+    fcl_tensor Q = NULL, O_ok = NULL, O_bad = NULL;
+    cr_assert(fcl_tensor_view(buf, 4, qs, NULL, 0, &Q) == FCL_SUCCESS);
+    cr_assert(fcl_tensor_view(buf, 4, qs, NULL, n, &O_ok) == FCL_SUCCESS);
+    cr_assert(fcl_tensor_view(buf, 4, qs, NULL, n - 1, &O_bad) == FCL_SUCCESS);
+    fcl_tensor K = make_tensor(ctx, FCL_F32, 4, ks), V = make_tensor(ctx, FCL_F32, 4, ks);
+    fill_random(K, 1);
+    fill_random(V, 2);
+    size_t bytes = (size_t)(2 * n) * sizeof(float);
+    unsigned char *before = poison_bytes(bytes, 3), *after = malloc(bytes);
+    cr_assert(after != NULL);
+    /* small finite values for Q's part so the control call is meaningful */
+    for (int64_t i = 0; i < n; i++) {
+        float x = (float)((i % 17) - 8) / 16.0f;
+        memcpy(before + i * 4, &x, 4);
+    }
+    cr_assert(fcl_tensor_write_raw(buf, before, bytes) == FCL_SUCCESS);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    cl_event ev = NULL;
+    fcl_status st = fcl_attention_forward(ctx, &p, Q, K, V, O_bad, NULL, &ev);
+    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "O overlapping Q by one element: got %s (%s)", fcl_status_string(st),
+              fcl_last_error(ctx));
+    cr_assert(ev == NULL);
+    assert_sentence(fcl_last_error(ctx));
+    st = fcl_attention_forward(ctx, &p, Q, K, V, Q, NULL, NULL);
+    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "O == Q: got %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
+    st = fcl_attention_forward(ctx, &p, Q, K, V, K, NULL, NULL);
+    cr_assert(st == FCL_ERR_SHAPE || st == FCL_ERR_INVALID_ARGUMENT, "O == K: got %s", fcl_status_string(st));
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
+    cr_assert(fcl_tensor_read_raw(buf, after, bytes) == FCL_SUCCESS);
+    cr_assert(memcmp(before, after, bytes) == 0, "a rejected aliased call wrote into the buffer");
+    /* control: O right after Q in the same buffer does not overlap */
+    st = fcl_attention_forward(ctx, &p, Q, K, V, O_ok, NULL, NULL);
+    cr_assert(st == FCL_SUCCESS, "adjacent O: %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
+    cr_assert(fcl_tensor_read_raw(buf, after, bytes) == FCL_SUCCESS);
+    cr_assert(memcmp(before, after, (size_t)n * 4) == 0, "the adjacent O call changed Q");
+    cr_assert(memcmp(before + n * 4, after + n * 4, (size_t)n * 4) != 0, "the adjacent O call wrote nothing");
+    free(before);
+    free(after);
+    fcl_tensor_release(Q);
+    fcl_tensor_release(O_ok);
+    fcl_tensor_release(O_bad);
+    fcl_tensor_release(K);
+    fcl_tensor_release(V);
+    fcl_tensor_release(buf);
+    fcl_context_release(ctx);
 }
 
 /* ------------------------------------------------------------------ layouts

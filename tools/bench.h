@@ -3,6 +3,7 @@
  *   bench_args.c     command-line parsing and usage
  *   bench_forward.c  the attention-forward case (timing + correctness)
  *   bench_check.c    sampled comparison with the float64 reference
+ *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
  *   bench_sgemm.c    CLBlast SGEMM on the same device (the ceiling)
  *   bench_report.c   the table and the JSON lines
  *   bench_util.c     clock, median, random numbers, FLOP counts */
@@ -60,9 +61,11 @@ typedef struct bench_result {
     const char *op;
     bench_case c;
     double ms;           /* median wall time of one call + fcl_finish */
+    double ms_event;     /* median device time of the op's event; NaN without profiling */
     double tflops;       /* FlashAttention convention (see bench_util.c) */
     double tflops_exact; /* from the exact count of visible (query, key) pairs */
     double max_err, err_bound; /* NaN when nothing was checked */
+    int has_nan;         /* a NaN anywhere in O */
     int ok;
     long rows_checked, rows_total;
 } bench_result;
@@ -70,7 +73,7 @@ typedef struct bench_result {
 /* One CLBlast SGEMM result line. */
 typedef struct sgemm_result {
     long m, n, k;
-    double ms, tflops;
+    double ms, ms_event, tflops; /* as in bench_result */
     int status; /* CLBlast status (0 = success) */
     int ok;
 } sgemm_result;
@@ -95,6 +98,16 @@ typedef struct bench_check_in {
     int check_rows;             /* -1 = default rule, 0 = none */
 } bench_check_in;
 void bench_check_forward(const bench_check_in *in, bench_result *r);
+
+/* bench_timer.c: warmup, then env->reps timed runs of `fn` (which enqueues the op and may
+ * return the event of its last command in *ev, or leave it NULL). On success *out holds the
+ * medians; a failing status of fn or fcl_finish is returned as is. */
+typedef fcl_status (*bench_enqueue_fn)(void *arg, cl_event *ev);
+typedef struct bench_timing {
+    double ms_wall;  /* enqueue + fcl_finish, host clock */
+    double ms_event; /* CL_PROFILING_COMMAND_START..END of the event; NaN when unavailable */
+} bench_timing;
+fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, bench_timing *out);
 
 /* bench_sgemm.c: times CLBlastSgemm (row-major n x n x n) on the env's queue. */
 void bench_sgemm(const bench_env *env, long n, sgemm_result *r);

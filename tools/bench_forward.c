@@ -1,5 +1,5 @@
-/* flashcl-bench op "forward": fcl_attention_forward on random inputs (fixed seeds), timed
- * by wall clock around each call + fcl_finish, then checked on sampled rows. */
+/* flashcl-bench op "forward": fcl_attention_forward on random inputs (fixed seeds), with an
+ * F32 LSE output as in training, timed by bench_time, then checked on sampled rows. */
 #include "bench.h"
 
 #include <math.h>
@@ -96,33 +96,32 @@ static int make_tensors(const bench_env *env, const bench_case *c, fwd_data *f, 
     return st ? lib_error(env, "writing inputs", st) : 0;
 }
 
-/* Warmup, then the median of env->reps timed calls. */
-static int time_runs(const bench_env *env, const bench_case *c, fwd_data *f, double *ms)
+typedef struct fwd_call {
+    fcl_context ctx;
+    fcl_attn_params p;
+    const fwd_data *f;
+} fwd_call;
+
+static fcl_status enqueue_forward(void *arg, cl_event *ev)
 {
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    p.causal = c->causal;
-    p.window_left = c->window_left;
-    p.window_right = c->window_right;
-    p.softcap = c->softcap;
-    double *t = malloc(sizeof *t * (size_t)env->reps);
-    if (!t) {
-        fprintf(stderr, "flashcl-bench: out of host memory\n");
-        return BENCH_EXIT_LIBRARY;
-    }
-    for (int i = 0; i < env->warmup + env->reps; i++) {
-        double t0 = bench_now_ms();
-        fcl_status st = fcl_attention_forward(env->ctx, &p, f->tq, f->tk, f->tv, f->to, f->tlse, NULL);
-        if (st == FCL_SUCCESS)
-            st = fcl_finish(env->ctx);
-        if (st) {
-            free(t);
-            return lib_error(env, "fcl_attention_forward", st);
-        }
-        if (i >= env->warmup)
-            t[i - env->warmup] = bench_now_ms() - t0;
-    }
-    *ms = bench_median(t, env->reps);
-    free(t);
+    const fwd_call *c = arg;
+    return fcl_attention_forward(c->ctx, &c->p, c->f->tq, c->f->tk, c->f->tv, c->f->to, c->f->tlse, ev);
+}
+
+/* Warmup, then the medians of env->reps timed calls. */
+static int time_runs(const bench_env *env, const bench_case *c, const fwd_data *f, bench_result *r)
+{
+    fwd_call call = {env->ctx, FCL_ATTN_PARAMS_INIT, f};
+    bench_timing t;
+    call.p.causal = c->causal;
+    call.p.window_left = c->window_left;
+    call.p.window_right = c->window_right;
+    call.p.softcap = c->softcap;
+    fcl_status st = bench_time(env, enqueue_forward, &call, &t);
+    if (st)
+        return lib_error(env, "fcl_attention_forward", st);
+    r->ms = t.ms_wall;
+    r->ms_event = t.ms_event;
     return 0;
 }
 
@@ -139,7 +138,7 @@ int bench_forward(const bench_env *env, const bench_case *c, bench_result *r)
         rc = BENCH_EXIT_LIBRARY;
     }
     if (!rc) rc = make_tensors(env, c, &f, nq, nk);
-    if (!rc) rc = time_runs(env, c, &f, &r->ms);
+    if (!rc) rc = time_runs(env, c, &f, r);
     if (!rc) {
         fcl_status st = fcl_tensor_read_f32(f.to, f.o, nq);
         if (st)

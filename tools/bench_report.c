@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %9s %8s %9s %9s %-3s %s\n"
+#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %9s %9s %8s %9s %9s %-3s %s\n"
 
 static const char *type_name(fcl_device_type t)
 {
@@ -23,9 +23,10 @@ void bench_print_header(const bench_env *env)
     printf("# device: %s (%s, %s), %u compute units; flashcl %s\n", env->info.name,
            env->info.platform_name, type_name(env->info.type), env->info.compute_units,
            fcl_version_string());
-    printf("# reps %d (median wall ms of call + fcl_finish), warmup %d\n", env->reps, env->warmup);
+    printf("# reps %d, warmup %d; ms: median wall time of call + fcl_finish; dev_ms: median\n"
+           "# device time of the op's (last) event; TFLOP/s from ms\n", env->reps, env->warmup);
     printf(ROW_FMT, "op", "device", "dtype", "B", "Sq", "Sk", "Hq", "Hkv", "D", "flags", "ms",
-           "TFLOP/s", "max_err", "bound", "ok", "rows");
+           "dev_ms", "TFLOP/s", "max_err", "bound", "ok", "rows");
 }
 
 /* "causal,w=L,R,cap=X,bhsd" or "-". */
@@ -97,18 +98,19 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     json_num("softcap", "%g", c->softcap);
     printf(",\"layout\":\"%s\",\"reps\":%d", c->bhsd ? "bhsd" : "bshd", env->reps);
     json_num("ms", "%.6g", r->ms);
+    json_num("ms_event", "%.6g", r->ms_event);
     json_num("tflops", "%.6g", r->tflops);
     json_num("tflops_exact", "%.6g", r->tflops_exact);
     json_num("max_err", "%.6e", r->max_err);
     json_num("err_bound", "%.6e", r->err_bound);
-    printf(",\"ok\":%s,\"rows_checked\":%ld,\"rows_total\":%ld}\n", r->ok ? "true" : "false",
-           r->rows_checked, r->rows_total);
+    printf(",\"has_nan\":%s,\"ok\":%s,\"rows_checked\":%ld,\"rows_total\":%ld}\n",
+           r->has_nan ? "true" : "false", r->ok ? "true" : "false", r->rows_checked, r->rows_total);
 }
 
 void bench_print_result(const bench_env *env, const bench_result *r)
 {
     const bench_case *c = &r->c;
-    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], ms[32], tf[32], err[32],
+    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], ms[32], dms[32], tf[32], err[32],
         bound[32], rows[48];
     if (env->json) {
         print_result_json(env, r);
@@ -122,23 +124,28 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     snprintf(d, sizeof d, "%d", c->d);
     flags_of(c, flags, sizeof flags);
     fmt_num(ms, sizeof ms, "%.3f", r->ms);
+    fmt_num(dms, sizeof dms, "%.3f", r->ms_event);
     fmt_num(tf, sizeof tf, "%.4g", r->tflops);
-    fmt_num(err, sizeof err, "%.2e", r->max_err);
+    if (r->has_nan)
+        snprintf(err, sizeof err, "NaN");
+    else
+        fmt_num(err, sizeof err, "%.2e", r->max_err);
     fmt_num(bound, sizeof bound, "%.2e", r->err_bound);
     snprintf(rows, sizeof rows, "%ld/%ld", r->rows_checked, r->rows_total);
     printf(ROW_FMT, r->op, env->info.name, fcl_dtype_name(c->dtype), b, sq, sk, hq, hkv, d, flags,
-           ms, tf, err, bound, r->ok ? "yes" : "NO", rows);
+           ms, dms, tf, err, bound, r->ok ? "yes" : "NO", rows);
     fflush(stdout);
 }
 
 void bench_print_sgemm(const bench_env *env, const sgemm_result *r)
 {
-    char shape[48], ms[32], tf[32], status[32];
+    char shape[48], ms[32], dms[32], tf[32], status[32];
     if (env->json) {
         printf("{\"op\":\"clblast_sgemm\",\"device\":");
         json_string(env->info.name);
         printf(",\"m\":%ld,\"n\":%ld,\"k\":%ld", r->m, r->n, r->k);
         json_num("ms", "%.6g", r->ok ? r->ms : NAN);
+        json_num("ms_event", "%.6g", r->ok ? r->ms_event : NAN);
         json_num("tflops", "%.6g", r->ok ? r->tflops : NAN);
         printf(",\"ok\":%s,\"status\":%d}\n", r->ok ? "true" : "false", r->status);
         fflush(stdout);
@@ -146,9 +153,10 @@ void bench_print_sgemm(const bench_env *env, const sgemm_result *r)
     }
     snprintf(shape, sizeof shape, "m=n=k=%ld", r->m);
     fmt_num(ms, sizeof ms, "%.3f", r->ok ? r->ms : NAN);
+    fmt_num(dms, sizeof dms, "%.3f", r->ok ? r->ms_event : NAN);
     fmt_num(tf, sizeof tf, "%.4g", r->ok ? r->tflops : NAN);
     snprintf(status, sizeof status, "status %d", r->status);
     printf(ROW_FMT, "clblast_sgemm", env->info.name, "f32", "-", "-", "-", "-", "-", "-", shape, ms,
-           tf, "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
+           dms, tf, "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
     fflush(stdout);
 }

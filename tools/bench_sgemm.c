@@ -20,10 +20,14 @@ static void release_bufs(sgemm_bufs *g)
 }
 
 /* Creates A, B, C (n x n floats) with random A and B; returns an OpenCL status. */
-static cl_int make_bufs(cl_context cl, cl_command_queue q, long n, sgemm_bufs *g)
+static cl_int make_bufs(const bench_env *env, long n, sgemm_bufs *g)
 {
+    cl_context cl = fcl_context_cl_context(env->ctx);
+    cl_command_queue q = fcl_context_cl_queue(env->ctx);
     size_t count = (size_t)n * (size_t)n, bytes = count * sizeof(float);
     cl_int err = CL_SUCCESS;
+    if ((uint64_t)bytes > env->info.max_alloc_bytes || 3 * (uint64_t)bytes > env->info.global_mem_bytes)
+        return CL_INVALID_BUFFER_SIZE; /* larger than the device takes */
     float *host = malloc(bytes);
     if (!host)
         return CL_OUT_OF_HOST_MEMORY;
@@ -41,52 +45,51 @@ static cl_int make_bufs(cl_context cl, cl_command_queue q, long n, sgemm_bufs *g
     return err;
 }
 
-/* One C = A * B, finished; returns a CLBlast (or OpenCL) status. */
-static int run_once(cl_command_queue q, long n, const sgemm_bufs *g)
-{
-    size_t un = (size_t)n;
-    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
-                                       un, un, un, 1.0f, g->a, 0, un, g->b, 0, un, 0.0f, g->c, 0,
-                                       un, &q, NULL);
-    if (s != CLBlastSuccess)
-        return (int)s;
-    return (int)clFinish(q);
-}
+typedef struct sgemm_call {
+    cl_command_queue q;
+    long n;
+    const sgemm_bufs *g;
+    int status; /* CLBlast status of the last call */
+} sgemm_call;
 
-/* Warmup, then the median of reps timed runs; returns a status. */
-static int time_sgemm(const bench_env *env, cl_command_queue q, const sgemm_bufs *g, long n,
-                      double *ms)
+/* Enqueues one C = A * B. No event is returned: CLBlast may run several kernels (padding,
+ * transposes) and its event covers only the last, so only the wall time is meaningful. */
+static fcl_status enqueue_sgemm(void *arg, cl_event *ev)
 {
-    double *t = malloc(sizeof *t * (size_t)env->reps);
-    int s = t ? 0 : CL_OUT_OF_HOST_MEMORY;
-    for (int i = 0; !s && i < env->warmup + env->reps; i++) {
-        double t0 = bench_now_ms();
-        s = run_once(q, n, g);
-        if (i >= env->warmup)
-            t[i - env->warmup] = bench_now_ms() - t0;
-    }
-    if (!s)
-        *ms = bench_median(t, env->reps);
-    free(t);
-    return s;
+    (void)ev;
+    sgemm_call *c = arg;
+    size_t n = (size_t)c->n;
+    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
+                                       n, n, n, 1.0f, c->g->a, 0, n, c->g->b, 0, n, 0.0f, c->g->c, 0,
+                                       n, &c->q, NULL);
+    c->status = (int)s;
+    return s == CLBlastSuccess ? FCL_SUCCESS : FCL_ERR_OPENCL;
 }
 
 void bench_sgemm(const bench_env *env, long n, sgemm_result *r)
 {
-    cl_context cl = fcl_context_cl_context(env->ctx);
     cl_command_queue q = fcl_context_cl_queue(env->ctx);
     sgemm_bufs g = {0};
     r->m = r->n = r->k = n;
-    r->ms = r->tflops = 0.0;
-    r->status = (int)make_bufs(cl, q, n, &g);
-    if (!r->status) {
-        /* One untimed run even with --warmup 0: CLBlast compiles its kernels on first use. */
-        r->status = run_once(q, n, &g);
+    r->ms = r->ms_event = r->tflops = 0.0;
+    sgemm_call call = {q, n, &g, 0};
+    bench_env env1 = *env;
+    bench_timing t;
+    /* One untimed run even with --warmup 0: CLBlast compiles its kernels on first use. */
+    env1.warmup = env->warmup > 0 ? env->warmup : 1;
+    r->status = (int)make_bufs(env, n, &g);
+    fcl_status st = r->status ? FCL_SUCCESS : bench_time(&env1, enqueue_sgemm, &call, &t);
+    if (st != FCL_SUCCESS && !call.status) { /* CLBlast enqueued; waiting failed */
+        fprintf(stderr, "flashcl-bench: sgemm: %s: %s\n", fcl_status_string(st), fcl_last_error(env->ctx));
+        call.status = CLBlastUnknownError;
     }
-    if (!r->status)
-        r->status = time_sgemm(env, q, &g, n, &r->ms);
-    if (!r->status)
-        r->tflops = 2.0 * (double)n * n * n / (r->ms * 1e-3) * 1e-12;
+    if (st != FCL_SUCCESS)
+        r->status = call.status;
+    if (!r->status) {
+        r->ms = t.ms_wall;
+        r->ms_event = t.ms_event;
+        r->tflops = 2.0 * (double)n * (double)n * (double)n / (r->ms * 1e-3) * 1e-12;
+    }
     r->ok = r->status == 0;
     clFinish(q);
     release_bufs(&g);

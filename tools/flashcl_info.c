@@ -145,7 +145,8 @@ static int print_default(cl_platform_id *plats, cl_uint np)
         printf("none (%s: %s)\n", fcl_status_string(st), fcl_last_error(ctx));
         printf("Disk cache: unknown (no context)\n");
         fcl_context_release(ctx);
-        return st == FCL_ERR_NO_DEVICE ? 0 : -1; /* no device at all is not a failure */
+        /* no device at all is not a failure; a FLASHCL_DEVICE that matches none is */
+        return st == FCL_ERR_NO_DEVICE && !(env && *env) ? 0 : -1;
     }
     find_index(plats, np, fcl_context_cl_device(ctx), where, sizeof where);
     printf("%s  %s (%s)\n", where, info.name, info.platform_name);
