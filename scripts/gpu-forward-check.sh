@@ -38,3 +38,17 @@ for d in ${DIMS:-64 128}; do
   done
 done
 cat "$out/bench.jsonl" "$out/peer.jsonl"
+
+# Optional tile sweep (SWEEP="M,N,R M,N,R ..."): the forward at S=4096, D 64 and 128, F16,
+# per FLASHCL_FORWARD_TILES setting, into sweep.jsonl (each line tagged with its tiles).
+if [[ -n "${SWEEP:-}" ]]; then
+  : > "$out/sweep.jsonl"
+  for t in $SWEEP; do
+    for d in 64 128; do
+      h=$((2048 / d))
+      FLASHCL_FORWARD_TILES=$t "$bench" --op forward --dtype f16 --b 4 --sq 4096 --sk 4096 --hq $h --hkv $h \
+        --d $d --reps 3 --warmup 1 --check-rows 16 --json 2>>"$out/sweep.err" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+    done
+  done
+  cat "$out/sweep.jsonl"
+fi

@@ -208,26 +208,30 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
     const cl_float floats[2] = {r.scale, r.softcap};
     cl_int err = CL_SUCCESS;
     cl_uint arg = 0;
-    for (int i = 0; i < 8; i++, arg++)
-        err |= clSetKernelArg(kernel, arg, sizeof(cl_mem), &bufs[i]);
+    for (int i = 0; i < 8 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_mem), &bufs[i]);
     const cl_uint chunk_arg = arg; /* key_lo, key_hi, load_state, save_state: set per launch */
     arg += 4;
-    for (int i = 0; i < 7; i++, arg++)
-        err |= clSetKernelArg(kernel, arg, sizeof(cl_int), &ints[i]);
-    for (int i = 0; i < 2; i++, arg++)
-        err |= clSetKernelArg(kernel, arg, sizeof(cl_float), &floats[i]);
-    for (int i = 0; i < 26; i++, arg++)
-        err |= clSetKernelArg(kernel, arg, sizeof(cl_long), &longs[i]);
+    for (int i = 0; i < 7 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &ints[i]);
+    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_float), &floats[i]);
+    for (int i = 0; i < 26 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &longs[i]);
+    if (err != CL_SUCCESS) {
+        if (state)
+            clReleaseMemObject(state);
+        return fcl_fail_cl(ctx, err, "clSetKernelArg (attention_forward)");
+    }
     size_t local[3] = {(size_t)(tiles.block_m / tiles.rows), 1, 1};
     size_t global[3] = {(size_t)((Sq + tiles.block_m - 1) / tiles.block_m) * local[0], (size_t)Hq, (size_t)B};
     for (int64_t c = 0; c < n_chunks && err == CL_SUCCESS; c++) {
         const cl_int chunk[4] = {(cl_int)(c * chunk_keys), (cl_int)((c + 1) * chunk_keys < Sk ? (c + 1) * chunk_keys - 1 : Sk - 1),
                                  c > 0, c + 1 < n_chunks};
-        for (cl_uint i = 0; i < 4; i++)
-            err |= clSetKernelArg(kernel, chunk_arg + i, sizeof(cl_int), &chunk[i]);
-        if (err != CL_SUCCESS)
-            break;
-        err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, 0, NULL,
+        for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(kernel, chunk_arg + i, sizeof(cl_int), &chunk[i]);
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, 0, NULL,
                                      c + 1 == n_chunks ? event : NULL);
     }
     if (state)

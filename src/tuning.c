@@ -9,23 +9,28 @@
 typedef struct tuning_entry {
     const char *name;      /* substring of the device name or vendor, "" = any */
     fcl_device_type type;  /* FCL_DEVICE_OTHER = any type */
+    int max_head_dim_pad;  /* the entry's forward tiles apply up to this padded head dim */
     long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
     fcl_forward_tiles forward;
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 65535, {16, 16, 1}},
-    {"NVIDIA", FCL_DEVICE_GPU, 0, {64, 32, 1}},
-    {"", FCL_DEVICE_GPU, 0, {64, 16, 1}},
-    {"", FCL_DEVICE_CPU, 0, {16, 64, 16}},
-    {"", FCL_DEVICE_OTHER, 0, {32, 16, 1}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}},
+    /* H200, 2026-11-29 sweep (docs/perf.md): 128x32 best at D 64, 32x32 at D 128 */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}},
 };
 
-static const tuning_entry *entry_for(const fcl_device_info *info)
+static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
 {
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const tuning_entry *e = &table[i];
         if (e->name[0] && !strstr(info->name, e->name) && !strstr(info->vendor, e->name))
+            continue;
+        if (head_dim_pad > e->max_head_dim_pad)
             continue;
         if (e->type == FCL_DEVICE_OTHER || e->type == info->type)
             return e;
@@ -33,11 +38,11 @@ static const tuning_entry *entry_for(const fcl_device_info *info)
     return &table[sizeof table / sizeof table[0] - 1];
 }
 
-long fcl_device_loop_limit(fcl_context ctx) { return entry_for(&ctx->info)->loop_limit; }
+long fcl_device_loop_limit(fcl_context ctx) { return entry_for(&ctx->info, 0)->loop_limit; }
 
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {
-    fcl_forward_tiles t = entry_for(&ctx->info)->forward;
+    fcl_forward_tiles t = entry_for(&ctx->info, head_dim_pad)->forward;
     const char *env = getenv("FLASHCL_FORWARD_TILES");
     int m, n, r;
     if (env && sscanf(env, "%d,%d,%d", &m, &n, &r) == 3 && m > 0 && n > 0 && r > 0 && m % r == 0) {

@@ -52,6 +52,7 @@ typedef struct bench_env {
     fcl_device_info info;
     int is_gpu;
     int reps, warmup;
+    int reps_auto;      /* reps is the default: bench_time may stop early on slow devices */
     int check_rows;     /* -1 = default rule */
     int json;
 } bench_env;
@@ -60,10 +61,12 @@ typedef struct bench_env {
 typedef struct bench_result {
     const char *op;
     bench_case c;
+    int reps;            /* timed runs made */
     double ms;           /* median wall time of one call + fcl_finish */
     double ms_event;     /* median device time of the op's event; NaN without profiling */
     double tflops;       /* FlashAttention convention (see bench_util.c) */
     double tflops_exact; /* from the exact count of visible (query, key) pairs */
+    double tflops_event; /* convention FLOPs over ms_event (NaN without it) */
     double max_err, err_bound; /* NaN when nothing was checked */
     int has_nan;         /* a NaN anywhere in O */
     int ok;
@@ -73,6 +76,7 @@ typedef struct bench_result {
 /* One CLBlast SGEMM result line. */
 typedef struct sgemm_result {
     long m, n, k;
+    int reps;
     double ms, ms_event, tflops; /* as in bench_result */
     int status; /* CLBlast status (0 = success) */
     int ok;
@@ -99,11 +103,12 @@ typedef struct bench_check_in {
 } bench_check_in;
 void bench_check_forward(const bench_check_in *in, bench_result *r);
 
-/* bench_timer.c: warmup, then env->reps timed runs of `fn` (which enqueues the op and may
- * return the event of its last command in *ev, or leave it NULL). On success *out holds the
- * medians; a failing status of fn or fcl_finish is returned as is. */
+/* bench_timer.c: warmup, then up to env->reps timed runs of `fn` (which enqueues the op and
+ * may return the event of its last command in *ev, or leave it NULL). On success *out holds
+ * the medians; a failing status of fn or fcl_finish is returned as is. */
 typedef fcl_status (*bench_enqueue_fn)(void *arg, cl_event *ev);
 typedef struct bench_timing {
+    int reps;        /* timed runs made */
     double ms_wall;  /* enqueue + fcl_finish, host clock */
     double ms_event; /* CL_PROFILING_COMMAND_START..END of the event; NaN when unavailable */
 } bench_timing;

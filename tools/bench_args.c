@@ -31,10 +31,12 @@ void bench_usage(FILE *f)
         "  --json             one JSON object per line per case instead of the table\n"
         "  -h, --help         this text\n"
         "\n"
-        "  Time: median wall clock of one call + fcl_finish. TFLOP/s: 4*B*Hq*Sq*Sk*D, halved\n"
-        "  when causal (FlashAttention's convention); with a sliding window, and in the JSON\n"
-        "  field tflops_exact, 4*B*Hq*D*(visible query/key pairs). ok: max error <= 2 * naive\n"
-        "  error + 1e-5 (naive = float32 math rounding to the dtype) and no NaN.\n"
+        "  Time (ms): median wall clock of one call + fcl_finish; dev_ms / ms_event: median of\n"
+        "  the op's profiling event. Default reps: 20 on a GPU, 5 on a CPU, fewer once a case's\n"
+        "  timed runs pass 4 s. TFLOP/s (from ms): 4*B*Hq*Sq*Sk*D, halved when causal\n"
+        "  (FlashAttention's convention); with a sliding window, and in the JSON field\n"
+        "  tflops_exact, 4*B*Hq*D*(visible query/key pairs). ok: max error <= 2 * naive\n"
+        "  error + 1e-5 (naive = float32 math rounding to the dtype) and no NaN in O.\n"
         "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
         f);
 }

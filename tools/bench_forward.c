@@ -108,7 +108,7 @@ static fcl_status enqueue_forward(void *arg, cl_event *ev)
     return fcl_attention_forward(c->ctx, &c->p, c->f->tq, c->f->tk, c->f->tv, c->f->to, c->f->tlse, ev);
 }
 
-/* Warmup, then the medians of env->reps timed calls. */
+/* Warmup, then the medians of the timed calls. */
 static int time_runs(const bench_env *env, const bench_case *c, const fwd_data *f, bench_result *r)
 {
     fwd_call call = {env->ctx, FCL_ATTN_PARAMS_INIT, f};
@@ -120,6 +120,7 @@ static int time_runs(const bench_env *env, const bench_case *c, const fwd_data *
     fcl_status st = bench_time(env, enqueue_forward, &call, &t);
     if (st)
         return lib_error(env, "fcl_attention_forward", st);
+    r->reps = t.reps;
     r->ms = t.ms_wall;
     r->ms_event = t.ms_event;
     return 0;
@@ -149,6 +150,7 @@ int bench_forward(const bench_env *env, const bench_case *c, bench_result *r)
         bench_check_forward(&in, r);
         r->tflops = bench_flops_convention(c) / (r->ms * 1e-3) * 1e-12;
         r->tflops_exact = bench_flops_exact(c) / (r->ms * 1e-3) * 1e-12;
+        r->tflops_event = bench_flops_convention(c) / (r->ms_event * 1e-3) * 1e-12;
     }
     free_data(&f);
     return rc;

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %9s %9s %8s %9s %9s %-3s %s\n"
+#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %4s %9s %9s %9s %9s %9s %-3s %s\n"
 
 static const char *type_name(fcl_device_type t)
 {
@@ -23,10 +23,11 @@ void bench_print_header(const bench_env *env)
     printf("# device: %s (%s, %s), %u compute units; flashcl %s\n", env->info.name,
            env->info.platform_name, type_name(env->info.type), env->info.compute_units,
            fcl_version_string());
-    printf("# reps %d, warmup %d; ms: median wall time of call + fcl_finish; dev_ms: median\n"
-           "# device time of the op's (last) event; TFLOP/s from ms\n", env->reps, env->warmup);
-    printf(ROW_FMT, "op", "device", "dtype", "B", "Sq", "Sk", "Hq", "Hkv", "D", "flags", "ms",
-           "dev_ms", "TFLOP/s", "max_err", "bound", "ok", "rows");
+    printf("# reps %d%s, warmup %d; ms: median wall time of call + fcl_finish; dev_ms: median\n"
+           "# device time of the op's (last) event; TFLOP/s from ms\n", env->reps,
+           env->reps_auto ? " (fewer once a case's timed runs pass 4 s)" : "", env->warmup);
+    printf(ROW_FMT, "op", "device", "dtype", "B", "Sq", "Sk", "Hq", "Hkv", "D", "flags", "reps",
+           "ms", "dev_ms", "TFLOP/s", "max_err", "bound", "ok", "rows");
 }
 
 /* "causal,w=L,R,cap=X,bhsd" or "-". */
@@ -96,11 +97,12 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     printf(",\"causal\":%s,\"window_left\":%d,\"window_right\":%d", c->causal ? "true" : "false",
            c->window_left, c->window_right);
     json_num("softcap", "%g", c->softcap);
-    printf(",\"layout\":\"%s\",\"reps\":%d", c->bhsd ? "bhsd" : "bshd", env->reps);
+    printf(",\"layout\":\"%s\",\"reps\":%d", c->bhsd ? "bhsd" : "bshd", r->reps);
     json_num("ms", "%.6g", r->ms);
     json_num("ms_event", "%.6g", r->ms_event);
     json_num("tflops", "%.6g", r->tflops);
     json_num("tflops_exact", "%.6g", r->tflops_exact);
+    json_num("tflops_event", "%.6g", r->tflops_event);
     json_num("max_err", "%.6e", r->max_err);
     json_num("err_bound", "%.6e", r->err_bound);
     printf(",\"has_nan\":%s,\"ok\":%s,\"rows_checked\":%ld,\"rows_total\":%ld}\n",
@@ -110,7 +112,7 @@ static void print_result_json(const bench_env *env, const bench_result *r)
 void bench_print_result(const bench_env *env, const bench_result *r)
 {
     const bench_case *c = &r->c;
-    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], ms[32], dms[32], tf[32], err[32],
+    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], reps[16], ms[32], dms[32], tf[32], err[32],
         bound[32], rows[48];
     if (env->json) {
         print_result_json(env, r);
@@ -123,6 +125,7 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     snprintf(hkv, sizeof hkv, "%d", c->hkv);
     snprintf(d, sizeof d, "%d", c->d);
     flags_of(c, flags, sizeof flags);
+    snprintf(reps, sizeof reps, "%d", r->reps);
     fmt_num(ms, sizeof ms, "%.3f", r->ms);
     fmt_num(dms, sizeof dms, "%.3f", r->ms_event);
     fmt_num(tf, sizeof tf, "%.4g", r->tflops);
@@ -133,17 +136,17 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     fmt_num(bound, sizeof bound, "%.2e", r->err_bound);
     snprintf(rows, sizeof rows, "%ld/%ld", r->rows_checked, r->rows_total);
     printf(ROW_FMT, r->op, env->info.name, fcl_dtype_name(c->dtype), b, sq, sk, hq, hkv, d, flags,
-           ms, dms, tf, err, bound, r->ok ? "yes" : "NO", rows);
+           reps, ms, dms, tf, err, bound, r->ok ? "yes" : "NO", rows);
     fflush(stdout);
 }
 
 void bench_print_sgemm(const bench_env *env, const sgemm_result *r)
 {
-    char shape[48], ms[32], dms[32], tf[32], status[32];
+    char shape[48], reps[16], ms[32], dms[32], tf[32], status[32];
     if (env->json) {
         printf("{\"op\":\"clblast_sgemm\",\"device\":");
         json_string(env->info.name);
-        printf(",\"m\":%ld,\"n\":%ld,\"k\":%ld", r->m, r->n, r->k);
+        printf(",\"m\":%ld,\"n\":%ld,\"k\":%ld,\"reps\":%d", r->m, r->n, r->k, r->reps);
         json_num("ms", "%.6g", r->ok ? r->ms : NAN);
         json_num("ms_event", "%.6g", r->ok ? r->ms_event : NAN);
         json_num("tflops", "%.6g", r->ok ? r->tflops : NAN);
@@ -152,11 +155,12 @@ void bench_print_sgemm(const bench_env *env, const sgemm_result *r)
         return;
     }
     snprintf(shape, sizeof shape, "m=n=k=%ld", r->m);
+    snprintf(reps, sizeof reps, "%d", r->reps);
     fmt_num(ms, sizeof ms, "%.3f", r->ok ? r->ms : NAN);
     fmt_num(dms, sizeof dms, "%.3f", r->ok ? r->ms_event : NAN);
     fmt_num(tf, sizeof tf, "%.4g", r->ok ? r->tflops : NAN);
     snprintf(status, sizeof status, "status %d", r->status);
-    printf(ROW_FMT, "clblast_sgemm", env->info.name, "f32", "-", "-", "-", "-", "-", "-", shape, ms,
-           dms, tf, "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
+    printf(ROW_FMT, "clblast_sgemm", env->info.name, "f32", "-", "-", "-", "-", "-", "-", shape, reps,
+           ms, dms, tf, "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
     fflush(stdout);
 }

@@ -71,6 +71,7 @@ void bench_sgemm(const bench_env *env, long n, sgemm_result *r)
     cl_command_queue q = fcl_context_cl_queue(env->ctx);
     sgemm_bufs g = {0};
     r->m = r->n = r->k = n;
+    r->reps = 0;
     r->ms = r->ms_event = r->tflops = 0.0;
     sgemm_call call = {q, n, &g, 0};
     bench_env env1 = *env;
@@ -86,6 +87,7 @@ void bench_sgemm(const bench_env *env, long n, sgemm_result *r)
     if (st != FCL_SUCCESS)
         r->status = call.status;
     if (!r->status) {
+        r->reps = t.reps;
         r->ms = t.ms_wall;
         r->ms_event = t.ms_event;
         r->tflops = 2.0 * (double)n * (double)n * (double)n / (r->ms * 1e-3) * 1e-12;
