@@ -25,15 +25,15 @@ fi
 # The forward shapes of FlashAttention's benchmark (hidden 2048, batch x seqlen = 16k), F16.
 : > "$out/bench.jsonl"
 : > "$out/peer.jsonl"
-"$bench" --op sgemm --json --reps 5 >> "$out/bench.jsonl" 2>>"$out/bench.err"
+"$bench" --op sgemm --json --reps 5 >> "$out/bench.jsonl" 2>>"$out/errors.log"
 for d in ${DIMS:-64 128}; do
   for s in ${SEQS:-1024 4096}; do
     for causal in "" "--causal"; do
       b=$((16384 / s)); h=$((2048 / d))
       "$bench" --op forward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h --d $d $causal \
-        --reps ${REPS:-5} --warmup 1 --check-rows 32 --json >> "$out/bench.jsonl" 2>>"$out/bench.err"
+        --reps ${REPS:-5} --warmup 1 --check-rows 32 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
       python3 .devcarry/sdpa_peer.py --op forward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
-        --d $d $causal >> "$out/peer.jsonl" 2>>"$out/peer.err"
+        --d $d $causal >> "$out/peer.jsonl" 2>>"$out/errors.log"
     done
   done
 done
@@ -47,7 +47,7 @@ if [[ -n "${SWEEP:-}" ]]; then
     for d in 64 128; do
       h=$((2048 / d))
       FLASHCL_FORWARD_TILES=$t "$bench" --op forward --dtype f16 --b 4 --sq 4096 --sk 4096 --hq $h --hkv $h \
-        --d $d --reps 3 --warmup 1 --check-rows 16 --json 2>>"$out/sweep.err" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+        --d $d --reps 3 --warmup 1 --check-rows 16 --json 2>>"$out/errors.log" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
     done
   done
   cat "$out/sweep.jsonl"
