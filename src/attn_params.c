@@ -39,9 +39,12 @@ fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_at
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: params is NULL (use FCL_ATTN_PARAMS_INIT)", op);
     if (!isfinite(p->scale))
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: scale %g is not finite", op, (double)p->scale);
-    if (p->window_left < -1 || p->window_right < -1)
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: window (%d, %d) has a value below -1 (-1 = unbounded)",
-                        op, p->window_left, p->window_right);
+    if (p->window_left < -1)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: window_left %d is below -1 (-1 = unbounded)", op,
+                        p->window_left);
+    if (p->window_right < -1)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: window_right %d is below -1 (-1 = unbounded)", op,
+                        p->window_right);
     if (!(p->softcap >= 0.0f) || isinf(p->softcap))
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: softcap %g must be finite and >= 0 (0 = off)", op,
                         (double)p->softcap);

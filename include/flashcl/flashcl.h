@@ -72,8 +72,9 @@ typedef struct fcl_context_s *fcl_context;
  * GPU, else the first CPU, of all platforms. Selector forms:
  *   "gpu" / "cpu"   first device of that type;
  *   "P:D"           device D of platform P (indices as flashcl-info lists them);
- *   any other word  first device whose platform name, vendor or device name contains it,
- *                   case-insensitively ("pocl", "nvidia", "rusticl", "llvmpipe", "intel").
+ *   any other word  first device whose platform name, platform vendor, device vendor or
+ *                   device name contains it, case-insensitively ("pocl", "nvidia", "rusticl",
+ *                   "llvmpipe", "intel").
  * Platforms that list no devices are skipped. On success *out owns the new context.
  * On failure *out is NULL and fcl_last_error(NULL) says why (thread-local).
  */
@@ -168,8 +169,8 @@ const char *fcl_dtype_name(fcl_dtype dtype);
 /* A strided view of up to 4 dims over a cl_mem. The last dim must have stride 1. */
 typedef struct fcl_tensor_s *fcl_tensor;
 
-/* Creates a tensor owning a new contiguous (row-major) buffer of `ndim` dims (1..4). The
- * contents are undefined. */
+/* Creates a tensor owning a new contiguous (row-major) buffer of `ndim` dims (1..4), every
+ * dim >= 1 (else FCL_ERR_SHAPE). The contents are undefined. */
 fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const int64_t *shape,
                              fcl_tensor *out);
 
@@ -206,7 +207,7 @@ cl_mem fcl_tensor_buffer(fcl_tensor t); /* not retained for the caller */
  * Blocking host copies of the whole logical tensor, elements in row-major order of its
  * shape (strided views are gathered/scattered; elements outside the view are untouched).
  * _f32: `count` must equal numel; float32 is converted to/from the tensor's dtype
- * (F16 and BF16 round to nearest even; I8/I32 round to nearest and saturate).
+ * (F16, BF16, I8 and I32 round to nearest even; I8/I32 saturate, NaN becomes 0).
  * _raw: `bytes` must equal numel * dtype size; elements are copied as stored.
  * These wait for work already enqueued on the context's queue.
  */
