@@ -25,6 +25,17 @@ static int has_extension(const char *list, const char *ext)
     return 0;
 }
 
+const char *fcl_device_type_name(fcl_device_type type)
+{
+    switch (type) {
+    case FCL_DEVICE_CPU: return "cpu";
+    case FCL_DEVICE_GPU: return "gpu";
+    case FCL_DEVICE_ACCELERATOR: return "accelerator";
+    case FCL_DEVICE_OTHER: break;
+    }
+    return "other";
+}
+
 fcl_status fcl_query_device_info(fcl_context ctx)
 {
     fcl_device_info *info = &ctx->info;

@@ -306,20 +306,6 @@ static cl_uint ctx_refs(cl_context c)
     return r;
 }
 
-/* The reference count of `c` once it has settled back to `want`: implementations may drop
- * the references held by finished commands a little later, on their own threads (PoCL under
- * valgrind does), so wait up to 5 s for it before calling it a leak. */
-static cl_uint ctx_refs_settled(cl_context c, cl_uint want)
-{
-    cl_uint r = ctx_refs(c);
-    for (int i = 0; i < 500 && r != want; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        r = ctx_refs(c);
-    }
-    return r;
-}
-
 static cl_uint queue_refs(cl_command_queue q)
 {
     cl_uint r = 0;
@@ -327,16 +313,24 @@ static cl_uint queue_refs(cl_command_queue q)
     return r;
 }
 
-static cl_uint queue_refs_settled(cl_command_queue q, cl_uint want)
+/* The reference count of `obj` (read by `refs`) once it has settled back to `want`:
+ * implementations may drop the references held by finished commands a little later, on their
+ * own threads (PoCL under valgrind does), so wait up to 5 s for it before calling it a leak. */
+static cl_uint refs_settled(cl_uint (*refs)(void *), void *obj, cl_uint want)
 {
-    cl_uint r = queue_refs(q);
+    cl_uint r = refs(obj);
     for (int i = 0; i < 500 && r != want; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        r = queue_refs(q);
+        r = refs(obj);
     }
     return r;
 }
+
+static cl_uint ctx_refs_any(void *c) { return ctx_refs((cl_context)c); }
+static cl_uint queue_refs_any(void *q) { return queue_refs((cl_command_queue)q); }
+#define ctx_refs_settled(c, want) refs_settled(ctx_refs_any, (void *)(c), (want))
+#define queue_refs_settled(q, want) refs_settled(queue_refs_any, (void *)(q), (want))
 
 /* Something real on the wrapped context: a tensor round trip and a small forward. */
 static void exercise(fcl_context ctx)

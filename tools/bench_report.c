@@ -6,22 +6,12 @@
 
 #define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %4s %9s %9s %9s %9s %9s %-3s %s\n"
 
-static const char *type_name(fcl_device_type t)
-{
-    switch (t) {
-    case FCL_DEVICE_CPU: return "cpu";
-    case FCL_DEVICE_GPU: return "gpu";
-    case FCL_DEVICE_ACCELERATOR: return "accelerator";
-    default: return "other";
-    }
-}
-
 void bench_print_header(const bench_env *env)
 {
     if (env->json)
         return;
     printf("# device: %s (%s, %s), %u compute units; flashcl %s\n", env->info.name,
-           env->info.platform_name, type_name(env->info.type), env->info.compute_units,
+           env->info.platform_name, fcl_device_type_name(env->info.type), env->info.compute_units,
            fcl_version_string());
     printf("# reps %d%s, warmup %d; ms: median wall time of call + fcl_finish; dev_ms: median\n"
            "# device time of the op's (last) event; TFLOP/s from ms\n", env->reps,

@@ -10,16 +10,6 @@
 #define MAX_PLATFORMS 32
 #define MAX_DEVICES 64
 
-static const char *type_name(fcl_device_type t)
-{
-    switch (t) {
-    case FCL_DEVICE_CPU: return "cpu";
-    case FCL_DEVICE_GPU: return "gpu";
-    case FCL_DEVICE_ACCELERATOR: return "accelerator";
-    default: return "other";
-    }
-}
-
 static const char *yes_no(int x)
 {
     return x ? "yes" : "no";
@@ -46,7 +36,7 @@ static void print_info(const fcl_device_info *in)
     fmt_bytes(lm, sizeof lm, in->local_mem_bytes);
     printf("        vendor: %s\n", in->vendor);
     printf("        driver: %s; device version: %s\n", in->driver_version, in->device_version);
-    printf("        type: %s; compute units: %u; max work-group: %zu\n", type_name(in->type),
+    printf("        type: %s; compute units: %u; max work-group: %zu\n", fcl_device_type_name(in->type),
            in->compute_units, in->max_work_group_size);
     printf("        global mem: %s (max alloc %s); local mem: %s\n", gm, ma, lm);
     printf("        fp16: %s; fp64: %s; subgroups: %s\n", yes_no(in->has_fp16),

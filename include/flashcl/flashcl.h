@@ -105,6 +105,9 @@ const char *fcl_last_error(fcl_context ctx);
 typedef enum fcl_device_type { FCL_DEVICE_OTHER = 0, FCL_DEVICE_CPU = 1, FCL_DEVICE_GPU = 2,
                                FCL_DEVICE_ACCELERATOR = 3 } fcl_device_type;
 
+/* "cpu", "gpu", "accelerator" or "other" (static string; thread-safe). */
+const char *fcl_device_type_name(fcl_device_type type);
+
 /* What the context knows of its device (filled by fcl_context_device_info). */
 typedef struct fcl_device_info {
     char name[256];
