@@ -38,7 +38,14 @@ static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_p
     return &table[sizeof table / sizeof table[0] - 1];
 }
 
-long fcl_device_loop_limit(fcl_context ctx) { return entry_for(&ctx->info, 0)->loop_limit; }
+long fcl_device_loop_limit(fcl_context ctx)
+{
+    const char *env = getenv("FLASHCL_LOOP_LIMIT"); /* testing: force the chunked path anywhere */
+    long forced;
+    if (env && sscanf(env, "%ld", &forced) == 1 && forced > 0)
+        return forced;
+    return entry_for(&ctx->info, 0)->loop_limit;
+}
 
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {

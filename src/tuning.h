@@ -23,7 +23,8 @@ int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad);
 /* The most loop iterations one work-item may run on ctx's device, 0 when unlimited. Mesa's
  * llvmpipe (Rusticl, Clover; seen with Mesa 22.3) silently ends every loop once a work-item
  * has run 65535 iterations in total, so ops there split their work into launches that stay
- * under the cap. */
+ * under the cap. FLASHCL_LOOP_LIMIT=N imposes a cap of N on any device (used by the tests to
+ * run the chunked path everywhere). */
 long fcl_device_loop_limit(fcl_context ctx);
 
 #endif
