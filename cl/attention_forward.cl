@@ -11,7 +11,12 @@
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (head dim rounded up: the
  * runtime head_dim <= HEAD_DIM_PAD and the padding is zero-filled); BLOCK_M, BLOCK_N, ROWS;
- * SMEM_FLOATS (size of the shared local array); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI.
+ * SMEM_FLOATS (size of the shared local array); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT:
+ *   0 dense   grid z = batch; every batch has sq_arg queries and sk_arg keys;
+ *   1 varlen  grid z = sequence b, whose rows come from the prefix sums cu_q / cu_k (clamped
+ *             to [0, total] and to the bounds sq_arg / sk_arg); batch strides unused;
+ *   2 packed  one sequence of sq_arg = sk_arg = L rows; row r only sees key rows inside its
+ *             own [seq[r,0], seq[r,1]) (clamped to [0, L]).
  *
  * Key chunks: the keys [key_lo, key_hi] of one launch may be a chunk of the full range, for
  * devices that cap the loop iterations of a work-item. A launch then resumes from and/or
@@ -31,9 +36,11 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
                        __global const store_t *V, __global store_t *O, __global float *LSE,
                        __global const float *mask, __global const float *alibi,
                        __global float *state,
+                       __global const int *cu_q, /* varlen: Q prefix sums; packed: seq_bounds */
+                       __global const int *cu_k, /* varlen: K prefix sums */
                        const int key_lo, const int key_hi, /* this launch's keys */
                        const int load_state, const int save_state,
-                       const int sq, const int sk, const int head_dim,
+                       const int sq_arg, const int sk_arg, const int head_dim,
                        const int group,        /* Hq / Hkv */
                        const int window_left,  /* -1 = unbounded */
                        const int window_right, /* -1 = unbounded; causal already folded in */
@@ -46,7 +53,9 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
                        const long o_off, const long o_sb, const long o_ss, const long o_sh,
                        const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss,
                        const long mask_off, const long mask_sb, const long mask_ss,
-                       const long alibi_off, const long alibi_sb, const long alibi_sh)
+                       const long alibi_off, const long alibi_sb, const long alibi_sh,
+                       const long cu_q_off, const long cu_k_off, const long seq_ss,
+                       const int total_q, const int total_k)
 {
     /* One local array: the K tile (transposed and padded against bank conflicts, so the
      * score loop runs over keys with independent accumulators and vectorises on CPUs), the
@@ -63,12 +72,39 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
     const int h = get_global_id(1);
     const int b = get_global_id(2);
     const int hk = h / group;
+#if LAYOUT == 1
+    /* this sequence's rows, clamped so that any prefix-sum values stay inside the tensors */
+    const int q_first = clamp(cu_q[cu_q_off + b], 0, total_q);
+    const int q_end = clamp(cu_q[cu_q_off + b + 1], q_first, total_q);
+    const int k_first = clamp(cu_k[cu_k_off + b], 0, total_k);
+    const int k_end = clamp(cu_k[cu_k_off + b + 1], k_first, total_k);
+    const int sq = min(q_end - q_first, sq_arg), sk = min(k_end - k_first, sk_arg);
+    const long qo = q_off + q_first * q_ss, ko = k_off + k_first * k_ss, vo = v_off + k_first * v_ss;
+    const long oo = o_off + q_first * o_ss, lseo = lse_off + q_first * lse_ss, mo = mask_off + k_first * mask_ss;
+    const long state_base = (long)h * total_q + q_first;
+#else
+    const int sq = sq_arg, sk = sk_arg;
+    const long qo = q_off, ko = k_off, vo = v_off, oo = o_off, lseo = lse_off, mo = mask_off;
+    const long state_base = ((long)b * get_global_size(1) + h) * sq;
+#endif
     const int shift = sk - sq; /* query i sits at absolute position i + shift */
 
     /* The group's key range: the union over its rows. */
     const int i_last = min(i0 + BLOCK_M, sq) - 1;
+#if LAYOUT == 2
+    int g_lo = key_hi + 1, g_hi = key_lo - 1;
+    for (int row = i0; row <= i_last; row++) {
+        const int lo_r = clamp(cu_q[cu_q_off + row * seq_ss], 0, sq);
+        const int hi_r = clamp(cu_q[cu_q_off + row * seq_ss + 1], lo_r, sq) - 1;
+        g_lo = min(g_lo, max(lo_r, window_left >= 0 ? row - window_left : 0));
+        g_hi = max(g_hi, min(hi_r, window_right >= 0 ? row + window_right : sk - 1));
+    }
+    g_lo = max(g_lo, key_lo);
+    g_hi = min(g_hi, key_hi);
+#else
     const int g_lo = max(key_lo, window_left >= 0 ? i0 + shift - window_left : 0);
-    const int g_hi = min(key_hi, window_right >= 0 ? i_last + shift + window_right : sk - 1);
+    const int g_hi = min(min(key_hi, sk - 1), window_right >= 0 ? i_last + shift + window_right : sk - 1);
+#endif
 
 #if HAS_LOGIT_MODS
     const float qscale = scale;
@@ -87,15 +123,15 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
     int jlo[ROWS], jhi[ROWS];
     for (int r = 0; r < ROWS; r++) {
         const int i = i0 + lid + r * WG_SIZE;
-        const long qrow = q_off + b * q_sb + (long)min(i, sq - 1) * q_ss + h * q_sh;
+        const long qrow = qo + b * q_sb + (long)i * q_ss + h * q_sh; /* read only for i < sq */
         for (int d = 0; d < HEAD_DIM_PAD; d++) {
-            q[r][d] = d < head_dim ? LOAD(Q, qrow + d) * qscale : 0.0f;
+            q[r][d] = i < sq && d < head_dim ? LOAD(Q, qrow + d) * qscale : 0.0f;
             acc[r][d] = 0.0f;
         }
         m[r] = -INFINITY; /* running max, log2 units */
         l[r] = 0.0f;      /* running sum of exp2(s - m) */
         if (load_state && i < sq) {
-            __global const float *st = state + (((long)b * get_global_size(1) + h) * sq + i) * (HEAD_DIM_PAD + 2);
+            __global const float *st = state + (state_base + i) * (HEAD_DIM_PAD + 2);
             for (int d = 0; d < HEAD_DIM_PAD; d++)
                 acc[r][d] = st[d];
             m[r] = st[HEAD_DIM_PAD];
@@ -104,10 +140,17 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         /* the row's visible key range before the key mask; empty for rows past sq */
         jlo[r] = window_left >= 0 ? i + shift - window_left : 0;
         jhi[r] = i >= sq ? -1 : min(g_hi, window_right >= 0 ? i + shift + window_right : sk - 1);
+#if LAYOUT == 2
+        if (i < sq) { /* only key rows of the row's own sequence */
+            const int lo_r = clamp(cu_q[cu_q_off + i * seq_ss], 0, sq);
+            jlo[r] = max(jlo[r], lo_r);
+            jhi[r] = min(jhi[r], clamp(cu_q[cu_q_off + i * seq_ss + 1], lo_r, sq) - 1);
+        }
+#endif
     }
 
-    const long kbase = k_off + b * k_sb + hk * k_sh;
-    const long vbase = v_off + b * v_sb + hk * v_sh;
+    const long kbase = ko + b * k_sb + hk * k_sh;
+    const long vbase = vo + b * v_sb + hk * v_sh;
     for (int j0 = g_lo; j0 <= g_hi; j0 += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int step = 0; step < STRIDED_STEPS(BLOCK_N * HEAD_DIM_PAD); step++) {
@@ -125,7 +168,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
             const int n = lid + step * WG_SIZE;
             const int j = j0 + n;
             if (n < BLOCK_N)
-                Ms[n] = j <= g_hi ? mask[mask_off + b * mask_sb + (long)j * mask_ss] : 0.0f;
+                Ms[n] = j <= g_hi ? mask[mo + b * mask_sb + (long)j * mask_ss] : 0.0f;
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -184,7 +227,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         for (int r = 0; r < ROWS; r++) {
             const int i = i0 + lid + r * WG_SIZE;
             if (i < sq) {
-                __global float *st = state + (((long)b * get_global_size(1) + h) * sq + i) * (HEAD_DIM_PAD + 2);
+                __global float *st = state + (state_base + i) * (HEAD_DIM_PAD + 2);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
                     st[d] = acc[r][d];
                 st[HEAD_DIM_PAD] = m[r];
@@ -204,7 +247,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
             Os[row][d] = acc[r][d] * inv_l;
         const int i = i0 + row;
         if (write_lse && i < sq)
-            LSE[lse_off + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
+            LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
                 l[r] > 0.0f ? (m[r] + log2(l[r])) * FCL_LN2 : -INFINITY;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -213,6 +256,6 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         const int row = idx / HEAD_DIM_PAD, d = idx - row * HEAD_DIM_PAD;
         const int i = i0 + row;
         if (row < BLOCK_M && i < sq && d < head_dim)
-            STORE(O, o_off + b * o_sb + (long)i * o_ss + h * o_sh + d, Os[row][d]);
+            STORE(O, oo + b * o_sb + (long)i * o_ss + h * o_sh + d, Os[row][d]);
     }
 }

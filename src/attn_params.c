@@ -9,7 +9,7 @@ fcl_attn_params fcl_attn_params_default(void)
     return p;
 }
 
-/* A per-key or per-head F32 side tensor of shape [n] (shared) or [B, n]. */
+/* A per-key or per-head F32 side tensor of shape [n] (shared) or [B, n] (only [n] when B <= 0). */
 static fcl_status check_side_tensor(fcl_context ctx, const char *op, const char *what, fcl_tensor t,
                                     int64_t B, int64_t n, const char *n_name, int64_t *sb, int64_t *sn)
 {
@@ -23,17 +23,20 @@ static fcl_status check_side_tensor(fcl_context ctx, const char *op, const char 
         *sn = t->strides[0];
         return FCL_SUCCESS;
     }
-    if (t->ndim == 2 && t->shape[0] == B && t->shape[1] == n) {
+    if (B > 0 && t->ndim == 2 && t->shape[0] == B && t->shape[1] == n) {
         *sb = t->strides[0];
         *sn = t->strides[1];
         return FCL_SUCCESS;
     }
+    if (B <= 0)
+        return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: %s has shape %s; expected [%s=%lld]", op, what,
+                        fcl_shape_str(t, buf, sizeof buf), n_name, (long long)n);
     return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: %s has shape %s; expected [%s=%lld] or [B=%lld, %s=%lld]", op, what,
                     fcl_shape_str(t, buf, sizeof buf), n_name, (long long)n, (long long)B, n_name, (long long)n);
 }
 
-fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_attn_params *p, int64_t B,
-                                   int64_t Sk, int64_t Hq, int64_t D, fcl_attn_resolved *out)
+fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_attn_params *p, int64_t mask_B,
+                                   int64_t Sk, int64_t alibi_B, int64_t Hq, int64_t D, fcl_attn_resolved *out)
 {
     if (!p)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: params is NULL (use FCL_ATTN_PARAMS_INIT)", op);
@@ -57,8 +60,8 @@ fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_at
     out->mask_sb = out->mask_ss = out->alibi_sb = out->alibi_sh = 0;
     fcl_status s = FCL_SUCCESS;
     if (p->key_mask)
-        s = check_side_tensor(ctx, op, "key_mask", p->key_mask, B, Sk, "Sk", &out->mask_sb, &out->mask_ss);
+        s = check_side_tensor(ctx, op, "key_mask", p->key_mask, mask_B, Sk, "Sk", &out->mask_sb, &out->mask_ss);
     if (s == FCL_SUCCESS && p->alibi_slopes)
-        s = check_side_tensor(ctx, op, "alibi_slopes", p->alibi_slopes, B, Hq, "Hq", &out->alibi_sb, &out->alibi_sh);
+        s = check_side_tensor(ctx, op, "alibi_slopes", p->alibi_slopes, alibi_B, Hq, "Hq", &out->alibi_sb, &out->alibi_sh);
     return s;
 }

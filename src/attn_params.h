@@ -16,9 +16,10 @@ typedef struct fcl_attn_resolved {
     int64_t alibi_sb, alibi_sh;
 } fcl_attn_resolved;
 
-/* Checks params against the problem (B batches, Sk keys, Hq query heads, head dim D) and
- * fills *out. `op` names the calling op in messages. */
-fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_attn_params *params, int64_t B,
-                                   int64_t Sk, int64_t Hq, int64_t D, fcl_attn_resolved *out);
+/* Checks params against the problem and fills *out: key_mask must be [Sk] or [mask_B, Sk]
+ * (only [Sk] when mask_B <= 0), alibi_slopes [Hq] or [alibi_B, Hq]; D sets the default scale.
+ * `op` names the calling op in messages. */
+fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_attn_params *params, int64_t mask_B,
+                                   int64_t Sk, int64_t alibi_B, int64_t Hq, int64_t D, fcl_attn_resolved *out);
 
 #endif

@@ -275,6 +275,54 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
                                  fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor LSE,
                                  cl_event *event);
 
+/*
+ * Variable-length forward: B sequences packed back to back, no padding, one launch.
+ *  Q    [total_q, Hq, D], K and V [total_k, Hkv, D]  dtypes and GQA as fcl_attention_forward
+ *  cu_seqlens_q, cu_seqlens_k  I32 [B + 1] device prefix sums: sequence b is Q rows
+ *       [cu_seqlens_q[b], cu_seqlens_q[b+1]) and K/V rows [cu_seqlens_k[b], cu_seqlens_k[b+1]);
+ *       empty sequences are allowed. Never attends across sequences.
+ *  max_seqlen_q, max_seqlen_k  host bounds (>= 0) of every sequence's length, used to size
+ *       the launch. The host does not read the device prefix sums (fcl_varlen_validate does,
+ *       on request); the kernel clamps them to [0, total] and to these bounds, so whatever
+ *       they hold nothing outside Q, K, V, O and LSE is read or written. With valid values
+ *       every row of O is written; rows of a sequence longer than max_seqlen_q are not.
+ *  params  per sequence: causal and windows bottom-right aligned inside each sequence
+ *       (its own Sq, Sk); key_mask F32 [total_k] (one value per key row); alibi_slopes F32
+ *       [Hq] or [B, Hq].
+ *  O    [total_q, Hq, D] overwritten;  LSE  F32 [Hq, total_q] or NULL, overwritten.
+ */
+fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
+                                        fcl_tensor K, fcl_tensor V, fcl_tensor cu_seqlens_q,
+                                        fcl_tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,
+                                        fcl_tensor O, fcl_tensor LSE, cl_event *event);
+
+/*
+ * Reads the prefix sums back (blocking) and checks them: each I32 [B + 1], starting at 0,
+ * non-decreasing, ending at total_q / total_k, no sequence longer than max_seqlen_q /
+ * max_seqlen_k. Returns FCL_ERR_INVALID_ARGUMENT with a message naming the first bad entry.
+ */
+fcl_status fcl_varlen_validate(fcl_context ctx, fcl_tensor cu_seqlens_q, fcl_tensor cu_seqlens_k,
+                               int64_t total_q, int64_t total_k, int max_seqlen_q, int max_seqlen_k);
+
+/*
+ * Packed forward straight off a fused QKV projection (encoders): L rows of many sequences,
+ * packed back to back; the launch shape depends only on L, never on the packing, and the
+ * host never reads the bounds.
+ *  QKV  [L, 3, H, D]  per row [q heads | k heads | v heads] (the (L, 3*H*D) projection output
+ *       viewed with 4 dims); F32, F16 or BF16
+ *  seq_bounds  I32 [L, 2]: row r's sequence is rows [seq_bounds[r,0], seq_bounds[r,1]) and
+ *       should contain r. Values are clamped to [0, L] on the device; a row whose clamped
+ *       range does not contain it still only reads inside QKV.
+ *  params  row r sits at position r and sees key rows j of its sequence with
+ *       r - window_left <= j <= r + window_right (the reference's bidirectional window w is
+ *       window_left = window_right = w / 2); causal, softcap, ALiBi [H] and key_mask F32 [L]
+ *       apply as elsewhere.
+ *  O    [L, H, D] overwritten;  LSE  F32 [H, L] or NULL, overwritten.
+ */
+fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor QKV,
+                                            fcl_tensor seq_bounds, fcl_tensor O, fcl_tensor LSE,
+                                            cl_event *event);
+
 #ifdef __cplusplus
 }
 #endif

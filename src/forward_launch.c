@@ -1,0 +1,152 @@
+/* The attention forward kernel's variant choice and launch, shared by the dense, varlen and
+ * packed forwards. */
+#include "forward_launch.h"
+#include "tuning.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const forward_sources[] = {"common", "attention_forward"};
+
+static int pad_head_dim(int64_t D)
+{
+    return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
+}
+
+/* Builds (or finds) the kernel variant; halves BLOCK_M if the compiled kernel cannot run
+ * BLOCK_M / ROWS work-items (register pressure on GPUs). */
+static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, int layout,
+                                     const fcl_attn_resolved *r, fcl_forward_tiles *tiles, cl_kernel *out)
+{
+    for (;;) {
+        char opts[256];
+        snprintf(opts, sizeof opts,
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DSMEM_FLOATS=%d "
+                 "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+                 (int)dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows, fcl_forward_smem_floats(tiles, hdp),
+                 layout, r->softcap > 0.0f, r->mask != NULL,
+                 r->alibi != NULL);
+        fcl_status s = fcl_get_kernel(ctx, forward_sources, 2, opts, "attention_forward", out);
+        if (s != FCL_SUCCESS)
+            return s;
+        size_t wg = 0;
+        cl_int err = clGetKernelWorkGroupInfo(*out, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+        if (err != CL_SUCCESS)
+            return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+        if (wg >= (size_t)(tiles->block_m / tiles->rows) || tiles->block_m == tiles->rows)
+            return FCL_SUCCESS;
+        tiles->block_m /= 2;
+    }
+}
+
+/* On devices that cap the loop iterations of a work-item, the keys are processed in chunks
+ * (one launch each) whose iterations stay well under the cap; elsewhere one chunk. */
+static fcl_status chunk_for_loop_limit(fcl_context ctx, const char *op, const fcl_forward_tiles *t, int hdp,
+                                       int64_t Sk, int64_t *chunk_keys)
+{
+    const long limit = fcl_device_loop_limit(ctx);
+    if (limit <= 0)
+        return FCL_SUCCESS;
+    const long m = t->rows, n = t->block_n, wg = t->block_m / t->rows;
+    /* loop iterations per key tile and outside the tile loop, counted generously */
+    const long per_tile = (n * hdp + wg - 1) / wg + n + m * (n + 1) + hdp * (1 + m * (n + 1)) +
+                          m * (2 + 2 * n + hdp + n * hdp) + 8;
+    const long fixed = m * (3 * hdp + 8) + (t->block_m * hdp + wg - 1) / wg + t->block_m + 64;
+    const long tiles_per_chunk = (limit * 3 / 4 - fixed) / per_tile;
+    if (tiles_per_chunk < 1)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one key tile needs %ld loop iterations, "
+                        "more than device \"%s\" allows (%ld)", op, per_tile + fixed, ctx->info.name, limit);
+    if (tiles_per_chunk * n < Sk)
+        *chunk_keys = tiles_per_chunk * n;
+    return FCL_SUCCESS;
+}
+
+
+/* Offset and the strides of dims d[0..2] of t (0 for an absent dim or tensor). */
+static void view_params(fcl_tensor t, const int d[3], cl_long out[4])
+{
+    out[0] = t ? t->offset : 0;
+    for (int i = 0; i < 3; i++)
+        out[1 + i] = (t && d[i] >= 0) ? t->strides[d[i]] : 0;
+}
+
+fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_event *event)
+{
+    const fcl_attn_resolved *r = &job->params;
+    const int hdp = pad_head_dim(job->D);
+    fcl_forward_tiles tiles = fcl_tune_forward(ctx, hdp);
+    cl_kernel kernel;
+    fcl_status s = get_forward_kernel(ctx, job->dtype, hdp, job->layout, r, &tiles, &kernel);
+    if (s != FCL_SUCCESS)
+        return s;
+    int64_t chunk_keys = job->sk > 0 ? job->sk : 1;
+    if ((s = chunk_for_loop_limit(ctx, job->op, &tiles, hdp, chunk_keys, &chunk_keys)) != FCL_SUCCESS)
+        return s;
+    const int64_t n_chunks = job->sk > 0 ? (job->sk + chunk_keys - 1) / chunk_keys : 1;
+    const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
+    cl_mem state = NULL;
+    if (n_chunks > 1) {
+        cl_int e;
+        state = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)(state_rows * (hdp + 2)) * sizeof(float), NULL, &e);
+        if (e != CL_SUCCESS)
+            return fcl_fail_cl(ctx, e, "clCreateBuffer (attention forward chunk state)");
+    }
+    /* Absent optional tensors are bound to O's buffer; the kernel never touches them. */
+    const cl_mem dummy = job->O->buffer;
+    const cl_mem bufs[10] = {job->Q->buffer, job->K->buffer, job->V->buffer, job->O->buffer,
+                             job->LSE ? job->LSE->buffer : dummy, r->mask ? r->mask->buffer : dummy,
+                             r->alibi ? r->alibi->buffer : dummy, state ? state : dummy,
+                             job->seq_q ? job->seq_q->buffer : dummy, job->seq_k ? job->seq_k->buffer : dummy};
+    cl_long views[5][4];
+    view_params(job->Q, job->q_dims, views[0]);
+    view_params(job->K, job->k_dims, views[1]);
+    view_params(job->V, job->v_dims, views[2]);
+    view_params(job->O, job->o_dims, views[3]);
+    view_params(job->LSE, job->lse_dims, views[4]);
+    const cl_long sides[6] = {r->mask ? r->mask->offset : 0, r->mask_sb, r->mask_ss,
+                              r->alibi ? r->alibi->offset : 0, r->alibi_sb, r->alibi_sh};
+    const cl_long seqs[3] = {job->seq_q ? job->seq_q->offset : 0, job->seq_k ? job->seq_k->offset : 0,
+                             (job->seq_q && job->seq_q->ndim == 2) ? job->seq_q->strides[0] : 1};
+    const cl_int ints[7] = {(cl_int)job->sq, (cl_int)job->sk, (cl_int)job->D, (cl_int)(job->Hq / job->Hkv),
+                            r->window_left, r->window_right, job->LSE != NULL};
+    const cl_float floats[2] = {r->scale, r->softcap};
+    const cl_int totals[2] = {(cl_int)job->total_q, (cl_int)job->total_k};
+    cl_int err = CL_SUCCESS;
+    cl_uint arg = 0;
+    for (int i = 0; i < 10 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_mem), &bufs[i]);
+    const cl_uint chunk_arg = arg; /* key_lo, key_hi, load_state, save_state: set per launch */
+    arg += 4;
+    for (int i = 0; i < 7 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &ints[i]);
+    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_float), &floats[i]);
+    for (int t = 0; t < 5; t++) /* Q, K, V, O: offset + batch, seq, head; LSE: offset + batch, head, seq */
+        for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &views[t][i]);
+    for (int i = 0; i < 6 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &sides[i]);
+    for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &seqs[i]);
+    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &totals[i]);
+    size_t local[3] = {(size_t)(tiles.block_m / tiles.rows), 1, 1};
+    size_t global[3] = {(size_t)((job->sq + tiles.block_m - 1) / tiles.block_m) * local[0], (size_t)job->Hq,
+                        (size_t)job->grid_b};
+    for (int64_t c = 0; c < n_chunks && err == CL_SUCCESS && global[0] > 0; c++) {
+        const int64_t hi = (c + 1) * chunk_keys < job->sk ? (c + 1) * chunk_keys - 1 : job->sk - 1;
+        const cl_int chunk[4] = {(cl_int)(c * chunk_keys), (cl_int)hi, c > 0, c + 1 < n_chunks};
+        for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(kernel, chunk_arg + i, sizeof(cl_int), &chunk[i]);
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, kernel, 3, NULL, global, local, 0, NULL,
+                                         c + 1 == n_chunks ? event : NULL);
+    }
+    if (err == CL_SUCCESS && global[0] == 0 && event) /* no query rows (max_seqlen_q 0): still an event */
+        err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
+    if (state)
+        clReleaseMemObject(state); /* freed once the launches that use it complete */
+    if (err != CL_SUCCESS)
+        return fcl_fail_cl(ctx, err, "enqueueing attention_forward");
+    return FCL_SUCCESS;
+}

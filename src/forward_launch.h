@@ -1,0 +1,30 @@
+/* The launch of cl/attention_forward.cl shared by the dense, varlen and packed forwards. */
+#ifndef FLASHCL_FORWARD_LAUNCH_H
+#define FLASHCL_FORWARD_LAUNCH_H
+
+#include "attn_params.h"
+#include "internal.h"
+
+enum { FCL_LAYOUT_DENSE = 0, FCL_LAYOUT_VARLEN = 1, FCL_LAYOUT_PACKED = 2 };
+
+/* Everything one forward launch needs, filled by the op after its checks. Views are given as
+ * (tensor, dim index of batch / seq / head); absent optional tensors are NULL. */
+typedef struct fcl_forward_job {
+    const char *op;
+    int layout;
+    fcl_dtype dtype;
+    int64_t D, Hq, Hkv;
+    int64_t grid_b;       /* dense: batches; varlen: sequences; packed: 1 */
+    int64_t sq, sk;       /* dense/packed: lengths; varlen: max_seqlen_q / max_seqlen_k */
+    int64_t total_q, total_k; /* varlen/packed: rows of Q and K; dense: unused */
+    fcl_tensor Q, K, V, O, LSE;
+    int q_dims[3], k_dims[3], v_dims[3], o_dims[3]; /* dims holding batch, seq, head (-1: none) */
+    int lse_dims[3];                                /* dims holding batch, head, seq (-1: none) */
+    fcl_tensor seq_q, seq_k; /* varlen: cu_seqlens; packed: seq_bounds in seq_q */
+    fcl_attn_resolved params;
+} fcl_forward_job;
+
+/* Builds (or finds) the kernel variant and enqueues the launch(es). */
+fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_event *event);
+
+#endif

@@ -1,0 +1,95 @@
+/* Argument checks shared by the ops. */
+#include "op_checks.h"
+
+#include <stdio.h>
+
+fcl_status fcl_check_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim)
+{
+    if (!t)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, name);
+    if (t->ctx != ctx)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s belongs to another context", op, name);
+    if (t->ndim != ndim)
+        return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: %s has %d dims; expected %d", op, name, t->ndim, ndim);
+    return FCL_SUCCESS;
+}
+
+int fcl_same_shape(fcl_tensor t, const int64_t *shape)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] != shape[i])
+            return 0;
+    return 1;
+}
+
+fcl_status fcl_shape_error(fcl_context ctx, const char *op, const char *name, fcl_tensor t, const char *expect,
+                           const int64_t *shape, int n)
+{
+    char got[96], want[96];
+    size_t len = (size_t)snprintf(want, sizeof want, "[");
+    for (int i = 0; i < n && len < sizeof want; i++)
+        len += (size_t)snprintf(want + len, sizeof want - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < sizeof want)
+        snprintf(want + len, sizeof want - len, "]");
+    return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: %s has shape %s; expected %s %s", op, name,
+                    fcl_shape_str(t, got, sizeof got), expect, want);
+}
+
+/* Byte range [lo, hi) a view can touch. */
+static void byte_range(fcl_tensor t, uint64_t *lo, uint64_t *hi)
+{
+    int64_t last = t->offset;
+    for (int i = 0; i < t->ndim; i++)
+        last += (t->shape[i] - 1) * t->strides[i];
+    *lo = (uint64_t)t->offset * fcl_dtype_size(t->dtype);
+    *hi = (uint64_t)(last + 1) * fcl_dtype_size(t->dtype);
+}
+
+int fcl_overlaps(fcl_tensor a, fcl_tensor b)
+{
+    if (!a || !b || a->buffer != b->buffer)
+        return 0;
+    uint64_t alo, ahi, blo, bhi;
+    byte_range(a, &alo, &ahi);
+    byte_range(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+fcl_status fcl_check_attention_dtypes(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
+                                      fcl_tensor O, fcl_tensor LSE)
+{
+    if (!fcl_tensor_is_f_activation(Q->dtype))
+        return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: Q dtype %s is not f32, f16 or bf16", op, fcl_dtype_name(Q->dtype));
+    const fcl_tensor same[3] = {K, V, O};
+    const char *names[3] = {"K", "V", "O"};
+    for (int i = 0; i < 3; i++)
+        if (same[i]->dtype != Q->dtype)
+            return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s differs from Q dtype %s", op, names[i],
+                            fcl_dtype_name(same[i]->dtype), fcl_dtype_name(Q->dtype));
+    if (LSE && LSE->dtype != FCL_F32)
+        return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: LSE dtype %s must be f32", op, fcl_dtype_name(LSE->dtype));
+    return FCL_SUCCESS;
+}
+
+fcl_status fcl_check_heads(fcl_context ctx, const char *op, int64_t Hq, int64_t Hkv, int64_t Dq, int64_t Dk)
+{
+    if (Dk != Dq)
+        return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: Q head_dim %lld != K head_dim %lld", op, (long long)Dq, (long long)Dk);
+    if (Hq % Hkv != 0)
+        return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: Hq %lld is not a multiple of Hkv %lld", op, (long long)Hq,
+                        (long long)Hkv);
+    if (Dq > FCL_MAX_HEAD_DIM)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: head_dim %lld exceeds the limit %d", op, (long long)Dq,
+                        FCL_MAX_HEAD_DIM);
+    if (Hq > 65535)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: Hq %lld exceeds the limit 65535", op, (long long)Hq);
+    return FCL_SUCCESS;
+}
+
+fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim)
+{
+    fcl_status s = fcl_check_tensor(ctx, op, t, name, ndim);
+    if (s == FCL_SUCCESS && t->dtype != FCL_I32)
+        s = fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s must be i32", op, name, fcl_dtype_name(t->dtype));
+    return s;
+}

@@ -1,0 +1,24 @@
+/* Argument checks shared by the ops; each failure sets a message starting with the op name. */
+#ifndef FLASHCL_OP_CHECKS_H
+#define FLASHCL_OP_CHECKS_H
+
+#include "internal.h"
+
+/* t is non-NULL, of ctx, with `ndim` dims. */
+fcl_status fcl_check_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim);
+/* t's shape equals shape[0..ndim). */
+int fcl_same_shape(fcl_tensor t, const int64_t *shape);
+/* FCL_ERR_SHAPE: "<op>: <name> has shape [..]; expected <expect> [..]". */
+fcl_status fcl_shape_error(fcl_context ctx, const char *op, const char *name, fcl_tensor t, const char *expect,
+                           const int64_t *shape, int n);
+/* Whether two views share any byte of one buffer (either may be NULL). */
+int fcl_overlaps(fcl_tensor a, fcl_tensor b);
+/* Q is F32/F16/BF16; K, V, O have Q's dtype; LSE (may be NULL) is F32. */
+fcl_status fcl_check_attention_dtypes(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
+                                      fcl_tensor O, fcl_tensor LSE);
+/* Q and K head dims agree, Hq % Hkv == 0 and D <= FCL_MAX_HEAD_DIM. */
+fcl_status fcl_check_heads(fcl_context ctx, const char *op, int64_t Hq, int64_t Hkv, int64_t Dq, int64_t Dk);
+/* An I32 tensor of ctx with `ndim` dims (index inputs: prefix sums, bounds). */
+fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim);
+
+#endif
