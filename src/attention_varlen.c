@@ -59,7 +59,10 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
         return s;
     fcl_forward_job job = {
         .op = op, .layout = FCL_LAYOUT_VARLEN, .dtype = Q->dtype, .D = Q->shape[2], .Hq = Q->shape[1],
-        .Hkv = K->shape[1], .grid_b = cu_seqlens_q->shape[0] - 1, .sq = max_seqlen_q, .sk = max_seqlen_k,
+        .Hkv = K->shape[1], .grid_b = cu_seqlens_q->shape[0] - 1,
+        /* no sequence can be longer than its tensor: bounds past the totals size nothing */
+        .sq = max_seqlen_q < Q->shape[0] ? max_seqlen_q : Q->shape[0],
+        .sk = max_seqlen_k < K->shape[0] ? max_seqlen_k : K->shape[0],
         .total_q = Q->shape[0], .total_k = K->shape[0], .Q = Q, .K = K, .V = V, .O = O, .LSE = LSE,
         .q_dims = {-1, 0, 1}, .k_dims = {-1, 0, 1}, .v_dims = {-1, 0, 1}, .o_dims = {-1, 0, 1},
         .lse_dims = {-1, 0, 1}, .seq_q = cu_seqlens_q, .seq_k = cu_seqlens_k,

@@ -2,11 +2,14 @@
  *   flashcl_bench.c  main: device, op table, default suite
  *   bench_args.c     command-line parsing and usage
  *   bench_forward.c  the attention-forward case (timing + correctness)
+ *   bench_varlen.c   the varlen case (fcl_attention_varlen_forward)
+ *   bench_packed.c   the packed-QKV case (fcl_attention_packed_qkv_forward)
+ *   bench_pack.c     the sequence packing of those two: seeded lengths, prefix sums, FLOPs
  *   bench_check.c    sampled comparison with the float64 reference
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
  *   bench_sgemm.c    CLBlast SGEMM on the same device (the ceiling)
  *   bench_report.c   the table and the JSON lines
- *   bench_util.c     clock, median, random numbers, FLOP counts */
+ *   bench_util.c     clock, median, random numbers, host inputs, FLOP counts */
 #ifndef FLASHCL_BENCH_H
 #define FLASHCL_BENCH_H
 
@@ -44,6 +47,7 @@ typedef struct bench_opts {
     int check_rows;     /* -1: default (all rows up to 4096, else 64) */
     int json;
     long sgemm_n;       /* 0: device default */
+    int seqs, max_len;  /* varlen / packed_qkv packing; 0: device default */
 } bench_opts;
 
 /* What every op run gets. */
@@ -71,6 +75,10 @@ typedef struct bench_result {
     int has_nan;         /* a NaN anywhere in O */
     int ok;
     long rows_checked, rows_total;
+    /* varlen and packed_qkv (seqs 0 otherwise): c.b = seqs, c.sq = c.sk = the longest
+     * sequence; tflops and tflops_exact both use the exact count */
+    int seqs, max_len;
+    long total_q, total_k;
 } bench_result;
 
 /* One CLBlast SGEMM result line. */
@@ -95,11 +103,46 @@ int bench_forward(const bench_env *env, const bench_case *c, bench_result *r);
 /* The forward default case for the env's device type. */
 bench_case bench_forward_default(const bench_env *env);
 
+/* Host arrays of a case: q, k, v, o (see bench_host_alloc). */
+typedef struct bench_host {
+    float *q, *k, *v, *o;
+} bench_host;
+
+/* bench_varlen.c / bench_packed.c: run one case of `seqs` sequences of seeded random lengths
+ * in [1, max_len] (c->b, c->sq, c->sk and c->bhsd are ignored; packed needs hkv == hq);
+ * exit code as bench_forward. */
+int bench_varlen(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r);
+int bench_packed_qkv(const bench_env *env, const bench_case *c, int seqs, int max_len,
+                     bench_result *r);
+
+/* bench_pack.c: the packing. Lengths depend only on (seqs, max_len). */
+typedef struct bench_pack {
+    int seqs, max_len;
+    int32_t *cu;  /* [seqs + 1] prefix sums of the lengths (cu[0] = 0) */
+    long total;   /* cu[seqs] */
+    int longest;
+} bench_pack;
+/* The default case of varlen / packed_qkv (BERT-style encoder: H 12, D 64, MHA) and packing. */
+bench_case bench_pack_default(const bench_env *env, int *seqs, int *max_len);
+int bench_pack_make(bench_pack *p, int seqs, int max_len); /* -1: out of host memory */
+void bench_pack_free(bench_pack *p);
+/* seq_bounds of the packed-QKV op: [total, 2], row r -> its sequence's [start, end). */
+int32_t *bench_pack_bounds(const bench_pack *p);
+/* 4 * Hq * D * sum over sequences of the visible (query, key) pairs inside each. */
+double bench_pack_flops(const bench_pack *p, const bench_case *c);
+/* After the timed runs (r->c and r->ms, r->ms_event set) and O read into h->o [total, Hq, D]:
+ * the packing fields, TFLOP/s from the exact count and the per-sequence check. */
+void bench_pack_finish(const bench_env *env, const bench_pack *p, const bench_host *h,
+                       bench_result *r);
+
 /* bench_check.c: host inputs of a case and its output, compared on sampled rows. */
 typedef struct bench_check_in {
     const bench_case *c;
-    const float *q, *k, *v, *o; /* dense [B,S,H,D] */
+    const float *q, *k, *v, *o; /* dense [B,S,H,D]; with cu: packed [total, H, D] */
     int check_rows;             /* -1 = default rule, 0 = none */
+    const int32_t *cu;          /* NULL, or [seqs + 1]: sequence s is rows [cu[s], cu[s+1]) of
+                                 * q, k, v and o, checked as its own B = 1 problem, Sq = Sk */
+    int seqs;
 } bench_check_in;
 void bench_check_forward(const bench_check_in *in, bench_result *r);
 
@@ -121,18 +164,26 @@ void bench_sgemm(const bench_env *env, long n, sgemm_result *r);
 void bench_print_header(const bench_env *env);
 void bench_print_result(const bench_env *env, const bench_result *r);
 void bench_print_sgemm(const bench_env *env, const sgemm_result *r);
+/* Prints "flashcl-bench: what: STATUS: last error" to stderr; returns BENCH_EXIT_LIBRARY. */
+int bench_lib_error(const bench_env *env, const char *what, fcl_status s);
 
 /* bench_util.c */
+/* Host inputs: q [nq], k and v [nk] random (fixed seeds, rounded to dtype), o [nq] NaN (a row
+ * the kernel does not write fails the check). 0, or -1 when out of memory (then call free). */
 double bench_now_ms(void);
 double bench_median(double *x, int n); /* sorts x */
 uint64_t bench_rng_next(uint64_t *state); /* splitmix64 */
 /* Uniform values in [-1, 1), rounded to dtype so host and device data agree exactly. */
 void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype);
+int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk);
+void bench_host_free(bench_host *h);
 /* Visible (query, key) pairs of one (batch, head). */
 double bench_visible_pairs(const bench_case *c);
 /* FLOPs as FlashAttention reports them, and from the exact visible pairs. */
 double bench_flops_convention(const bench_case *c);
 double bench_flops_exact(const bench_case *c);
+/* The case's causal, window and softcap as attention params (scale 0 = 1/sqrt(D)). */
+fcl_attn_params bench_params_of(const bench_case *c);
 /* Parses "f32"/"f16"/"bf16"; -1 when unknown. */
 int bench_parse_dtype(const char *s);
 

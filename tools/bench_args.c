@@ -11,22 +11,30 @@ void bench_usage(FILE *f)
     fputs(
         "usage: flashcl-bench [options]\n"
         "  With no case options: a small default suite on the device (forward cases in f32,\n"
-        "  f16 and bf16, causal and not, D 64 and 128) plus CLBlast SGEMM as the ceiling.\n"
+        "  f16 and bf16, causal and not, D 64 and 128; one varlen and one packed_qkv case)\n"
+        "  plus CLBlast SGEMM as the ceiling.\n"
         "\n"
-        "  --op NAME          forward | sgemm (not implemented yet: varlen, packed_qkv,\n"
+        "  --op NAME          forward | varlen | packed_qkv | sgemm (not implemented yet:\n"
         "                     backward, decode, qkvo)\n"
         "  --device SEL       device selector (as FLASHCL_DEVICE: gpu, cpu, pocl, 0:1, ...)\n"
         "  --dtype T          f32 | f16 | bf16\n"
         "  --b N --sq N --sk N --hq N --hkv N --d N\n"
         "                     shape (unset values take the op's default case; --sq alone\n"
         "                     sets --sk too, and the other way round)\n"
+        "  --seqs N           varlen, packed_qkv: N sequences packed back to back (default 64\n"
+        "                     on a GPU, 8 on a CPU) of lengths drawn uniformly (fixed seed)\n"
+        "  --max-len N        from [1, N] (default 2048 on a GPU, 256 on a CPU); each sequence\n"
+        "                     attends to itself (Sq = Sk). Default H 12 (MHA), D 64, f16;\n"
+        "                     --hkv sets GQA for varlen (packed_qkv: one H, --hq). The table shows\n"
+        "                     B = seqs, Sq = Sk = the longest sequence, tok = packed tokens\n"
         "  --causal           causal mask (bottom-right aligned)\n"
         "  --window L,R       sliding window, -1 = unbounded side\n"
         "  --softcap X        soft-capping (0 = off)\n"
         "  --layout bshd|bhsd storage of Q/K/V/O (bhsd is passed as a strided view)\n"
         "  --reps N           timed runs (median reported); --warmup N untimed runs first\n"
         "  --check-rows N     query rows compared with the float64 reference (default: all\n"
-        "                     rows when B*Sq*Hq <= 4096, else 64 random rows; 0 = none)\n"
+        "                     rows when B*Sq*Hq (tok*Hq when packed) <= 4096, else 64\n"
+        "                     random rows; 0 = none)\n"
         "  --sgemm-n N        CLBlast SGEMM size M=N=K (default 1024 on a CPU, 8192 on a GPU)\n"
         "  --json             one JSON object per line per case instead of the table\n"
         "  -h, --help         this text\n"
@@ -35,7 +43,9 @@ void bench_usage(FILE *f)
         "  the op's profiling event. Default reps: 20 on a GPU, 5 on a CPU, fewer once a case's\n"
         "  timed runs pass 4 s. TFLOP/s (from ms): 4*B*Hq*Sq*Sk*D, halved when causal\n"
         "  (FlashAttention's convention); with a sliding window, and in the JSON field\n"
-        "  tflops_exact, 4*B*Hq*D*(visible query/key pairs). ok: max error <= 2 * naive\n"
+        "  tflops_exact, 4*B*Hq*D*(visible query/key pairs). varlen and packed_qkv always use\n"
+        "  the exact count, 4*Hq*D*(visible pairs summed over the sequences), for both, and\n"
+        "  check each sampled row against its own sequence alone. ok: max error <= 2 * naive\n"
         "  error + 1e-5 (naive = float32 math rounding to the dtype) and no NaN in O.\n"
         "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
         f);
@@ -131,6 +141,8 @@ static int apply_value(const char *name, const char *v, bench_opts *o)
     if (!strcmp(name, "reps")) return set_int(v, 1, &o->reps);
     if (!strcmp(name, "warmup")) return set_int(v, 0, &o->warmup);
     if (!strcmp(name, "check-rows")) return set_int(v, 0, &o->check_rows);
+    if (!strcmp(name, "seqs")) return set_int(v, 1, &o->seqs);
+    if (!strcmp(name, "max-len")) return set_int(v, 1, &o->max_len);
     if (!strcmp(name, "sgemm-n")) {
         if (parse_int(v, 1, 1L << 20, &x))
             return -1;
@@ -215,5 +227,13 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code)
     }
     if (o->hq && o->hkv && o->hq % o->hkv)
         return fail("--hq must be a multiple of --hkv", "", exit_code);
+    int packed = o->op && (!strcmp(o->op, "varlen") || !strcmp(o->op, "packed_qkv"));
+    if ((o->seqs || o->max_len) && !packed)
+        return fail("--seqs and --max-len need --op varlen or packed_qkv", "", exit_code);
+    if (o->op && !strcmp(o->op, "packed_qkv") && o->hkv)
+        return fail("packed_qkv has one head count: give --hq only", "", exit_code);
+    if (packed && (o->b || o->sq || o->sk || o->bhsd))
+        return fail("--b, --sq, --sk and --layout do not apply to varlen and packed_qkv (use --seqs "
+                    "and --max-len)", "", exit_code);
     return 0;
 }

@@ -2,15 +2,10 @@
  * F32 LSE output as in training, timed by bench_time, then checked on sampled rows. */
 #include "bench.h"
 
-#include <math.h>
 #include <stdlib.h>
 
-#define SEED_Q 101u
-#define SEED_K 202u
-#define SEED_V 303u
-
 typedef struct fwd_data {
-    float *q, *k, *v, *o;                  /* host, dense [B,S,H,D] */
+    bench_host h;                          /* host, dense [B,S,H,D] */
     fcl_tensor tq, tk, tv, to, tlse;
 } fwd_data;
 
@@ -21,13 +16,6 @@ bench_case bench_forward_default(const bench_env *env)
         c.b = 1; c.sq = c.sk = 512; c.hq = 8; c.hkv = 2; c.d = 64;
     }
     return c;
-}
-
-static int lib_error(const bench_env *env, const char *what, fcl_status s)
-{
-    fprintf(stderr, "flashcl-bench: %s: %s: %s\n", what, fcl_status_string(s),
-            fcl_last_error(env->ctx));
-    return BENCH_EXIT_LIBRARY;
 }
 
 /* A logical [B,S,H,D] tensor; with bhsd, a strided view over [B,H,S,D] storage. */
@@ -54,26 +42,7 @@ static void free_data(fwd_data *f)
     fcl_tensor_release(f->tv);
     fcl_tensor_release(f->to);
     fcl_tensor_release(f->tlse);
-    free(f->q);
-    free(f->k);
-    free(f->v);
-    free(f->o);
-}
-
-static int alloc_host(const bench_case *c, fwd_data *f, size_t nq, size_t nk)
-{
-    f->q = malloc(nq * sizeof(float));
-    f->k = malloc(nk * sizeof(float));
-    f->v = malloc(nk * sizeof(float));
-    f->o = malloc(nq * sizeof(float));
-    if (!f->q || !f->k || !f->v || !f->o)
-        return -1;
-    bench_fill_random(f->q, nq, SEED_Q, c->dtype);
-    bench_fill_random(f->k, nk, SEED_K, c->dtype);
-    bench_fill_random(f->v, nk, SEED_V, c->dtype);
-    for (size_t i = 0; i < nq; i++)
-        f->o[i] = NAN; /* poison: rows the kernel does not write fail the check */
-    return 0;
+    bench_host_free(&f->h);
 }
 
 /* Device tensors, filled from the host arrays (O poisoned). */
@@ -88,12 +57,12 @@ static int make_tensors(const bench_env *env, const bench_case *c, fwd_data *f, 
     if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->to);
     if (!st) st = fcl_tensor_create(ctx, FCL_F32, 3, lse_shape, &f->tlse);
     if (st)
-        return lib_error(env, "creating tensors", st);
-    st = fcl_tensor_write_f32(f->tq, f->q, nq);
-    if (!st) st = fcl_tensor_write_f32(f->tk, f->k, nk);
-    if (!st) st = fcl_tensor_write_f32(f->tv, f->v, nk);
-    if (!st) st = fcl_tensor_write_f32(f->to, f->o, nq);
-    return st ? lib_error(env, "writing inputs", st) : 0;
+        return bench_lib_error(env, "creating tensors", st);
+    st = fcl_tensor_write_f32(f->tq, f->h.q, nq);
+    if (!st) st = fcl_tensor_write_f32(f->tk, f->h.k, nk);
+    if (!st) st = fcl_tensor_write_f32(f->tv, f->h.v, nk);
+    if (!st) st = fcl_tensor_write_f32(f->to, f->h.o, nq);
+    return st ? bench_lib_error(env, "writing inputs", st) : 0;
 }
 
 typedef struct fwd_call {
@@ -111,15 +80,11 @@ static fcl_status enqueue_forward(void *arg, cl_event *ev)
 /* Warmup, then the medians of the timed calls. */
 static int time_runs(const bench_env *env, const bench_case *c, const fwd_data *f, bench_result *r)
 {
-    fwd_call call = {env->ctx, FCL_ATTN_PARAMS_INIT, f};
+    fwd_call call = {env->ctx, bench_params_of(c), f};
     bench_timing t;
-    call.p.causal = c->causal;
-    call.p.window_left = c->window_left;
-    call.p.window_right = c->window_right;
-    call.p.softcap = c->softcap;
     fcl_status st = bench_time(env, enqueue_forward, &call, &t);
     if (st)
-        return lib_error(env, "fcl_attention_forward", st);
+        return bench_lib_error(env, "fcl_attention_forward", st);
     r->reps = t.reps;
     r->ms = t.ms_wall;
     r->ms_event = t.ms_event;
@@ -134,19 +99,20 @@ int bench_forward(const bench_env *env, const bench_case *c, bench_result *r)
     int rc = 0;
     r->op = "forward";
     r->c = *c;
-    if (alloc_host(c, &f, nq, nk)) {
+    if (bench_host_alloc(&f.h, c->dtype, nq, nk)) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }
     if (!rc) rc = make_tensors(env, c, &f, nq, nk);
     if (!rc) rc = time_runs(env, c, &f, r);
     if (!rc) {
-        fcl_status st = fcl_tensor_read_f32(f.to, f.o, nq);
+        fcl_status st = fcl_tensor_read_f32(f.to, f.h.o, nq);
         if (st)
-            rc = lib_error(env, "reading O", st);
+            rc = bench_lib_error(env, "reading O", st);
     }
     if (!rc) {
-        bench_check_in in = {c, f.q, f.k, f.v, f.o, env->check_rows};
+        bench_check_in in = {.c = c, .q = f.h.q, .k = f.h.k, .v = f.h.v, .o = f.h.o,
+                             .check_rows = env->check_rows};
         bench_check_forward(&in, r);
         r->tflops = bench_flops_convention(c) / (r->ms * 1e-3) * 1e-12;
         r->tflops_exact = bench_flops_exact(c) / (r->ms * 1e-3) * 1e-12;

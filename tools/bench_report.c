@@ -20,9 +20,10 @@ void bench_print_header(const bench_env *env)
            "ms", "dev_ms", "TFLOP/s", "max_err", "bound", "ok", "rows");
 }
 
-/* "causal,w=L,R,cap=X,bhsd" or "-". */
-static void flags_of(const bench_case *c, char *buf, size_t n)
+/* "causal,w=L,R,cap=X,bhsd,tok=T" or "-" (tok: packed tokens of varlen / packed_qkv). */
+static void flags_of(const bench_result *r, char *buf, size_t n)
 {
+    const bench_case *c = &r->c;
     size_t len = 0;
     buf[0] = '\0';
     if (c->causal)
@@ -33,6 +34,8 @@ static void flags_of(const bench_case *c, char *buf, size_t n)
         len += (size_t)snprintf(buf + len, n - len, "cap=%g,", c->softcap);
     if (len < n && c->bhsd)
         len += (size_t)snprintf(buf + len, n - len, "bhsd,");
+    if (len < n && r->seqs)
+        len += (size_t)snprintf(buf + len, n - len, "tok=%ld,", r->total_q);
     if (len == 0)
         snprintf(buf, n, "-");
     else if (len <= n)
@@ -73,6 +76,14 @@ static void json_num(const char *key, const char *fmt, double x)
         printf("null");
 }
 
+/* Storage of Q/K/V/O: bshd / bhsd, packed thd (varlen) or t3hd (fused QKV). */
+static const char *layout_of(const bench_result *r)
+{
+    if (r->seqs)
+        return strcmp(r->op, "packed_qkv") == 0 ? "t3hd" : "thd";
+    return r->c.bhsd ? "bhsd" : "bshd";
+}
+
 static void print_result_json(const bench_env *env, const bench_result *r)
 {
     const bench_case *c = &r->c;
@@ -87,7 +98,10 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     printf(",\"causal\":%s,\"window_left\":%d,\"window_right\":%d", c->causal ? "true" : "false",
            c->window_left, c->window_right);
     json_num("softcap", "%g", c->softcap);
-    printf(",\"layout\":\"%s\",\"reps\":%d", c->bhsd ? "bhsd" : "bshd", r->reps);
+    printf(",\"layout\":\"%s\",\"reps\":%d", layout_of(r), r->reps);
+    if (r->seqs)
+        printf(",\"seqs\":%d,\"total_q\":%ld,\"total_k\":%ld,\"max_len\":%d", r->seqs, r->total_q,
+               r->total_k, r->max_len);
     json_num("ms", "%.6g", r->ms);
     json_num("ms_event", "%.6g", r->ms_event);
     json_num("tflops", "%.6g", r->tflops);
@@ -114,7 +128,7 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     snprintf(hq, sizeof hq, "%d", c->hq);
     snprintf(hkv, sizeof hkv, "%d", c->hkv);
     snprintf(d, sizeof d, "%d", c->d);
-    flags_of(c, flags, sizeof flags);
+    flags_of(r, flags, sizeof flags);
     snprintf(reps, sizeof reps, "%d", r->reps);
     fmt_num(ms, sizeof ms, "%.3f", r->ms);
     fmt_num(dms, sizeof dms, "%.3f", r->ms_event);
@@ -128,6 +142,12 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     printf(ROW_FMT, r->op, env->info.name, fcl_dtype_name(c->dtype), b, sq, sk, hq, hkv, d, flags,
            reps, ms, dms, tf, err, bound, r->ok ? "yes" : "NO", rows);
     fflush(stdout);
+}
+
+int bench_lib_error(const bench_env *env, const char *what, fcl_status s)
+{
+    fprintf(stderr, "flashcl-bench: %s: %s: %s\n", what, fcl_status_string(s), fcl_last_error(env->ctx));
+    return BENCH_EXIT_LIBRARY;
 }
 
 void bench_print_sgemm(const bench_env *env, const sgemm_result *r)

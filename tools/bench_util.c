@@ -1,4 +1,4 @@
-/* flashcl-bench helpers: clock, median, seeded random data, FLOP counts.
+/* flashcl-bench helpers: clock, median, seeded random data and host inputs, FLOP counts.
  *
  * FLOP counts (two matmuls of 2*D FLOPs per visible (query, key) pair):
  *  - exact:      4 * B * Hq * D * visible_pairs, pairs counted with the bottom-right aligned
@@ -9,9 +9,14 @@
  *                common convention and the exact count is used. */
 #include "bench.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define SEED_Q 101u
+#define SEED_K 202u
+#define SEED_V 303u
 
 double bench_now_ms(void)
 {
@@ -60,6 +65,31 @@ void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype)
     }
 }
 
+int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk)
+{
+    h->q = malloc(nq * sizeof(float));
+    h->k = malloc(nk * sizeof(float));
+    h->v = malloc(nk * sizeof(float));
+    h->o = malloc(nq * sizeof(float));
+    if (!h->q || !h->k || !h->v || !h->o)
+        return -1;
+    bench_fill_random(h->q, nq, SEED_Q, dtype);
+    bench_fill_random(h->k, nk, SEED_K, dtype);
+    bench_fill_random(h->v, nk, SEED_V, dtype);
+    for (size_t i = 0; i < nq; i++)
+        h->o[i] = NAN;
+    return 0;
+}
+
+void bench_host_free(bench_host *h)
+{
+    free(h->q);
+    free(h->k);
+    free(h->v);
+    free(h->o);
+    h->q = h->k = h->v = h->o = NULL;
+}
+
 double bench_visible_pairs(const bench_case *c)
 {
     int wr = c->causal ? 0 : c->window_right;
@@ -90,6 +120,16 @@ double bench_flops_convention(const bench_case *c)
         return bench_flops_exact(c);
     double full = 4.0 * c->b * c->hq * (double)c->sq * c->sk * c->d;
     return c->causal ? full / 2 : full;
+}
+
+fcl_attn_params bench_params_of(const bench_case *c)
+{
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.causal = c->causal;
+    p.window_left = c->window_left;
+    p.window_right = c->window_right;
+    p.softcap = c->softcap;
+    return p;
 }
 
 int bench_parse_dtype(const char *s)

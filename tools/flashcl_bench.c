@@ -43,26 +43,76 @@ static bench_case merge_case(bench_case c, const bench_opts *o)
     return c;
 }
 
+/* Prints a finished case; its exit code. */
+static int report(const bench_env *env, int rc, const bench_result *r)
+{
+    if (rc)
+        return rc;
+    bench_print_result(env, r);
+    return r->ok ? BENCH_EXIT_OK : BENCH_EXIT_WRONG;
+}
+
 static int run_case(const bench_env *env, const bench_case *c)
 {
     bench_result r;
     memset(&r, 0, sizeof r);
-    int rc = bench_forward(env, c, &r);
-    if (rc)
-        return rc;
-    bench_print_result(env, &r);
-    return r.ok ? BENCH_EXIT_OK : BENCH_EXIT_WRONG;
+    return report(env, bench_forward(env, c, &r), &r);
+}
+
+/* A varlen (qkv 0) or packed_qkv (qkv 1) case. */
+static int run_pack(const bench_env *env, int qkv, const bench_case *c, int seqs, int max_len)
+{
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    int rc = qkv ? bench_packed_qkv(env, c, seqs, max_len, &r) : bench_varlen(env, c, seqs, max_len, &r);
+    return report(env, rc, &r);
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "flashcl-bench: %s\n", msg);
+    bench_usage(stderr);
+    return BENCH_EXIT_USAGE;
 }
 
 static int op_forward(const bench_env *env, const bench_opts *o)
 {
     bench_case c = merge_case(bench_forward_default(env), o);
     if (c.hq % c.hkv) {
-        fprintf(stderr, "flashcl-bench: Hq %d is not a multiple of Hkv %d\n", c.hq, c.hkv);
-        bench_usage(stderr);
-        return BENCH_EXIT_USAGE;
+        char msg[80];
+        snprintf(msg, sizeof msg, "Hq %d is not a multiple of Hkv %d", c.hq, c.hkv);
+        return usage_error(msg);
     }
     return run_case(env, &c);
+}
+
+/* varlen / packed_qkv: their default case with the options laid over it; Hkv follows Hq
+ * (MHA) unless --hkv is given. */
+static int op_pack(const bench_env *env, const bench_opts *o, int qkv)
+{
+    int seqs, max_len;
+    bench_case c = merge_case(bench_pack_default(env, &seqs, &max_len), o);
+    if (!o->hkv)
+        c.hkv = c.hq;
+    if (o->seqs)
+        seqs = o->seqs;
+    if (o->max_len)
+        max_len = o->max_len;
+    if (c.hq % c.hkv)
+        return usage_error("--hq must be a multiple of --hkv");
+    if ((int64_t)seqs * max_len > INT32_MAX)
+        return usage_error("--seqs * --max-len must fit the I32 prefix sums (at most 2^31 - 1)");
+    return run_pack(env, qkv, &c, seqs, max_len);
+}
+
+static int op_varlen(const bench_env *env, const bench_opts *o)
+{
+    return op_pack(env, o, 0);
+}
+
+static int op_packed_qkv(const bench_env *env, const bench_opts *o)
+{
+    return op_pack(env, o, 1);
 }
 
 static int op_sgemm(const bench_env *env, const bench_opts *o)
@@ -74,8 +124,8 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 }
 
 static const bench_op k_ops[] = {
-    {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", NULL},
-    {"packed_qkv", NULL},    {"backward", NULL},  {"decode", NULL}, {"qkvo", NULL},
+    {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
+    {"packed_qkv", op_packed_qkv}, {"backward", NULL}, {"decode", NULL}, {"qkvo", NULL},
 };
 
 static const bench_op *find_op(const char *name)
@@ -105,15 +155,38 @@ static const bench_case k_suite_gpu[] = {
     {FCL_F32,  2, 1024, 1024, 16, 4,  128, 1, -1, -1, 0, 0},
 };
 
-/* The default suite: forward cases sized for the device type, then the SGEMM ceiling. */
+/* Packed cases of the suite (B, Sq, Sk unused): varlen (qkv 0) and packed_qkv (qkv 1). */
+typedef struct suite_pack {
+    int qkv;
+    bench_case c;
+    int seqs, max_len;
+} suite_pack;
+
+/*                       dtype     B  Sq Sk Hq  Hkv D   causal wl   wr   cap layout  seqs max */
+static const suite_pack k_pack_cpu[] = {
+    {0, {FCL_F16,  1, 0, 0, 4,  2,  64, 1, -1,  -1,  0, 0}, 4,  128},
+    {1, {FCL_BF16, 1, 0, 0, 4,  4,  64, 0, 32,  32,  0, 0}, 4,  128},
+};
+static const suite_pack k_pack_gpu[] = {
+    {0, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
+    {1, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
+};
+
+/* The default suite: forward and packed cases sized for the device type, then the SGEMM
+ * ceiling. */
 static int run_suite(const bench_env *env, const bench_opts *o)
 {
     const bench_case *cases = env->is_gpu ? k_suite_gpu : k_suite_cpu;
     size_t n = env->is_gpu ? sizeof k_suite_gpu / sizeof *k_suite_gpu
                            : sizeof k_suite_cpu / sizeof *k_suite_cpu;
+    const suite_pack *packs = env->is_gpu ? k_pack_gpu : k_pack_cpu;
+    size_t np = env->is_gpu ? sizeof k_pack_gpu / sizeof *k_pack_gpu
+                            : sizeof k_pack_cpu / sizeof *k_pack_cpu;
     int rc = BENCH_EXIT_OK;
     for (size_t i = 0; i < n; i++)
         rc = worse(rc, run_case(env, &cases[i]));
+    for (size_t i = 0; i < np; i++)
+        rc = worse(rc, run_pack(env, packs[i].qkv, &packs[i].c, packs[i].seqs, packs[i].max_len));
     return worse(rc, op_sgemm(env, o));
 }
 
