@@ -1,0 +1,124 @@
+/* flashcl-bench op "packed_qkv": fcl_attention_packed_qkv_forward straight off a fused QKV
+ * buffer [L, 3, H, D] of seeded random sequences packed back to back, with I32 seq_bounds
+ * [L, 2] built from the packing and an F32 LSE output, timed by bench_time, then each
+ * sampled row checked against its sequence alone. */
+#include "bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pq_data {
+    bench_pack pk;
+    bench_host h;                  /* q, k, v, o each [L, H, D] */
+    fcl_tensor tqkv, tbounds, to, tlse;
+} pq_data;
+
+static void free_data(pq_data *f)
+{
+    fcl_tensor_release(f->tqkv);
+    fcl_tensor_release(f->tbounds);
+    fcl_tensor_release(f->to);
+    fcl_tensor_release(f->tlse);
+    bench_host_free(&f->h);
+    bench_pack_free(&f->pk);
+}
+
+/* Writes q, k, v interleaved per row as QKV [L, 3, H, D] (row = H * D), the row bounds and
+ * the poisoned O; returns an exit code. */
+static int write_inputs(const bench_env *env, const pq_data *f, size_t row)
+{
+    size_t L = (size_t)f->pk.total;
+    float *qkv = malloc(sizeof *qkv * 3 * row * L);
+    int32_t *bounds = bench_pack_bounds(&f->pk);
+    fcl_status st = FCL_SUCCESS;
+    int rc = 0;
+    if (!qkv || !bounds) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        rc = BENCH_EXIT_LIBRARY;
+    } else {
+        for (size_t r = 0; r < L; r++) {
+            memcpy(qkv + (3 * r + 0) * row, f->h.q + r * row, sizeof *qkv * row);
+            memcpy(qkv + (3 * r + 1) * row, f->h.k + r * row, sizeof *qkv * row);
+            memcpy(qkv + (3 * r + 2) * row, f->h.v + r * row, sizeof *qkv * row);
+        }
+        st = fcl_tensor_write_f32(f->tqkv, qkv, 3 * row * L);
+        if (!st) st = fcl_tensor_write_raw(f->tbounds, bounds, sizeof *bounds * 2 * L);
+        if (!st) st = fcl_tensor_write_f32(f->to, f->h.o, row * L);
+        if (st) rc = bench_lib_error(env, "writing inputs", st);
+    }
+    free(qkv);
+    free(bounds);
+    return rc;
+}
+
+static int make_tensors(const bench_env *env, const bench_case *c, pq_data *f)
+{
+    fcl_context ctx = env->ctx;
+    int64_t L = f->pk.total;
+    int64_t qkvs[4] = {L, 3, c->hq, c->d}, bs[2] = {L, 2}, os[3] = {L, c->hq, c->d}, lses[2] = {c->hq, L};
+    fcl_status st = fcl_tensor_create(ctx, c->dtype, 4, qkvs, &f->tqkv);
+    if (!st) st = fcl_tensor_create(ctx, FCL_I32, 2, bs, &f->tbounds);
+    if (!st) st = fcl_tensor_create(ctx, c->dtype, 3, os, &f->to);
+    if (!st) st = fcl_tensor_create(ctx, FCL_F32, 2, lses, &f->tlse);
+    if (st)
+        return bench_lib_error(env, "creating tensors", st);
+    return write_inputs(env, f, (size_t)c->hq * (size_t)c->d);
+}
+
+typedef struct pq_call {
+    fcl_context ctx;
+    fcl_attn_params p;
+    const pq_data *f;
+} pq_call;
+
+static fcl_status enqueue_packed(void *arg, cl_event *ev)
+{
+    const pq_call *c = arg;
+    return fcl_attention_packed_qkv_forward(c->ctx, &c->p, c->f->tqkv, c->f->tbounds, c->f->to,
+                                            c->f->tlse, ev);
+}
+
+static int time_runs(const bench_env *env, const bench_case *c, const pq_data *f, bench_result *r)
+{
+    pq_call call = {env->ctx, bench_params_of(c), f};
+    bench_timing t;
+    fcl_status st = bench_time(env, enqueue_packed, &call, &t);
+    if (st)
+        return bench_lib_error(env, "fcl_attention_packed_qkv_forward", st);
+    r->reps = t.reps;
+    r->ms = t.ms_wall;
+    r->ms_event = t.ms_event;
+    return 0;
+}
+
+int bench_packed_qkv(const bench_env *env, const bench_case *c, int seqs, int max_len,
+                     bench_result *r)
+{
+    pq_data f = {0};
+    size_t n = 0;
+    int rc = 0;
+    r->op = "packed_qkv";
+    r->c = *c;
+    r->c.hkv = c->hq;
+    if (bench_pack_make(&f.pk, seqs, max_len) == 0) {
+        n = (size_t)f.pk.total * c->hq * c->d;
+        r->c.b = seqs;
+        r->c.sq = r->c.sk = f.pk.longest;
+        r->c.bhsd = 0;
+    }
+    if (!f.pk.cu || bench_host_alloc(&f.h, c->dtype, n, n)) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        rc = BENCH_EXIT_LIBRARY;
+    }
+    if (!rc) rc = make_tensors(env, &r->c, &f);
+    if (!rc) rc = time_runs(env, &r->c, &f, r);
+    if (!rc) {
+        fcl_status st = fcl_tensor_read_f32(f.to, f.h.o, n);
+        if (st)
+            rc = bench_lib_error(env, "reading O", st);
+    }
+    if (!rc)
+        bench_pack_finish(env, &f.pk, &f.h, r);
+    free_data(&f);
+    return rc;
+}
