@@ -18,6 +18,11 @@
  *   2 packed  one sequence of sq_arg = sk_arg = L rows; row r only sees key rows inside its
  *             own [seq[r,0], seq[r,1]) (clamped to [0, L]).
  *
+ * Key tiles sit on one grid of absolute key rows (multiples of BLOCK_N; for varlen, rows of K,
+ * not of the sequence), so every row's keys are cut into the same tiles whatever the layout,
+ * the work-group or the chunking: packed equals varlen and chunked equals one launch, bit for
+ * bit. Keys of a tile that a row cannot see contribute exactly nothing.
+ *
  * Key chunks: the keys [key_lo, key_hi] of one launch may be a chunk of the full range, for
  * devices that cap the loop iterations of a work-item. A launch then resumes from and/or
  * saves its rows' unnormalised state (acc[HEAD_DIM_PAD], m, l per row) in `state`
@@ -38,7 +43,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
                        __global float *state,
                        __global const int *cu_q, /* varlen: Q prefix sums; packed: seq_bounds */
                        __global const int *cu_k, /* varlen: K prefix sums */
-                       const int key_lo, const int key_hi, /* this launch's keys */
+                       const int key_lo, const int key_hi, /* this launch's keys, from the grid origin */
                        const int load_state, const int save_state,
                        const int sq_arg, const int sk_arg, const int head_dim,
                        const int group,        /* Hq / Hkv */
@@ -82,7 +87,9 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
     const long qo = q_off + q_first * q_ss, ko = k_off + k_first * k_ss, vo = v_off + k_first * v_ss;
     const long oo = o_off + q_first * o_ss, lseo = lse_off + q_first * lse_ss, mo = mask_off + k_first * mask_ss;
     const long state_base = (long)h * total_q + q_first;
+    const int k_align = k_first % BLOCK_N; /* the sequence's first key, from the tile grid */
 #else
+    const int k_align = 0;
     const int sq = sq_arg, sk = sk_arg;
     const long qo = q_off, ko = k_off, vo = v_off, oo = o_off, lseo = lse_off, mo = mask_off;
     const long state_base = ((long)b * get_global_size(1) + h) * sq;
@@ -99,11 +106,11 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         g_lo = min(g_lo, max(lo_r, window_left >= 0 ? row - window_left : 0));
         g_hi = max(g_hi, min(hi_r, window_right >= 0 ? row + window_right : sk - 1));
     }
-    g_lo = max(g_lo, key_lo);
-    g_hi = min(g_hi, key_hi);
+    g_lo = max(g_lo, key_lo - k_align);
+    g_hi = min(g_hi, key_hi - k_align);
 #else
-    const int g_lo = max(key_lo, window_left >= 0 ? i0 + shift - window_left : 0);
-    const int g_hi = min(min(key_hi, sk - 1), window_right >= 0 ? i_last + shift + window_right : sk - 1);
+    const int g_lo = max(max(key_lo - k_align, 0), window_left >= 0 ? i0 + shift - window_left : 0);
+    const int g_hi = min(min(key_hi - k_align, sk - 1), window_right >= 0 ? i_last + shift + window_right : sk - 1);
 #endif
 
 #if HAS_LOGIT_MODS
@@ -138,7 +145,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
             l[r] = st[HEAD_DIM_PAD + 1];
         }
         /* the row's visible key range before the key mask; empty for rows past sq */
-        jlo[r] = window_left >= 0 ? i + shift - window_left : 0;
+        jlo[r] = max(g_lo, window_left >= 0 ? i + shift - window_left : 0);
         jhi[r] = i >= sq ? -1 : min(g_hi, window_right >= 0 ? i + shift + window_right : sk - 1);
 #if LAYOUT == 2
         if (i < sq) { /* only key rows of the row's own sequence */
@@ -151,14 +158,15 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
 
     const long kbase = ko + b * k_sb + hk * k_sh;
     const long vbase = vo + b * v_sb + hk * v_sh;
-    for (int j0 = g_lo; j0 <= g_hi; j0 += BLOCK_N) {
+    const int j_first = g_lo - (g_lo + k_align) % BLOCK_N; /* g_lo rounded down to the grid */
+    for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int step = 0; step < STRIDED_STEPS(BLOCK_N * HEAD_DIM_PAD); step++) {
             const int idx = lid + step * WG_SIZE;
             const int n = idx / HEAD_DIM_PAD, d = idx - n * HEAD_DIM_PAD;
             const int j = j0 + n;
             if (n < BLOCK_N) {
-                const bool in = j <= g_hi && d < head_dim;
+                const bool in = j >= g_lo && j <= g_hi && d < head_dim;
                 Kt[d][n] = in ? LOAD(K, kbase + (long)j * k_ss + d) : 0.0f;
                 Vs[n][d] = in ? LOAD(V, vbase + (long)j * v_ss + d) : 0.0f;
             }
@@ -168,7 +176,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
             const int n = lid + step * WG_SIZE;
             const int j = j0 + n;
             if (n < BLOCK_N)
-                Ms[n] = j <= g_hi ? mask[mo + b * mask_sb + (long)j * mask_ss] : 0.0f;
+                Ms[n] = j >= g_lo && j <= g_hi ? mask[mo + b * mask_sb + (long)j * mask_ss] : 0.0f;
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -244,7 +252,7 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
         const int row = lid + r * WG_SIZE;
         const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
         for (int d = 0; d < HEAD_DIM_PAD; d++)
-            Os[row][d] = acc[r][d] * inv_l;
+            Os[row][d] = l[r] > 0.0f ? acc[r][d] * inv_l : 0.0f;
         const int i = i0 + row;
         if (write_lse && i < sq)
             LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =

@@ -2,7 +2,8 @@
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh): the whole test suite on the GPU, then flashcl-bench
 # (JSON) and PyTorch scaled_dot_product_attention (.devcarry/sdpa_peer.py: flash and cuDNN
-# backends) on the same forward shapes, plus CLBlast SGEMM on the same device. Everything is
+# backends) on the same forward shapes, plus CLBlast SGEMM on the same device, then the
+# varlen and packed-QKV forwards on an encoder-style batch. Everything is
 # written under $OUT (default ./gpu-out); the tests' log is ctest.txt, the figures bench.jsonl
 # and peer.jsonl.
 set -uo pipefail
@@ -38,6 +39,15 @@ for d in ${DIMS:-64 128}; do
   done
 done
 cat "$out/bench.jsonl" "$out/peer.jsonl"
+
+# Varlen and packed fused-QKV (BERT-style encoder batch: 64 sequences of random length
+# 1..2048, H 12, D 64, F16), bidirectional and causal.
+for op in varlen packed_qkv; do
+  for causal in "" "--causal"; do
+    "$bench" --op $op --dtype f16 --seqs 64 --max-len 2048 --hq 12 --d 64 $causal --reps ${REPS:-5} \
+      --warmup 1 --check-rows 32 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+  done
+done
 
 # Optional tile sweep (SWEEP="M,N,R M,N,R ..."): the forward at S=4096, D 64 and 128, F16,
 # per FLASHCL_FORWARD_TILES setting, into sweep.jsonl (each line tagged with its tiles).

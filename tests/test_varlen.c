@@ -1,0 +1,1572 @@
+/*
+ * fcl_attention_varlen_forward and fcl_varlen_validate, on the FLASHCL_DEVICE device.
+ *
+ * Correctness: random packings (many short sequences, one long among short ones, empty
+ * sequences in Q and/or K, single tokens); every sequence is compared on its own with the
+ * float64 reference run as a B = 1 problem on that sequence's rows (causal and windows
+ * bottom-right aligned inside the sequence, Sq_b != Sk_b), with the DESIGN.md rule applied
+ * per sequence: max |kernel - float64| <= 2 * max |naive - float64| + 1e-5, for O and LSE.
+ * Outputs are NaN-poisoned; rows that see no key must be exactly O = 0, LSE = -inf.
+ *
+ * Structure: with one-hot V rows the output of a row is its attention weights, so the set of
+ * keys each row sees is checked exactly (no key of another sequence, per-sequence windows).
+ * Isolation: changing one sequence's K/V (or Q) leaves every other sequence's O and LSE
+ * bit-identical.
+ * Bounds: garbage device prefix sums (past the total, negative, decreasing, max_seqlen too
+ * small) still succeed and write nothing outside O and LSE (views in the middle of larger
+ * guarded buffers), and read nothing outside Q, K, V (NaN guards around them).
+ * Errors: fcl_varlen_validate and bad arguments of the forward (status, message, outputs
+ * untouched).
+ */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref_attention.h"
+#include "support.h"
+
+#define U (-1) /* unbounded window side */
+
+/* ---------------------------------------------------------------- small helpers */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform integer in [lo, hi]. */
+static int rng_int(uint64_t *s, int lo, int hi)
+{
+    return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    cr_assert(p != NULL, "out of host memory");
+    return p;
+}
+
+static fcl_tensor i32_tensor(fcl_context ctx, int64_t n, const int32_t *vals)
+{
+    fcl_tensor t = NULL;
+    fcl_status st = fcl_tensor_create(ctx, FCL_I32, 1, &n, &t);
+    cr_assert(st == FCL_SUCCESS, "I32 tensor: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    st = fcl_tensor_write_raw(t, vals, sizeof(int32_t) * (size_t)n);
+    cr_assert(st == FCL_SUCCESS, "write I32: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    return t;
+}
+
+static fcl_tensor view_of(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
+                          int64_t offset)
+{
+    fcl_tensor v = NULL;
+    fcl_status st = fcl_tensor_view(base, ndim, shape, strides, offset, &v);
+    cr_assert(st == FCL_SUCCESS, "fcl_tensor_view: %s", fcl_status_string(st));
+    return v;
+}
+
+static void write_f32(fcl_tensor t, const float *x)
+{
+    fcl_status st = fcl_tensor_write_f32(t, x, (size_t)fcl_tensor_numel(t));
+    cr_assert(st == FCL_SUCCESS, "write_f32: %s", fcl_status_string(st));
+}
+
+static void read_f32(fcl_tensor t, float *x)
+{
+    fcl_status st = fcl_tensor_read_f32(t, x, (size_t)fcl_tensor_numel(t));
+    cr_assert(st == FCL_SUCCESS, "read_f32: %s", fcl_status_string(st));
+}
+
+static void fill_value(fcl_tensor t, float value)
+{
+    size_t n = (size_t)fcl_tensor_numel(t);
+    float *x = xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = value;
+    write_f32(t, x);
+    free(x);
+}
+
+static size_t count_nan(const float *x, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += isnan(x[i]) != 0;
+    return k;
+}
+
+/* Count of base elements outside the view (shape/strides/offset) that are not NaN. */
+static size_t touched_outside(const float *base, int64_t base_n, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset)
+{
+    char *in = calloc((size_t)base_n, 1);
+    cr_assert(in != NULL);
+    int64_t idx[4] = {0, 0, 0, 0}, sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
+    for (int d = 0; d < ndim; d++) {
+        sh[4 - ndim + d] = shape[d];
+        st[4 - ndim + d] = strides[d];
+    }
+    for (idx[0] = 0; idx[0] < sh[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < sh[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < sh[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < sh[3]; idx[3]++)
+                    in[offset + idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2] + idx[3] * st[3]] = 1;
+    size_t bad = 0;
+    for (int64_t i = 0; i < base_n; i++)
+        if (!in[i] && !isnan(base[i]))
+            bad++;
+    free(in);
+    return bad;
+}
+
+/* Elements whose bits differ between a and b; *max_diff gets the largest |a - b| and
+ * *first the index of the first difference (-1 when none). */
+static size_t bit_diff(const float *a, const float *b, size_t n, double *max_diff, long *first)
+{
+    size_t k = 0;
+    *max_diff = 0.0;
+    *first = -1;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            if (k++ == 0)
+                *first = (long)i;
+            double e = fabs((double)a[i] - (double)b[i]);
+            if (!(e <= *max_diff))
+                *max_diff = e;
+        }
+    return k;
+}
+
+static int is_word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Whether `msg` contains `tok` case-insensitively as a whole token ("6" is not in "16"). */
+static int has_token(const char *msg, const char *tok)
+{
+    size_t n = strlen(tok);
+    if (!msg || n == 0)
+        return 0;
+    for (const char *p = msg; *p; p++) {
+        size_t i = 0;
+        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)tok[i]))
+            i++;
+        if (i != n)
+            continue;
+        if (is_word_char(tok[0]) && p > msg && is_word_char(p[-1]))
+            continue;
+        if (is_word_char(tok[n - 1]) && is_word_char(p[n]))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+static void assert_sentence(const char *msg)
+{
+    cr_assert(msg != NULL, "fcl_last_error returned NULL");
+    size_t letters = 0;
+    for (const char *p = msg; *p; p++)
+        letters += isalpha((unsigned char)*p) != 0;
+    cr_assert(letters >= 5, "error message is not a sentence: \"%s\"", msg);
+}
+
+#define ASSERT_TOKENS(msg, ...)                                                                 \
+    do {                                                                                        \
+        const char *toks_[] = {__VA_ARGS__, NULL};                                              \
+        for (int k_ = 0; toks_[k_]; k_++)                                                       \
+            cr_assert(has_token((msg), toks_[k_]), "error message \"%s\" does not name \"%s\"", \
+                      (msg), toks_[k_]);                                                        \
+    } while (0)
+
+/* ---------------------------------------------------------------- packings */
+
+enum {
+    PK_SHORT = 0,   /* B sequences of 1..24 query and 1..32 key rows, some empty on one side */
+    PK_LONG = 1,    /* one long sequence (Sq < Sk) among B - 1 short ones */
+    PK_LONG_QK = 2, /* one long sequence with Sq > Sk (causal: empty early rows) */
+    PK_EMPTY = 3,   /* a fixed list with empty sequences first, last and between */
+    PK_SINGLE = 4,  /* single tokens: (1,1), (1,n), (n,1) */
+    PK_EQUAL = 5    /* Sq_b == Sk_b (self-attention; needed by the fused-QKV layout) */
+};
+
+typedef struct packing {
+    int B;
+    int *lq, *lk;
+    int32_t *cq, *ck; /* [B + 1] prefix sums */
+    int tq, tk, maxq, maxk;
+} packing;
+
+static void packing_sums(packing *pk)
+{
+    pk->cq = xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
+    pk->ck = xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
+    pk->cq[0] = pk->ck[0] = 0;
+    pk->maxq = pk->maxk = 0;
+    for (int b = 0; b < pk->B; b++) {
+        pk->cq[b + 1] = pk->cq[b] + pk->lq[b];
+        pk->ck[b + 1] = pk->ck[b] + pk->lk[b];
+        if (pk->lq[b] > pk->maxq)
+            pk->maxq = pk->lq[b];
+        if (pk->lk[b] > pk->maxk)
+            pk->maxk = pk->lk[b];
+    }
+    pk->tq = pk->cq[pk->B];
+    pk->tk = pk->ck[pk->B];
+    cr_assert(pk->tq > 0 && pk->tk > 0, "test bug: an all-empty packing");
+}
+
+static packing make_packing(int kind, int B, uint64_t seed)
+{
+    static const int empty_list[][2] = {{0, 0}, {0, 5}, {4, 0},  {6, 6},  {0, 0}, {1, 0}, {0, 1},
+                                        {9, 17}, {17, 9}, {1, 1}, {3, 0}, {0, 0}};
+    packing pk;
+    memset(&pk, 0, sizeof pk);
+    uint64_t s = seed * 0x2545F4914F6CDD1Dull + 7;
+    if (kind == PK_EMPTY)
+        B = (int)(sizeof empty_list / sizeof empty_list[0]);
+    pk.B = B;
+    pk.lq = xmalloc(sizeof(int) * (size_t)B);
+    pk.lk = xmalloc(sizeof(int) * (size_t)B);
+    int long_at = B / 3;
+    for (int b = 0; b < B; b++) {
+        int q = 0, k = 0;
+        switch (kind) {
+        case PK_SHORT: {
+            q = rng_int(&s, 1, 24);
+            k = rng_int(&s, 1, 32);
+            int r = rng_int(&s, 0, 15);
+            if (r == 0)
+                q = 0;
+            else if (r == 1)
+                k = 0;
+            break;
+        }
+        case PK_LONG:
+        case PK_LONG_QK:
+            if (b == long_at) {
+                q = kind == PK_LONG ? rng_int(&s, 380, 420) : rng_int(&s, 560, 600);
+                k = kind == PK_LONG ? rng_int(&s, 560, 600) : rng_int(&s, 380, 420);
+            } else {
+                q = rng_int(&s, 0, 16);
+                k = rng_int(&s, 1, 16);
+            }
+            break;
+        case PK_EMPTY:
+            q = empty_list[b][0];
+            k = empty_list[b][1];
+            break;
+        case PK_SINGLE:
+            switch (b % 4) {
+            case 0: q = 1; k = 1; break;
+            case 1: q = 1; k = rng_int(&s, 2, 40); break;
+            case 2: q = rng_int(&s, 2, 20); k = 1; break;
+            default: q = 1; k = 1; break;
+            }
+            break;
+        case PK_EQUAL:
+            q = k = rng_int(&s, 0, 7) == 0 ? 0 : rng_int(&s, 1, 48);
+            break;
+        default: cr_assert_fail("unknown packing %d", kind);
+        }
+        pk.lq[b] = q;
+        pk.lk[b] = k;
+    }
+    packing_sums(&pk);
+    return pk;
+}
+
+static void packing_free(packing *pk)
+{
+    free(pk->lq);
+    free(pk->lk);
+    free(pk->cq);
+    free(pk->ck);
+    memset(pk, 0, sizeof *pk);
+}
+
+/* ---------------------------------------------------------------- cases */
+
+enum { MASK_NONE = 0, MASK_ON = 1 };
+enum { ALIBI_NONE = 0, ALIBI_H = 1, ALIBI_BH = 2 };
+enum {
+    LAYOUT_CONTIG = 0,  /* contiguous [total, H, D]; LSE contiguous [Hq, total_q] */
+    LAYOUT_STRIDED = 1, /* Q/O with padded head stride and odd offsets, K and V interleaved in one
+                           [total_k, 2, Hkv, D] buffer, LSE rows padded */
+    LAYOUT_FUSED = 2,   /* Q, K, V views of one fused [total, Hq + 2 Hkv, D] projection buffer */
+    LAYOUT_NO_LSE = 3
+};
+
+typedef struct vcase {
+    int pack, B;
+    int Hq, Hkv, D;
+    int causal, wl, wr;
+    float softcap, scale;
+    int mask, alibi, layout;
+    int slack; /* added to the exact max_seqlen_q / _k passed to the call */
+    float amp;
+} vcase;
+
+static void describe(const vcase *c, fcl_dtype dt, const packing *pk, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "%s pack%d B%d (total_q %d total_k %d max %d/%d) Hq%d Hkv%d D%d causal%d wl%d wr%d "
+             "softcap%g scale%g mask%d alibi%d layout%d slack%d amp%g",
+             fcl_dtype_name(dt), c->pack, pk->B, pk->tq, pk->tk, pk->maxq, pk->maxk, c->Hq, c->Hkv,
+             c->D, c->causal, c->wl, c->wr, (double)c->softcap, (double)c->scale, c->mask, c->alibi,
+             c->layout, c->slack, (double)c->amp);
+}
+
+/* Device tensors of one case; *_base are the buffers strided views live in (or NULL). */
+typedef struct vtensors {
+    fcl_tensor q, k, v, o, lse, cq, ck, mask, alibi;
+    fcl_tensor o_base, lse_base, q_base, kv_base;
+    int64_t o_base_n, lse_base_n;
+    int64_t o_shape[3], o_strides[3], o_offset;
+    int64_t l_shape[2], l_strides[2], l_offset;
+} vtensors;
+
+static void vtensors_release(vtensors *t)
+{
+    fcl_tensor all[] = {t->q, t->k, t->v, t->o, t->lse, t->cq, t->ck, t->mask, t->alibi,
+                        t->o_base, t->lse_base, t->q_base, t->kv_base};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fcl_tensor_release(all[i]);
+    memset(t, 0, sizeof *t);
+}
+
+static void make_tensors(fcl_context ctx, fcl_dtype dt, const vcase *c, const packing *pk,
+                         const float *q, const float *k, const float *v, vtensors *t)
+{
+    const int64_t tq = pk->tq, tk = pk->tk, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int64_t qs[3] = {tq, Hq, D}, ks[3] = {tk, Hkv, D}, ls[2] = {Hq, tq};
+    memset(t, 0, sizeof *t);
+    memcpy(t->o_shape, qs, sizeof qs);
+    memcpy(t->l_shape, ls, sizeof ls);
+    t->cq = i32_tensor(ctx, pk->B + 1, pk->cq);
+    t->ck = i32_tensor(ctx, pk->B + 1, pk->ck);
+    if (c->layout == LAYOUT_CONTIG || c->layout == LAYOUT_NO_LSE) {
+        t->q = support_tensor(ctx, dt, 3, qs, q);
+        t->k = support_tensor(ctx, dt, 3, ks, k);
+        t->v = support_tensor(ctx, dt, 3, ks, v);
+        t->o = support_tensor(ctx, dt, 3, qs, NULL);
+        if (c->layout == LAYOUT_CONTIG)
+            t->lse = support_tensor(ctx, FCL_F32, 2, ls, NULL);
+        return;
+    }
+    if (c->layout == LAYOUT_FUSED) {
+        cr_assert(tq == tk, "test bug: the fused layout needs total_q == total_k");
+        const int64_t W = (Hq + 2 * Hkv) * D, n = tq * W;
+        const int64_t qst[3] = {W, D, 1};
+        t->q_base = support_tensor(ctx, dt, 1, &n, NULL);
+        t->q = view_of(t->q_base, 3, qs, qst, 0);
+        t->k = view_of(t->q_base, 3, ks, qst, Hq * D);
+        t->v = view_of(t->q_base, 3, ks, qst, (Hq + Hkv) * D);
+        /* O as rows of a [total_q, Hq, D + 2] buffer */
+        const int64_t ost[3] = {Hq * (D + 2), D + 2, 1};
+        memcpy(t->o_strides, ost, sizeof ost);
+        t->o_offset = 0;
+        t->o_base_n = tq * Hq * (D + 2);
+    } else {
+        const int64_t qst[3] = {Hq * (D + 3), D + 3, 1}, kst[3] = {2 * Hkv * D, D, 1};
+        const int64_t nqb = tq * Hq * (D + 3) + 5, nkb = tk * 2 * Hkv * D;
+        t->q_base = support_tensor(ctx, dt, 1, &nqb, NULL);
+        t->q = view_of(t->q_base, 3, qs, qst, 5);
+        t->kv_base = support_tensor(ctx, dt, 1, &nkb, NULL);
+        t->k = view_of(t->kv_base, 3, ks, kst, 0);
+        t->v = view_of(t->kv_base, 3, ks, kst, Hkv * D);
+        const int64_t ost[3] = {Hq * (D + 1), D + 1, 1};
+        memcpy(t->o_strides, ost, sizeof ost);
+        t->o_offset = 1;
+        t->o_base_n = tq * Hq * (D + 1) + 1;
+    }
+    write_f32(t->q, q);
+    write_f32(t->k, k);
+    write_f32(t->v, v);
+    t->o_base = support_tensor(ctx, dt, 1, &t->o_base_n, NULL);
+    t->o = view_of(t->o_base, 3, qs, t->o_strides, t->o_offset);
+    const int64_t lst[2] = {tq + 3, 1};
+    memcpy(t->l_strides, lst, sizeof lst);
+    t->l_offset = 2;
+    t->lse_base_n = Hq * (tq + 3);
+    t->lse_base = support_tensor(ctx, FCL_F32, 1, &t->lse_base_n, NULL);
+    t->lse = view_of(t->lse_base, 2, ls, lst, 2);
+}
+
+/* Mask values [total_k]: 0 and 0.5 drop a key (the test is > 0.5), 0.51, 0.75, 1 keep it;
+ * all keys of one non-empty sequence are dropped (its rows see nothing). */
+static void make_mask(const packing *pk, uint64_t seed, float *m)
+{
+    support_random(m, (size_t)pk->tk, seed, 0.0f, 1.0f, FCL_F32);
+    for (int j = 0; j < pk->tk; j++) {
+        float u = m[j];
+        m[j] = u < 0.2f ? 0.0f : u < 0.3f ? 0.5f : u < 0.4f ? 0.51f : u < 0.6f ? 0.75f : 1.0f;
+    }
+    for (int b = pk->B / 2; b < pk->B; b++)
+        if (pk->lq[b] > 0 && pk->lk[b] > 0) {
+            for (int j = pk->ck[b]; j < pk->ck[b + 1]; j++)
+                m[j] = 0.0f;
+            break;
+        }
+}
+
+static void make_slopes(int n, int Hq, float *s)
+{
+    for (int i = 0; i < n; i++) /* the usual geometric slopes, varied per sequence */
+        s[i] = exp2f(-8.0f * (float)(i % Hq + 1) / (float)Hq) * (1.0f + 0.25f * (float)(i / Hq % 5));
+}
+
+/* The host side of one case: inputs, params for the reference. */
+typedef struct vhost {
+    float *q, *k, *v, *mask, *slopes;
+} vhost;
+
+static void vhost_free(vhost *h)
+{
+    free(h->q);
+    free(h->k);
+    free(h->v);
+    free(h->mask);
+    free(h->slopes);
+    memset(h, 0, sizeof *h);
+}
+
+/* The reference problem of sequence b alone (B = 1 over its rows). */
+static ref_attn_problem seq_problem(const vcase *c, const packing *pk, const vhost *h, int b)
+{
+    ref_attn_problem p = {1, pk->lq[b], pk->lk[b], c->Hq, c->Hkv, c->D, (double)c->scale, c->causal,
+                          c->wl, c->wr, (double)c->softcap, NULL, 0, NULL, 0};
+    if (h->mask)
+        p.key_mask = h->mask + pk->ck[b];
+    if (h->slopes)
+        p.alibi = c->alibi == ALIBI_BH ? h->slopes + (size_t)b * c->Hq : h->slopes;
+    return p;
+}
+
+/* Per-sequence comparison result. */
+typedef struct seq_check {
+    int failed_seqs, worst_seq;
+    double worst_o, worst_o_bound, worst_l, worst_l_bound;
+    size_t nan_o, nan_l, bad_empty_rows, empty_rows;
+} seq_check;
+
+/*
+ * Compares O [total_q, Hq, D] and LSE [Hq, total_q] (may be NULL) with the reference of every
+ * sequence alone. Empty rows (reference LSE -inf) must be exactly O = 0 and LSE = -inf, others
+ * must have a finite LSE.
+ */
+static seq_check compare_sequences(const vcase *c, fcl_dtype dt, const packing *pk, const vhost *h,
+                                   const float *o, const float *lse)
+{
+    seq_check r;
+    memset(&r, 0, sizeof r);
+    r.worst_seq = -1;
+    const int Hq = c->Hq, D = c->D;
+    r.nan_o = count_nan(o, (size_t)pk->tq * Hq * D);
+    r.nan_l = lse ? count_nan(lse, (size_t)Hq * pk->tq) : 0;
+    for (int b = 0; b < pk->B; b++) {
+        const int lq = pk->lq[b];
+        if (lq == 0)
+            continue;
+        const ref_attn_problem p = seq_problem(c, pk, h, b);
+        const size_t rowel = (size_t)Hq * D, n = (size_t)lq * rowel;
+        const float *Qb = h->q + (size_t)pk->cq[b] * rowel;
+        const float *Kb = h->k + (size_t)pk->ck[b] * c->Hkv * D;
+        const float *Vb = h->v + (size_t)pk->ck[b] * c->Hkv * D;
+        double *O = xmalloc(sizeof(double) * n), *L = xmalloc(sizeof(double) * (size_t)Hq * lq);
+        float *On = xmalloc(sizeof(float) * n), *Ln = xmalloc(sizeof(float) * (size_t)Hq * lq);
+        float *lb = xmalloc(sizeof(float) * (size_t)Hq * lq);
+        ref_attention_forward(&p, Qb, Kb, Vb, O, L);
+        ref_attention_forward_naive(&p, dt, Qb, Kb, Vb, On, Ln);
+        const float *ob = o + (size_t)pk->cq[b] * rowel;
+        for (int hh = 0; hh < Hq; hh++)
+            for (int i = 0; i < lq; i++)
+                lb[(size_t)hh * lq + i] = lse ? lse[(size_t)hh * pk->tq + pk->cq[b] + i] : 0.0f;
+        double eo = support_max_err_f(ob, O, n), no = support_max_err_f(On, O, n);
+        double el = lse ? support_max_err_f(lb, L, (size_t)Hq * lq) : 0.0;
+        double nl = support_max_err_f(Ln, L, (size_t)Hq * lq);
+        for (int hh = 0; hh < Hq; hh++)
+            for (int i = 0; i < lq; i++) {
+                size_t li = (size_t)hh * lq + i;
+                if (L[li] != -INFINITY) {
+                    if (lse && !isfinite(lb[li]))
+                        r.bad_empty_rows++;
+                    continue;
+                }
+                r.empty_rows++;
+                int bad = lse && lb[li] != -INFINITY;
+                for (int d = 0; d < D; d++)
+                    bad |= ob[((size_t)i * Hq + hh) * D + d] != 0.0f;
+                r.bad_empty_rows += bad;
+            }
+        int ok = support_within(eo, no, 2.0) && support_within(el, nl, 2.0);
+        if (!ok) {
+            r.failed_seqs++;
+            if (r.worst_seq < 0) {
+                r.worst_seq = b;
+                r.worst_o = eo;
+                r.worst_o_bound = 2.0 * no + 1e-5;
+                r.worst_l = el;
+                r.worst_l_bound = 2.0 * nl + 1e-5;
+            }
+        } else if (r.worst_seq < 0 && eo > r.worst_o) {
+            r.worst_o = eo;
+            r.worst_o_bound = 2.0 * no + 1e-5;
+            r.worst_l = el;
+            r.worst_l_bound = 2.0 * nl + 1e-5;
+        }
+        free(O);
+        free(L);
+        free(On);
+        free(Ln);
+        free(lb);
+    }
+    return r;
+}
+
+static int seq_check_ok(const seq_check *r)
+{
+    return r->failed_seqs == 0 && r->nan_o == 0 && r->nan_l == 0 && r->bad_empty_rows == 0;
+}
+
+static fcl_attn_params case_params(const vcase *c, const vtensors *t)
+{
+    fcl_attn_params prm = fcl_attn_params_default();
+    prm.scale = c->scale;
+    prm.causal = c->causal;
+    prm.window_left = c->wl;
+    prm.window_right = c->wr;
+    prm.softcap = c->softcap;
+    prm.key_mask = t->mask;
+    prm.alibi_slopes = t->alibi;
+    return prm;
+}
+
+/* Builds the host inputs and the device tensors of a case. */
+static void setup_case(fcl_context ctx, fcl_dtype dt, const vcase *c, const packing *pk, uint64_t seed,
+                       vhost *h, vtensors *t)
+{
+    const size_t nq = (size_t)pk->tq * c->Hq * c->D, nk = (size_t)pk->tk * c->Hkv * c->D;
+    memset(h, 0, sizeof *h);
+    h->q = xmalloc(sizeof(float) * nq);
+    h->k = xmalloc(sizeof(float) * nk);
+    h->v = xmalloc(sizeof(float) * nk);
+    support_random(h->q, nq, seed * 8 + 1, -c->amp, c->amp, dt);
+    support_random(h->k, nk, seed * 8 + 2, -c->amp, c->amp, dt);
+    support_random(h->v, nk, seed * 8 + 3, -c->amp, c->amp, dt);
+    make_tensors(ctx, dt, c, pk, h->q, h->k, h->v, t);
+    if (c->mask == MASK_ON) {
+        h->mask = xmalloc(sizeof(float) * (size_t)pk->tk);
+        make_mask(pk, seed * 8 + 4, h->mask);
+        const int64_t n = pk->tk;
+        t->mask = support_tensor(ctx, FCL_F32, 1, &n, h->mask);
+    }
+    if (c->alibi != ALIBI_NONE) {
+        int per = c->alibi == ALIBI_BH;
+        int n = per ? pk->B * c->Hq : c->Hq;
+        h->slopes = xmalloc(sizeof(float) * (size_t)n);
+        make_slopes(n, c->Hq, h->slopes);
+        const int64_t shape[2] = {pk->B, c->Hq};
+        t->alibi = per ? support_tensor(ctx, FCL_F32, 2, shape, h->slopes)
+                       : support_tensor(ctx, FCL_F32, 1, shape + 1, h->slopes);
+    }
+}
+
+/* Poisons, runs, reads back O and LSE (when present). Returns the status of the call. */
+static fcl_status run_varlen(fcl_context ctx, const vcase *c, const packing *pk, const vtensors *t,
+                             float *o, float *lse, size_t *outside_o, size_t *outside_l)
+{
+    const fcl_attn_params prm = case_params(c, t);
+    support_poison(t->o_base ? t->o_base : t->o);
+    if (t->lse)
+        support_poison(t->lse_base ? t->lse_base : t->lse);
+    fcl_status st = fcl_attention_varlen_forward(ctx, &prm, t->q, t->k, t->v, t->cq, t->ck,
+                                                 pk->maxq + c->slack, pk->maxk + c->slack, t->o,
+                                                 t->lse, NULL);
+    if (st != FCL_SUCCESS)
+        return st;
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "fcl_finish: %s", fcl_last_error(ctx));
+    read_f32(t->o, o);
+    if (t->lse)
+        read_f32(t->lse, lse);
+    *outside_o = *outside_l = 0;
+    if (t->o_base) {
+        float *b = xmalloc(sizeof(float) * (size_t)t->o_base_n);
+        read_f32(t->o_base, b);
+        *outside_o = touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
+        free(b);
+    }
+    if (t->lse_base) {
+        float *b = xmalloc(sizeof(float) * (size_t)t->lse_base_n);
+        read_f32(t->lse_base, b);
+        *outside_l = touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
+        free(b);
+    }
+    return FCL_SUCCESS;
+}
+
+/* Runs one case and checks every sequence; returns 1 when it passes. */
+static int check_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
+{
+    packing pk = make_packing(c->pack, c->B, seed);
+    char name[400];
+    describe(c, dt, &pk, name, sizeof name);
+    vhost h;
+    vtensors t;
+    setup_case(ctx, dt, c, &pk, seed, &h, &t);
+    float *o = xmalloc(sizeof(float) * (size_t)pk.tq * c->Hq * c->D);
+    float *lse = xmalloc(sizeof(float) * (size_t)c->Hq * pk.tq);
+    size_t out_o = 0, out_l = 0;
+    fcl_status st = run_varlen(ctx, c, &pk, &t, o, lse, &out_o, &out_l);
+    cr_expect(st == FCL_SUCCESS, "[%s] fcl_attention_varlen_forward: %s: %s", name,
+              fcl_status_string(st), fcl_last_error(ctx));
+    int ok = st == FCL_SUCCESS;
+    if (ok) {
+        seq_check r = compare_sequences(c, dt, &pk, &h, o, t.lse ? lse : NULL);
+        ok = seq_check_ok(&r) && out_o == 0 && out_l == 0;
+        cr_expect(ok,
+                  "[%s] %d of %d sequences out of tolerance (first: seq %d, O err %.3g bound %.3g, "
+                  "LSE err %.3g bound %.3g) | NaN O %zu LSE %zu | bad rows %zu (%zu empty) | "
+                  "written outside views O %zu LSE %zu",
+                  name, r.failed_seqs, pk.B, r.worst_seq, r.worst_o, r.worst_o_bound, r.worst_l,
+                  r.worst_l_bound, r.nan_o, r.nan_l, r.bad_empty_rows, r.empty_rows, out_o, out_l);
+    }
+    free(o);
+    free(lse);
+    vtensors_release(&t);
+    vhost_free(&h);
+    packing_free(&pk);
+    return ok;
+}
+
+static void check_table(fcl_dtype dt, const vcase *cases, size_t n, uint64_t seed0)
+{
+    fcl_context ctx = support_context();
+    size_t failed = 0;
+    for (size_t i = 0; i < n; i++)
+        failed += !check_case(ctx, dt, &cases[i], seed0 + i);
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %zu %s varlen cases failed", failed, n, fcl_dtype_name(dt));
+}
+
+/* ---------------------------------------------------------------- correctness tables */
+
+/* The packings with plain, causal and windowed attention; GQA and MHA. */
+static const vcase packing_cases[] = {
+    /* pack       B   Hq Hkv D  causal wl wr softcap scale mask alibi layout slack amp */
+    {PK_SHORT, 40, 4, 2, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_SHORT, 40, 4, 2, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 3, 2},
+    {PK_LONG, 16, 4, 1, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_LONG_QK, 16, 2, 2, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_LONG, 12, 2, 2, 64, 0, 70, 0, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_EMPTY, 0, 4, 2, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_EMPTY, 0, 4, 4, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_SINGLE, 30, 4, 2, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_SINGLE, 30, 3, 1, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 1, 2},
+    /* windows: left, right, both, causal + left */
+    {PK_SHORT, 40, 4, 2, 64, 0, 5, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_SHORT, 40, 4, 2, 64, 0, U, 3, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_SHORT, 40, 4, 2, 64, 0, 6, 2, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_EMPTY, 0, 2, 1, 64, 1, 4, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    /* softcap, custom scale, large inputs */
+    {PK_SHORT, 40, 4, 2, 64, 0, U, U, 5.0f, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 3},
+    {PK_EQUAL, 20, 4, 2, 64, 1, U, U, 0, 0.3f, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 3},
+    /* key mask [total_k] (one sequence fully masked), ALiBi [Hq] and [B, Hq] */
+    {PK_SHORT, 40, 4, 2, 64, 0, U, U, 0, 0, MASK_ON, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_EMPTY, 0, 4, 2, 64, 1, U, U, 0, 0, MASK_ON, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    {PK_SHORT, 40, 4, 2, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_H, LAYOUT_CONTIG, 0, 2},
+    {PK_LONG_QK, 10, 4, 2, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_BH, LAYOUT_CONTIG, 0, 2},
+    /* everything at once */
+    {PK_SHORT, 40, 6, 2, 64, 1, 9, U, 5.0f, 0.4f, MASK_ON, ALIBI_BH, LAYOUT_CONTIG, 2, 3},
+    {PK_SINGLE, 30, 4, 1, 64, 0, 3, 2, 5.0f, 0, MASK_ON, ALIBI_H, LAYOUT_CONTIG, 0, 3},
+    /* strided views: padded Q/O, interleaved K/V, padded LSE; fused QKV projection; no LSE */
+    {PK_SHORT, 40, 4, 2, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_STRIDED, 0, 2},
+    {PK_EMPTY, 0, 4, 2, 64, 0, 5, 5, 5.0f, 0, MASK_ON, ALIBI_BH, LAYOUT_STRIDED, 0, 3},
+    {PK_EQUAL, 24, 4, 2, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_FUSED, 0, 2},
+    {PK_EQUAL, 24, 2, 2, 64, 0, 8, 8, 0, 0, MASK_ON, ALIBI_H, LAYOUT_FUSED, 0, 2},
+    {PK_SHORT, 40, 4, 2, 64, 1, U, U, 0, 0, MASK_ON, ALIBI_NONE, LAYOUT_NO_LSE, 0, 2},
+};
+
+/* A second head dim per dtype. */
+static void other_d(vcase *out, int D)
+{
+    const vcase a = {PK_SHORT, 30, 4, 2, D, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2};
+    const vcase b = {PK_EMPTY, 0, 2, 1, D, 0, 6, 3, 5.0f, 0, MASK_ON, ALIBI_BH, LAYOUT_STRIDED, 0, 3};
+    const vcase c = {PK_LONG_QK, 8, 2, 2, D, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2};
+    out[0] = a;
+    out[1] = b;
+    out[2] = c;
+}
+
+static void packings(fcl_dtype dt, int D2, uint64_t seed0)
+{
+    enum { N = sizeof packing_cases / sizeof packing_cases[0] };
+    vcase cases[N + 3];
+    memcpy(cases, packing_cases, sizeof packing_cases);
+    other_d(cases + N, D2);
+    check_table(dt, cases, N + 3, seed0);
+}
+
+Test(varlen, packings_f32) { packings(FCL_F32, 111, 1000); }
+Test(varlen, packings_f16) { packings(FCL_F16, 40, 2000); }
+Test(varlen, packings_bf16) { packings(FCL_BF16, 128, 3000); }
+
+/* A few odd head dims (MQA among them) on a short packing. */
+Test(varlen, head_dims)
+{
+    static const int dims[] = {1, 8, 59, 96, 160, 256};
+    static const fcl_dtype dts[] = {FCL_F32, FCL_F16, FCL_BF16};
+    enum { N = sizeof dims / sizeof dims[0] };
+    fcl_context ctx = support_context();
+    size_t failed = 0;
+    for (int i = 0; i < N; i++) {
+        vcase c = {i % 2 ? PK_SINGLE : PK_SHORT, 12, 4, i % 3 == 2 ? 1 : 2, dims[i], i % 2, U, U,
+                   0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2};
+        failed += !check_case(ctx, dts[i % 3], &c, 4000 + (uint64_t)i);
+    }
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %d head-dim cases failed", failed, (int)N);
+}
+
+/* ---------------------------------------------------------------- structure (one-hot V) */
+
+/*
+ * V row j (global key row) is the unit vector e_j, so O[i, h, :] is row i's attention
+ * weights over all key rows. Each row must weigh exactly the keys of its own sequence that
+ * its bottom-right window lets it see (> 0), and no other (== 0).
+ */
+static int structure_case(fcl_context ctx, const packing *pk, int causal, int wl, int wr, int masked)
+{
+    const int Hq = 2, Hkv = 1, D = 256;
+    cr_assert(pk->tk <= D, "test bug: total_k %d > D", pk->tk);
+    const size_t nq = (size_t)pk->tq * Hq * D, nk = (size_t)pk->tk * Hkv * D;
+    float *q = xmalloc(sizeof(float) * nq), *k = xmalloc(sizeof(float) * nk);
+    float *v = calloc(nk, sizeof(float)), *o = xmalloc(sizeof(float) * nq);
+    float *m = xmalloc(sizeof(float) * (size_t)pk->tk);
+    cr_assert(v != NULL);
+    support_random(q, nq, 11, -0.5f, 0.5f, FCL_F32);
+    support_random(k, nk, 12, -0.5f, 0.5f, FCL_F32);
+    for (int j = 0; j < pk->tk; j++) {
+        v[(size_t)j * D + j] = 1.0f;
+        m[j] = masked && (j % 5 == 3) ? 0.0f : 1.0f;
+    }
+    const int64_t qs[3] = {pk->tq, Hq, D}, ks[3] = {pk->tk, Hkv, D}, ms = pk->tk;
+    fcl_tensor tq_ = support_tensor(ctx, FCL_F32, 3, qs, q), tk_ = support_tensor(ctx, FCL_F32, 3, ks, k);
+    fcl_tensor tv = support_tensor(ctx, FCL_F32, 3, ks, v), to = support_tensor(ctx, FCL_F32, 3, qs, NULL);
+    fcl_tensor tm = support_tensor(ctx, FCL_F32, 1, &ms, m);
+    fcl_tensor cq = i32_tensor(ctx, pk->B + 1, pk->cq), ck = i32_tensor(ctx, pk->B + 1, pk->ck);
+    fcl_attn_params prm = FCL_ATTN_PARAMS_INIT;
+    prm.causal = causal;
+    prm.window_left = wl;
+    prm.window_right = wr;
+    prm.key_mask = masked ? tm : NULL;
+    support_poison(to);
+    fcl_status st = fcl_attention_varlen_forward(ctx, &prm, tq_, tk_, tv, cq, ck, pk->maxq, pk->maxk, to,
+                                                 NULL, NULL);
+    cr_assert(st == FCL_SUCCESS, "varlen forward: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
+    read_f32(to, o);
+    size_t wrong = 0;
+    int first_b = -1, first_i = -1, first_j = -1;
+    float first_val = 0;
+    for (int b = 0; b < pk->B; b++)
+        for (int i = 0; i < pk->lq[b]; i++) {
+            const long pos = (long)i + pk->lk[b] - pk->lq[b];
+            const int wrr = causal ? 0 : wr;
+            for (int h = 0; h < Hq; h++) {
+                const float *row = o + ((size_t)(pk->cq[b] + i) * Hq + h) * D;
+                for (int j = 0; j < D; j++) {
+                    int jl = j - pk->ck[b];
+                    int vis = j < pk->tk && jl >= 0 && jl < pk->lk[b] && (wl < 0 || jl >= pos - wl) &&
+                              (wrr < 0 || jl <= pos + wrr) && (!masked || m[j] > 0.5f);
+                    int got = row[j] > 0.0f;
+                    if (vis != got || isnan(row[j]) || row[j] < 0.0f) {
+                        if (wrong++ == 0) {
+                            first_b = b;
+                            first_i = i;
+                            first_j = j;
+                            first_val = row[j];
+                        }
+                    }
+                }
+            }
+        }
+    cr_expect(wrong == 0,
+              "causal %d wl %d wr %d mask %d: %zu weights wrong; first: sequence %d (q rows [%d,%d), "
+              "k rows [%d,%d)) local row %d, key row %d has weight %g",
+              causal, wl, wr, masked, wrong, first_b, first_b >= 0 ? pk->cq[first_b] : 0,
+              first_b >= 0 ? pk->cq[first_b + 1] : 0, first_b >= 0 ? pk->ck[first_b] : 0,
+              first_b >= 0 ? pk->ck[first_b + 1] : 0, first_i, first_j, (double)first_val);
+    fcl_tensor all[] = {tq_, tk_, tv, to, tm, cq, ck};
+    for (int i = 0; i < 7; i++)
+        fcl_tensor_release(all[i]);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(m);
+    return wrong == 0;
+}
+
+Test(varlen, structure_one_hot_v)
+{
+    fcl_context ctx = support_context();
+    packing a = make_packing(PK_SHORT, 8, 51), e = make_packing(PK_EMPTY, 0, 0); /* total_k <= 256 */
+    int ok = 1;
+    ok &= structure_case(ctx, &a, 0, U, U, 0);
+    ok &= structure_case(ctx, &a, 1, U, U, 0);
+    ok &= structure_case(ctx, &a, 0, 3, 2, 0);
+    ok &= structure_case(ctx, &a, 1, 4, U, 1);
+    ok &= structure_case(ctx, &e, 1, U, U, 0);
+    ok &= structure_case(ctx, &e, 0, 2, 5, 1);
+    packing_free(&a);
+    packing_free(&e);
+    fcl_context_release(ctx);
+    cr_assert(ok, "varlen attention weights are not confined to each sequence's visible keys");
+}
+
+/* ---------------------------------------------------------------- chunked keys */
+
+/*
+ * Devices that cap a work-item's loop iterations run the keys in chunks (several launches
+ * carrying the softmax state, kept per row of [Hq, total_q]). FLASHCL_LOOP_LIMIT imposes the
+ * cap everywhere; with the same tiles the chunked result must equal the one-launch result
+ * bit for bit, and match the reference.
+ */
+static int chunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
+{
+    packing pk = make_packing(c->pack, c->B, seed);
+    char name[400];
+    describe(c, dt, &pk, name, sizeof name);
+    vhost h;
+    vtensors t;
+    setup_case(ctx, dt, c, &pk, seed, &h, &t);
+    const size_t no = (size_t)pk.tq * c->Hq * c->D, nl = (size_t)c->Hq * pk.tq;
+    float *o1 = xmalloc(sizeof(float) * no), *l1 = xmalloc(sizeof(float) * nl);
+    float *o2 = xmalloc(sizeof(float) * no), *l2 = xmalloc(sizeof(float) * nl);
+    size_t oo1, ol1, oo2, ol2;
+    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
+    unsetenv("FLASHCL_LOOP_LIMIT");
+    fcl_status st1 = run_varlen(ctx, c, &pk, &t, o1, l1, &oo1, &ol1);
+    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    fcl_status st2 = run_varlen(ctx, c, &pk, &t, o2, l2, &oo2, &ol2);
+    unsetenv("FLASHCL_LOOP_LIMIT");
+    unsetenv("FLASHCL_FORWARD_TILES");
+    cr_assert(st1 == FCL_SUCCESS && st2 == FCL_SUCCESS, "[%s] one launch: %s, chunked: %s: %s", name,
+              fcl_status_string(st1), fcl_status_string(st2), fcl_last_error(ctx));
+    double dmo, dml;
+    long fo, fl;
+    size_t dno = bit_diff(o1, o2, no, &dmo, &fo), dnl = t.lse ? bit_diff(l1, l2, nl, &dml, &fl) : 0;
+    int same = dno == 0 && dnl == 0;
+    seq_check r = compare_sequences(c, dt, &pk, &h, o2, t.lse ? l2 : NULL);
+    int ok = same && seq_check_ok(&r) && oo2 == 0 && ol2 == 0;
+    cr_expect(same,
+              "[%s] chunked results differ from one launch: %zu of %zu O elements (max |diff| %.3g, first at "
+              "q row %ld), %zu of %zu LSE elements",
+              name, dno, no, dmo, fo < 0 ? -1L : fo / (long)(c->Hq * c->D), dnl, nl);
+    cr_expect(seq_check_ok(&r) && oo2 == 0 && ol2 == 0,
+              "[%s] chunked: %d sequences out of tolerance (first %d: O err %.3g bound %.3g, LSE err %.3g "
+              "bound %.3g), NaN O %zu LSE %zu, bad rows %zu, written outside views O %zu LSE %zu",
+              name, r.failed_seqs, r.worst_seq, r.worst_o, r.worst_o_bound, r.worst_l, r.worst_l_bound, r.nan_o,
+              r.nan_l, r.bad_empty_rows, oo2, ol2);
+    free(o1);
+    free(l1);
+    free(o2);
+    free(l2);
+    vtensors_release(&t);
+    vhost_free(&h);
+    packing_free(&pk);
+    return ok;
+}
+
+Test(varlen, chunked_keys)
+{
+    static const vcase cases[] = {
+        {PK_LONG, 10, 2, 1, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+        {PK_LONG_QK, 10, 2, 2, 64, 1, U, U, 5.0f, 0, MASK_ON, ALIBI_BH, LAYOUT_STRIDED, 0, 3},
+        {PK_EMPTY, 0, 2, 1, 32, 1, 6, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+        /* windows whose start is not a multiple of the tile size: chunk boundaries may fall
+         * inside a tile of the one-launch run */
+        {PK_LONG, 10, 2, 1, 64, 0, 71, 13, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 3},
+        {PK_LONG, 10, 4, 1, 64, 0, 45, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 3},
+    };
+    static const fcl_dtype dts[] = {FCL_F32, FCL_F16, FCL_BF16, FCL_F32, FCL_F32};
+    enum { N = sizeof cases / sizeof cases[0] };
+    fcl_context ctx = support_context();
+    int ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= chunk_case(ctx, dts[i], &cases[i], 5500 + (uint64_t)i);
+    fcl_context_release(ctx);
+    cr_assert(ok, "chunked varlen forward differs from the one-launch forward or the reference");
+}
+
+/* ---------------------------------------------------------------- isolation */
+
+/*
+ * Runs a case, then changes the K/V rows (or the Q rows) of one sequence and runs again:
+ * every other sequence's O rows and LSE entries must be bit-identical, the changed sequence's
+ * must differ, and the second run must still match the reference.
+ */
+static int isolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed, int change_q)
+{
+    packing pk = make_packing(c->pack, c->B, seed);
+    char name[400];
+    describe(c, dt, &pk, name, sizeof name);
+    vhost h;
+    vtensors t;
+    setup_case(ctx, dt, c, &pk, seed, &h, &t);
+    const size_t rowel = (size_t)c->Hq * c->D, no = (size_t)pk.tq * rowel, nl = (size_t)c->Hq * pk.tq;
+    float *o1 = xmalloc(sizeof(float) * no), *l1 = xmalloc(sizeof(float) * nl);
+    float *o2 = xmalloc(sizeof(float) * no), *l2 = xmalloc(sizeof(float) * nl);
+    size_t oo, ol;
+    fcl_status st = run_varlen(ctx, c, &pk, &t, o1, l1, &oo, &ol);
+    cr_assert(st == FCL_SUCCESS, "[%s] first run: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
+
+    /* the sequence to change: the last one with query rows and at least two key rows (with
+     * one key O is that key's V whatever Q holds; make_mask drops every key of the first
+     * such sequence from the middle on, not this one) */
+    int s = -1;
+    for (int b = pk.B - 1; b >= 0 && s < 0; b--)
+        if (pk.lq[b] > 0 && pk.lk[b] > 1)
+            s = b;
+    cr_assert(s >= 0, "test bug: no sequence to change");
+    if (change_q) {
+        const size_t n = (size_t)pk.lq[s] * rowel;
+        support_random(h.q + (size_t)pk.cq[s] * rowel, n, seed * 8 + 6, -c->amp, c->amp, dt);
+        write_f32(t.q, h.q);
+    } else {
+        const size_t krow = (size_t)c->Hkv * c->D, n = (size_t)pk.lk[s] * krow;
+        support_random(h.k + (size_t)pk.ck[s] * krow, n, seed * 8 + 6, -c->amp, c->amp, dt);
+        support_random(h.v + (size_t)pk.ck[s] * krow, n, seed * 8 + 7, -c->amp, c->amp, dt);
+        write_f32(t.k, h.k);
+        write_f32(t.v, h.v);
+    }
+    st = run_varlen(ctx, c, &pk, &t, o2, l2, &oo, &ol);
+    cr_assert(st == FCL_SUCCESS, "[%s] second run: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
+
+    size_t other_rows_changed = 0, own_elems_changed = 0;
+    for (int r = 0; r < pk.tq; r++) {
+        int own = r >= pk.cq[s] && r < pk.cq[s + 1];
+        int same = memcmp(o1 + (size_t)r * rowel, o2 + (size_t)r * rowel, sizeof(float) * rowel) == 0;
+        for (int hh = 0; hh < c->Hq; hh++)
+            same &= memcmp(&l1[(size_t)hh * pk.tq + r], &l2[(size_t)hh * pk.tq + r], sizeof(float)) == 0;
+        if (!own)
+            other_rows_changed += !same;
+        else
+            for (size_t e = 0; e < rowel; e++)
+                own_elems_changed += o1[(size_t)r * rowel + e] != o2[(size_t)r * rowel + e];
+        if (own)
+            for (int hh = 0; hh < c->Hq; hh++)
+                own_elems_changed += l1[(size_t)hh * pk.tq + r] != l2[(size_t)hh * pk.tq + r];
+    }
+    seq_check r = compare_sequences(c, dt, &pk, &h, o2, l2);
+    int ok = other_rows_changed == 0 && own_elems_changed > 0 && seq_check_ok(&r);
+    cr_expect(ok,
+              "[%s] changed %s of sequence %d (q rows [%d,%d), k rows [%d,%d)): %zu rows of other "
+              "sequences changed (must be 0), %zu elements of its own O rows and LSE changed (must be > 0), "
+              "%d sequences out of tolerance after the change",
+              name, change_q ? "Q" : "K/V", s, pk.cq[s], pk.cq[s + 1], pk.ck[s], pk.ck[s + 1],
+              other_rows_changed, own_elems_changed, r.failed_seqs);
+    free(o1);
+    free(l1);
+    free(o2);
+    free(l2);
+    vtensors_release(&t);
+    vhost_free(&h);
+    packing_free(&pk);
+    return ok;
+}
+
+Test(varlen, isolation)
+{
+    static const vcase cases[] = {
+        {PK_SHORT, 16, 4, 2, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+        {PK_SHORT, 16, 4, 2, 64, 1, 7, U, 5.0f, 0, MASK_ON, ALIBI_BH, LAYOUT_CONTIG, 0, 3},
+        {PK_EMPTY, 0, 2, 1, 40, 0, 4, 4, 0, 0, MASK_NONE, ALIBI_H, LAYOUT_STRIDED, 0, 2},
+        {PK_LONG, 8, 2, 2, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    };
+    fcl_context ctx = support_context();
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        fcl_dtype dt = i == 0 ? FCL_F32 : i == 1 ? FCL_F16 : i == 2 ? FCL_BF16 : FCL_F32;
+        ok &= isolation_case(ctx, dt, &cases[i], 5000 + (uint64_t)i, 0);
+        ok &= isolation_case(ctx, dt, &cases[i], 5100 + (uint64_t)i, 1);
+    }
+    fcl_context_release(ctx);
+    cr_assert(ok, "a change to one sequence's inputs leaked into another's outputs");
+}
+
+/* ---------------------------------------------------------------- garbage device bounds */
+
+enum { GUARD = 777 }; /* elements of guard on each side of every guarded view */
+
+/* A view of `n` contiguous elements of `shape` placed GUARD elements into a buffer of
+ * n + 2 * GUARD + 3 elements (the base is returned in *base). */
+static fcl_tensor guarded_view(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, fcl_tensor *base)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    const int64_t bn = n + 2 * GUARD + 3;
+    *base = support_tensor(ctx, dt, 1, &bn, NULL);
+    return view_of(*base, ndim, shape, NULL, GUARD);
+}
+
+static unsigned char *read_raw_all(fcl_tensor t, size_t *bytes)
+{
+    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
+    unsigned char *b = xmalloc(*bytes);
+    fcl_status st = fcl_tensor_read_raw(t, b, *bytes);
+    cr_assert(st == FCL_SUCCESS, "read_raw: %s", fcl_status_string(st));
+    return b;
+}
+
+/* Bytes that differ between two snapshots of a guarded base, outside its view
+ * [GUARD, GUARD + n) elements of size es. */
+static size_t guard_diff(const unsigned char *a, const unsigned char *b, size_t bytes, size_t n, size_t es)
+{
+    size_t bad = 0, lo = GUARD * es, hi = (GUARD + n) * es;
+    for (size_t i = 0; i < bytes; i++)
+        if ((i < lo || i >= hi) && a[i] != b[i])
+            bad++;
+    return bad;
+}
+
+typedef struct garbage {
+    const char *what;
+    int32_t cq[6], ck[6]; /* B + 1 = 6 entries */
+    int maxq, maxk;
+} garbage;
+
+/*
+ * Q, K, V live in the middle of NaN-filled buffers; O and LSE in the middle of buffers
+ * filled with -555 (guards), their own elements set to 777. With nonsense prefix sums the
+ * call must succeed, the guards must stay bit-identical, and no NaN may show up in O or LSE
+ * (a NaN can only come from reading a guard: inputs are finite and there is no ALiBi).
+ */
+static int garbage_case(fcl_context ctx, fcl_dtype dt, const garbage *g, int causal, int wl, int masked,
+                        uint64_t seed)
+{
+    enum { B = 5, TQ = 41, TK = 53, HQ = 4, HKV = 2, D = 32 };
+    const int64_t qs[3] = {TQ, HQ, D}, ks[3] = {TK, HKV, D}, ls[2] = {HQ, TQ}, ms = TK;
+    fcl_tensor qb, kb, vb, ob, lb;
+    fcl_tensor q = guarded_view(ctx, dt, 3, qs, &qb), k = guarded_view(ctx, dt, 3, ks, &kb);
+    fcl_tensor v = guarded_view(ctx, dt, 3, ks, &vb), o = guarded_view(ctx, dt, 3, qs, &ob);
+    fcl_tensor l = guarded_view(ctx, FCL_F32, 2, ls, &lb);
+    support_poison(qb);
+    support_poison(kb);
+    support_poison(vb);
+    float *hq = xmalloc(sizeof(float) * TQ * HQ * D), *hk = xmalloc(sizeof(float) * TK * HKV * D);
+    float *hm = xmalloc(sizeof(float) * TK);
+    support_random(hq, (size_t)TQ * HQ * D, seed, -2.0f, 2.0f, dt);
+    write_f32(q, hq);
+    support_random(hk, (size_t)TK * HKV * D, seed + 1, -2.0f, 2.0f, dt);
+    write_f32(k, hk);
+    support_random(hk, (size_t)TK * HKV * D, seed + 2, -2.0f, 2.0f, dt);
+    write_f32(v, hk);
+    for (int j = 0; j < TK; j++)
+        hm[j] = j % 3 == 1 ? 0.0f : 1.0f;
+    fcl_tensor m = support_tensor(ctx, FCL_F32, 1, &ms, hm);
+    fill_value(ob, -555.0f);
+    fill_value(o, 777.0f);
+    fill_value(lb, -555.0f);
+    fill_value(l, 777.0f);
+    fcl_tensor cq = i32_tensor(ctx, B + 1, g->cq), ck = i32_tensor(ctx, B + 1, g->ck);
+    size_t ob_bytes, lb_bytes;
+    unsigned char *o_before = read_raw_all(ob, &ob_bytes), *l_before = read_raw_all(lb, &lb_bytes);
+
+    fcl_attn_params prm = FCL_ATTN_PARAMS_INIT;
+    prm.causal = causal;
+    prm.window_left = wl;
+    prm.key_mask = masked ? m : NULL;
+    fcl_status st = fcl_attention_varlen_forward(ctx, &prm, q, k, v, cq, ck, g->maxq, g->maxk, o, l, NULL);
+    int ok = st == FCL_SUCCESS;
+    cr_expect(ok, "[%s %s] varlen forward with garbage prefix sums: %s: %s (the host must not read them)",
+              g->what, fcl_dtype_name(dt), fcl_status_string(st), fcl_last_error(ctx));
+    fcl_status fs = fcl_finish(ctx);
+    cr_assert(fs == FCL_SUCCESS, "[%s %s] fcl_finish after garbage prefix sums: %s: %s", g->what,
+              fcl_dtype_name(dt), fcl_status_string(fs), fcl_last_error(ctx));
+    size_t b1, b2;
+    unsigned char *o_after = read_raw_all(ob, &b1), *l_after = read_raw_all(lb, &b2);
+    size_t bad_o = guard_diff(o_before, o_after, ob_bytes, (size_t)TQ * HQ * D, fcl_dtype_size(dt));
+    size_t bad_l = guard_diff(l_before, l_after, lb_bytes, (size_t)HQ * TQ, sizeof(float));
+    float *ho = xmalloc(sizeof(float) * TQ * HQ * D), *hl = xmalloc(sizeof(float) * HQ * TQ);
+    read_f32(o, ho);
+    read_f32(l, hl);
+    size_t nan_o = count_nan(ho, (size_t)TQ * HQ * D), nan_l = count_nan(hl, (size_t)HQ * TQ);
+    ok &= bad_o == 0 && bad_l == 0 && nan_o == 0 && nan_l == 0;
+    cr_expect(bad_o == 0 && bad_l == 0,
+              "[%s %s causal %d wl %d mask %d] written outside the outputs: %zu guard bytes of O's "
+              "buffer, %zu of LSE's changed",
+              g->what, fcl_dtype_name(dt), causal, wl, masked, bad_o, bad_l);
+    cr_expect(nan_o == 0 && nan_l == 0,
+              "[%s %s causal %d wl %d mask %d] %zu NaN in O, %zu in LSE: read outside Q, K or V "
+              "(their NaN guards)",
+              g->what, fcl_dtype_name(dt), causal, wl, masked, nan_o, nan_l);
+    fcl_tensor all[] = {q, k, v, o, l, qb, kb, vb, ob, lb, m, cq, ck};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fcl_tensor_release(all[i]);
+    free(o_before);
+    free(l_before);
+    free(o_after);
+    free(l_after);
+    free(hq);
+    free(hk);
+    free(hm);
+    free(ho);
+    free(hl);
+    return ok;
+}
+
+static const garbage garbage_list[] = {
+    /* valid, as a control of the harness (TQ 41, TK 53) */
+    {"valid", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 13, 23},
+    {"past total", {0, 30, 90, 1000, 1000000, 41}, {0, 60, 53, 5000, 54, 2000000}, 41, 53},
+    {"negative", {-5, -1, -100, INT_MIN, -3, 41}, {0, -7, -7, -1000000, INT_MIN, -53}, 20, 20},
+    {"decreasing", {41, 30, 20, 10, 5, 0}, {53, 0, 53, 0, 53, 0}, 41, 53},
+    {"extremes", {INT_MAX, INT_MIN, INT_MAX, 0, INT_MAX, INT_MIN}, {INT_MIN, INT_MAX, 0, INT_MIN, 1, INT_MAX},
+     41, 53},
+    {"start past end", {50, 60, 70, 80, 90, 100}, {-60, -50, -40, 60, 70, 80}, 16, 16},
+    /* valid sums, bounds below the real lengths (rows past the bound are not written) */
+    {"max_seqlen too small", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 2, 3},
+    {"max_seqlen zero", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 0, 0},
+};
+
+static void garbage_all(fcl_dtype dt, uint64_t seed)
+{
+    fcl_context ctx = support_context();
+    int ok = 1;
+    const int n = (int)(sizeof garbage_list / sizeof garbage_list[0]);
+    for (int i = 0; i < n; i++) {
+        ok &= garbage_case(ctx, dt, &garbage_list[i], 0, U, 0, seed + (uint64_t)i);
+        ok &= garbage_case(ctx, dt, &garbage_list[i], 1, 5, 1, seed + 100 + (uint64_t)i);
+    }
+    fcl_context_release(ctx);
+    cr_assert(ok, "garbage prefix sums: a failed call, or memory written or read outside the tensors");
+}
+
+Test(varlen, garbage_bounds_f32) { garbage_all(FCL_F32, 6000); }
+Test(varlen, garbage_bounds_f16) { garbage_all(FCL_F16, 6100); }
+
+/* The same in chunks (several launches carrying per-row state through a scratch buffer). */
+Test(varlen, garbage_bounds_chunked)
+{
+    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
+    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    garbage_all(FCL_F32, 6200);
+    unsetenv("FLASHCL_LOOP_LIMIT");
+    unsetenv("FLASHCL_FORWARD_TILES");
+}
+
+/* ---------------------------------------------------------------- fcl_varlen_validate */
+
+/* Valid prefix sums: q lengths {3, 0, 7, 2, 8} (total 20, max 8), k lengths {5, 1, 0, 3, 2}
+ * (total 11, max 5). */
+static const int32_t VQ[6] = {0, 3, 3, 10, 12, 20}, VK[6] = {0, 5, 6, 6, 9, 11};
+enum { VTQ = 20, VTK = 11, VMQ = 8, VMK = 5 };
+
+static char g_msg[1024];
+
+/* fcl_varlen_validate on host arrays; expects `want`; returns a copy of the message. */
+static const char *validate_expect(const int32_t *cq, int nq, const int32_t *ck, int nk, int64_t tq, int64_t tk,
+                                   int mq, int mk, fcl_status want)
+{
+    fcl_context ctx = support_context();
+    fcl_tensor a = i32_tensor(ctx, nq, cq), b = i32_tensor(ctx, nk, ck);
+    fcl_status st = fcl_varlen_validate(ctx, a, b, tq, tk, mq, mk);
+    snprintf(g_msg, sizeof g_msg, "%s", fcl_last_error(ctx));
+    fcl_tensor_release(a);
+    fcl_tensor_release(b);
+    fcl_context_release(ctx);
+    cr_assert(st == want, "fcl_varlen_validate returned %s, expected %s; message: \"%s\"", fcl_status_string(st),
+              fcl_status_string(want), g_msg);
+    if (want != FCL_SUCCESS)
+        assert_sentence(g_msg);
+    return g_msg;
+}
+
+static int has_sub(const char *msg, const char *sub) { return strstr(msg, sub) != NULL; }
+
+Test(varlen_validate, valid_succeeds)
+{
+    validate_expect(VQ, 6, VK, 6, VTQ, VTK, VMQ, VMK, FCL_SUCCESS);
+    validate_expect(VQ, 6, VK, 6, VTQ, VTK, VMQ + 10, VMK + 3, FCL_SUCCESS); /* bounds may be loose */
+    static const int32_t z[3] = {0, 0, 4}, w[3] = {0, 2, 2};                /* empty sequences */
+    validate_expect(z, 3, w, 3, 4, 2, 4, 2, FCL_SUCCESS);
+}
+
+Test(varlen_validate, q_not_monotone)
+{
+    const int32_t q[6] = {0, 3, 3, 10, 9, 20};
+    const char *msg = validate_expect(q, 6, VK, 6, VTQ, VTK, VMQ + 20, VMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
+    ASSERT_TOKENS(msg, "4", "9"); /* entry 4 holds 9 < 10 */
+}
+
+Test(varlen_validate, k_not_monotone)
+{
+    const int32_t k[6] = {0, 5, 6, 4, 9, 11};
+    const char *msg = validate_expect(VQ, 6, k, 6, VTQ, VTK, VMQ, VMK + 20, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
+    ASSERT_TOKENS(msg, "3", "4"); /* entry 3 holds 4 < 6 */
+}
+
+Test(varlen_validate, first_entry_not_zero)
+{
+    const int32_t k[6] = {2, 5, 6, 6, 9, 11};
+    const char *msg = validate_expect(VQ, 6, k, 6, VTQ, VTK, VMQ, VMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
+    ASSERT_TOKENS(msg, "0", "2"); /* entry 0 holds 2 */
+}
+
+Test(varlen_validate, q_first_entry_negative)
+{
+    const int32_t q[6] = {-3, 3, 3, 10, 12, 20};
+    const char *msg = validate_expect(q, 6, VK, 6, VTQ, VTK, VMQ + 20, VMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
+    ASSERT_TOKENS(msg, "-3");
+}
+
+Test(varlen_validate, last_entry_not_total)
+{
+    const char *msg = validate_expect(VQ, 6, VK, 6, 21, VTK, VMQ, VMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
+    ASSERT_TOKENS(msg, "20", "21");
+    msg = validate_expect(VQ, 6, VK, 6, VTQ, 10, VMQ, VMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
+    ASSERT_TOKENS(msg, "11", "10");
+}
+
+Test(varlen_validate, sequence_longer_than_max_seqlen)
+{
+    /* q sequence 2 has 7 rows > 6; k sequence 0 has 5 rows > 4 */
+    const char *msg = validate_expect(VQ, 6, VK, 6, VTQ, VTK, 6, VMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_q") || has_sub(msg, "max_seqlen_q"),
+              "message \"%s\" names neither cu_seqlens_q nor max_seqlen_q", msg);
+    ASSERT_TOKENS(msg, "7", "6");
+    msg = validate_expect(VQ, 6, VK, 6, VTQ, VTK, VMQ, 4, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_k") || has_sub(msg, "max_seqlen_k"),
+              "message \"%s\" names neither cu_seqlens_k nor max_seqlen_k", msg);
+    ASSERT_TOKENS(msg, "5", "4");
+}
+
+Test(varlen_validate, batch_mismatch_q_k)
+{
+    const int32_t k[5] = {0, 5, 6, 9, 11};
+    const char *msg = validate_expect(VQ, 6, k, 5, VTQ, VTK, VMQ, VMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "6", "5");
+}
+
+Test(varlen_validate, wrong_dtype_and_bad_bounds)
+{
+    fcl_context ctx = support_context();
+    const int64_t n = 6;
+    fcl_tensor a = i32_tensor(ctx, 6, VQ), b = i32_tensor(ctx, 6, VK), f = NULL;
+    cr_assert(fcl_tensor_create(ctx, FCL_F32, 1, &n, &f) == FCL_SUCCESS);
+    fcl_status st = fcl_varlen_validate(ctx, f, b, VTQ, VTK, VMQ, VMK);
+    cr_expect(st == FCL_ERR_DTYPE, "f32 cu_seqlens_q: got %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
+    st = fcl_varlen_validate(ctx, a, f, VTQ, VTK, VMQ, VMK);
+    cr_expect(st == FCL_ERR_DTYPE, "f32 cu_seqlens_k: got %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
+    st = fcl_varlen_validate(ctx, NULL, b, VTQ, VTK, VMQ, VMK);
+    cr_expect(st == FCL_ERR_INVALID_ARGUMENT, "NULL cu_seqlens_q: got %s", fcl_status_string(st));
+    st = fcl_varlen_validate(ctx, a, b, VTQ, VTK, -1, VMK);
+    cr_expect(st == FCL_ERR_INVALID_ARGUMENT, "max_seqlen_q -1: got %s", fcl_status_string(st));
+    st = fcl_varlen_validate(ctx, a, b, VTQ, VTK, VMQ, VMK);
+    cr_expect(st == FCL_SUCCESS, "valid after errors: got %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
+    fcl_tensor_release(a);
+    fcl_tensor_release(b);
+    fcl_tensor_release(f);
+    fcl_context_release(ctx);
+}
+
+/* ---------------------------------------------------------------- forward argument errors */
+
+/* A valid small problem: q lengths {2, 0, 3} (total 5), k lengths {4, 1, 2} (total 7),
+ * Hq 4, Hkv 2, D 16, F32. Each test swaps one tensor or value for a bad one. */
+enum { ETQ = 5, ETK = 7, EB = 3, EHQ = 4, EHKV = 2, ED = 16, EMQ = 3, EMK = 4 };
+static const int32_t ECQ[4] = {0, 2, 2, 5}, ECK[4] = {0, 4, 5, 7};
+
+typedef struct efix {
+    fcl_context ctx;
+    fcl_tensor q, k, v, o, lse, cq, ck;
+    unsigned char *po, *pl;
+    size_t ob, lb;
+} efix;
+
+static fcl_tensor new_tensor(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    fcl_tensor t = NULL;
+    fcl_status st = fcl_tensor_create(ctx, dt, ndim, shape, &t);
+    cr_assert(st == FCL_SUCCESS, "fcl_tensor_create: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    if (seed) {
+        size_t n = (size_t)fcl_tensor_numel(t);
+        float *x = xmalloc(sizeof(float) * n);
+        support_random(x, n, seed, -1.0f, 1.0f, dt == FCL_F16 || dt == FCL_BF16 ? dt : FCL_F32);
+        write_f32(t, x);
+        free(x);
+    }
+    return t;
+}
+
+/* Writes a byte pattern into t and returns a copy of it. */
+static unsigned char *poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
+{
+    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
+    unsigned char *p = xmalloc(*bytes);
+    for (size_t i = 0; i < *bytes; i++)
+        p[i] = (unsigned char)((i * 167u + 13u + salt * 29u) ^ (i >> 8));
+    cr_assert(fcl_tensor_write_raw(t, p, *bytes) == FCL_SUCCESS);
+    return p;
+}
+
+static void efix_init(efix *f)
+{
+    memset(f, 0, sizeof *f);
+    f->ctx = support_context();
+    const int64_t qs[3] = {ETQ, EHQ, ED}, ks[3] = {ETK, EHKV, ED}, ls[2] = {EHQ, ETQ};
+    f->q = new_tensor(f->ctx, FCL_F32, 3, qs, 31);
+    f->k = new_tensor(f->ctx, FCL_F32, 3, ks, 32);
+    f->v = new_tensor(f->ctx, FCL_F32, 3, ks, 33);
+    f->o = new_tensor(f->ctx, FCL_F32, 3, qs, 0);
+    f->lse = new_tensor(f->ctx, FCL_F32, 2, ls, 0);
+    f->cq = i32_tensor(f->ctx, EB + 1, ECQ);
+    f->ck = i32_tensor(f->ctx, EB + 1, ECK);
+    f->po = poison_raw(f->o, &f->ob, 1);
+    f->pl = poison_raw(f->lse, &f->lb, 2);
+}
+
+/* Replaces one of f's tensors by a new one (random contents; poisoned again if O or LSE). */
+static void efix_replace(efix *f, fcl_tensor *slot, fcl_dtype dt, int ndim, const int64_t *shape)
+{
+    fcl_tensor_release(*slot);
+    *slot = new_tensor(f->ctx, dt, ndim, shape, slot == &f->o || slot == &f->lse ? 0 : 41);
+    if (slot == &f->o) {
+        free(f->po);
+        f->po = poison_raw(f->o, &f->ob, 1);
+    } else if (slot == &f->lse) {
+        free(f->pl);
+        f->pl = poison_raw(f->lse, &f->lb, 2);
+    }
+}
+
+static void efix_untouched(efix *f)
+{
+    cr_assert(fcl_finish(f->ctx) == FCL_SUCCESS, "fcl_finish after a rejected call: %s", fcl_last_error(f->ctx));
+    size_t n;
+    unsigned char *got = read_raw_all(f->o, &n);
+    cr_assert(n == f->ob && memcmp(got, f->po, n) == 0, "O was written by a rejected call");
+    free(got);
+    got = read_raw_all(f->lse, &n);
+    cr_assert(n == f->lb && memcmp(got, f->pl, n) == 0, "LSE was written by a rejected call");
+    free(got);
+}
+
+static void efix_fini(efix *f)
+{
+    fcl_tensor all[] = {f->q, f->k, f->v, f->o, f->lse, f->cq, f->ck};
+    for (int i = 0; i < 7; i++)
+        fcl_tensor_release(all[i]);
+    free(f->po);
+    free(f->pl);
+    fcl_context_release(f->ctx);
+}
+
+/* Calls the varlen forward with f's tensors; expects `want`; checks event, message and that
+ * the outputs are untouched; returns a copy of the message. */
+static const char *ecall(efix *f, const fcl_attn_params *p, int mq, int mk, fcl_status want)
+{
+    cl_event ev = NULL;
+    fcl_status st = fcl_attention_varlen_forward(f->ctx, p, f->q, f->k, f->v, f->cq, f->ck, mq, mk, f->o, f->lse,
+                                                 &ev);
+    snprintf(g_msg, sizeof g_msg, "%s", fcl_last_error(f->ctx));
+    cr_assert(st == want, "fcl_attention_varlen_forward returned %s, expected %s; message: \"%s\"",
+              fcl_status_string(st), fcl_status_string(want), g_msg);
+    if (want == FCL_SUCCESS) {
+        cr_assert(ev != NULL, "a successful call with an event pointer returned no event");
+        clReleaseEvent(ev);
+        return g_msg;
+    }
+    cr_assert(ev == NULL, "a rejected call returned an event");
+    assert_sentence(g_msg);
+    efix_untouched(f);
+    return g_msg;
+}
+
+Test(varlen_errors, control_valid_call_writes_outputs)
+{
+    efix f;
+    efix_init(&f);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT; /* not causal: every row sees a key */
+    ecall(&f, &p, EMQ, EMK, FCL_SUCCESS);
+    cr_assert(fcl_finish(f.ctx) == FCL_SUCCESS);
+    float lse[EHQ * ETQ];
+    read_f32(f.lse, lse);
+    for (int i = 0; i < EHQ * ETQ; i++)
+        cr_assert(isfinite(lse[i]), "LSE[%d] = %g after a valid call", i, (double)lse[i]);
+    size_t n;
+    unsigned char *got = read_raw_all(f.o, &n);
+    cr_assert(memcmp(got, f.po, n) != 0, "the valid call left O untouched");
+    free(got);
+    efix_fini(&f);
+}
+
+Test(varlen_errors, cu_seqlens_dtype_not_i32)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t n = EB + 1;
+    efix_replace(&f, &f.cq, FCL_F32, 1, &n);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_DTYPE);
+    cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
+    ASSERT_TOKENS(msg, "f32");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, cu_seqlens_not_1d)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[2] = {EB + 1, 1};
+    fcl_tensor_release(f.ck);
+    f.ck = NULL;
+    cr_assert(fcl_tensor_create(f.ctx, FCL_I32, 2, sh, &f.ck) == FCL_SUCCESS);
+    cr_assert(fcl_tensor_write_raw(f.ck, ECK, sizeof ECK) == FCL_SUCCESS);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
+    efix_fini(&f);
+}
+
+Test(varlen_errors, cu_seqlens_lengths_differ)
+{
+    efix f;
+    efix_init(&f);
+    static const int32_t k5[5] = {0, 4, 5, 6, 7};
+    fcl_tensor_release(f.ck);
+    f.ck = i32_tensor(f.ctx, 5, k5);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "4", "5");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, q_not_3d)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[4] = {1, ETQ, EHQ, ED};
+    efix_replace(&f, &f.q, FCL_F32, 4, sh);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "Q", "4", "3");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, total_k_differs_from_total_v)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[3] = {ETK + 2, EHKV, ED};
+    efix_replace(&f, &f.v, FCL_F32, 3, sh);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "V", "9", "7");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, total_q_differs_from_o)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[3] = {ETQ + 1, EHQ, ED};
+    efix_replace(&f, &f.o, FCL_F32, 3, sh);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "O", "6", "5");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, lse_transposed)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[2] = {ETQ, EHQ}; /* [total_q, Hq] instead of [Hq, total_q] */
+    efix_replace(&f, &f.lse, FCL_F32, 2, sh);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "LSE");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, negative_max_seqlen)
+{
+    efix f;
+    efix_init(&f);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, -1, EMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "max_seqlen_q"), "message \"%s\" does not name max_seqlen_q", msg);
+    ASSERT_TOKENS(msg, "-1");
+    msg = ecall(&f, &p, EMQ, -7, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "max_seqlen_k"), "message \"%s\" does not name max_seqlen_k", msg);
+    ASSERT_TOKENS(msg, "-7");
+    efix_fini(&f);
+}
+
+Test(varlen_errors, null_cu_seqlens)
+{
+    efix f;
+    efix_init(&f);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    fcl_tensor keep = f.cq;
+    f.cq = NULL;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
+    f.cq = keep;
+    efix_fini(&f);
+}
+
+Test(varlen_errors, key_mask_not_total_k)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t n = ETQ; /* [total_q] instead of [total_k] */
+    fcl_tensor m = new_tensor(f.ctx, FCL_F32, 1, &n, 51);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.key_mask = m;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    ASSERT_TOKENS(msg, "5", "7");
+    fcl_tensor_release(m);
+    efix_fini(&f);
+}
+
+Test(varlen_errors, alibi_wrong_batch)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[2] = {EB + 1, EHQ}; /* [B + 1, Hq] */
+    fcl_tensor a = new_tensor(f.ctx, FCL_F32, 2, sh, 52);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.alibi_slopes = a;
+    ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    fcl_tensor_release(a);
+    efix_fini(&f);
+}
+
+Test(varlen_errors, mixed_dtypes)
+{
+    efix f;
+    efix_init(&f);
+    const int64_t sh[3] = {ETK, EHKV, ED};
+    efix_replace(&f, &f.k, FCL_F16, 3, sh);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_DTYPE);
+    ASSERT_TOKENS(msg, "f16", "f32");
+    efix_fini(&f);
+}
