@@ -130,9 +130,10 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
     int jlo[ROWS], jhi[ROWS];
     for (int r = 0; r < ROWS; r++) {
         const int i = i0 + lid + r * WG_SIZE;
-        const long qrow = qo + b * q_sb + (long)i * q_ss + h * q_sh; /* read only for i < sq */
+        /* rows past sq read the last row (never written back); an empty sequence reads none */
+        const long qrow = qo + b * q_sb + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss + h * q_sh;
         for (int d = 0; d < HEAD_DIM_PAD; d++) {
-            q[r][d] = i < sq && d < head_dim ? LOAD(Q, qrow + d) * qscale : 0.0f;
+            q[r][d] = sq > 0 && d < head_dim ? LOAD(Q, qrow + d) * qscale : 0.0f;
             acc[r][d] = 0.0f;
         }
         m[r] = -INFINITY; /* running max, log2 units */
