@@ -3,7 +3,9 @@
 #include "ref_attention.h"
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <math.h>
+#include <string.h>
 #include <stdlib.h>
 
 fcl_context support_context(void)
@@ -82,3 +84,86 @@ int support_within(double err, double naive_err, double factor)
 {
     return err <= factor * naive_err + 1e-5;
 }
+
+size_t support_count_nan(const float *x, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += isnan(x[i]) != 0;
+    return k;
+}
+
+/* Count of base elements outside the view (shape/strides/offset) that are not NaN. */
+size_t support_touched_outside(const float *base, int64_t base_n, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset)
+{
+    char *in = calloc((size_t)base_n, 1);
+    cr_assert(in != NULL);
+    int64_t idx[4] = {0, 0, 0, 0}, sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
+    for (int d = 0; d < ndim; d++) {
+        sh[4 - ndim + d] = shape[d];
+        st[4 - ndim + d] = strides[d];
+    }
+    for (idx[0] = 0; idx[0] < sh[0]; idx[0]++)
+        for (idx[1] = 0; idx[1] < sh[1]; idx[1]++)
+            for (idx[2] = 0; idx[2] < sh[2]; idx[2]++)
+                for (idx[3] = 0; idx[3] < sh[3]; idx[3]++)
+                    in[offset + idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2] + idx[3] * st[3]] = 1;
+    size_t bad = 0;
+    for (int64_t i = 0; i < base_n; i++)
+        if (!in[i] && !isnan(base[i]))
+            bad++;
+    free(in);
+    return bad;
+}
+
+/* Elements whose bits differ between a and b; *max_diff gets the largest |a - b| and
+ * *first the index of the first difference (-1 when none). */
+size_t support_bit_diff(const float *a, const float *b, size_t n, double *max_diff, long *first)
+{
+    size_t k = 0;
+    *max_diff = 0.0;
+    *first = -1;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            if (k++ == 0)
+                *first = (long)i;
+            double e = fabs((double)a[i] - (double)b[i]);
+            if (!(e <= *max_diff))
+                *max_diff = e;
+        }
+    return k;
+}
+
+static int is_word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* Whether `msg` contains `tok` case-insensitively as a whole token ("6" is not in "16"). */
+int support_has_token(const char *msg, const char *tok)
+{
+    size_t n = strlen(tok);
+    if (!msg || n == 0)
+        return 0;
+    for (const char *p = msg; *p; p++) {
+        size_t i = 0;
+        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)tok[i]))
+            i++;
+        if (i != n)
+            continue;
+        if (is_word_char(tok[0]) && p > msg && is_word_char(p[-1]))
+            continue;
+        if (is_word_char(tok[n - 1]) && is_word_char(p[n]))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+void support_assert_sentence(const char *msg)
+{
+    cr_assert(msg != NULL, "fcl_last_error returned NULL");
+    size_t letters = 0;
+    for (const char *p = msg; *p; p++)
+        letters += isalpha((unsigned char)*p) != 0;
+    cr_assert(letters >= 5, "error message is not a sentence: \"%s\"", msg);
+}
+

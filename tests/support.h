@@ -28,4 +28,31 @@ double support_max_err_f(const float *a, const double *ref, size_t n);
 /* The DESIGN.md rule: err <= factor * naive_err + 1e-5. */
 int support_within(double err, double naive_err, double factor);
 
+/* Elements of x[n] that are NaN. */
+size_t support_count_nan(const float *x, size_t n);
+
+/* Elements of base[base_n] outside the view (shape, strides, offset; up to 4 dims) that are no
+ * longer NaN: writes outside a poisoned view. */
+size_t support_touched_outside(const float *base, int64_t base_n, int ndim, const int64_t *shape,
+                               const int64_t *strides, int64_t offset);
+
+/* Elements whose bits differ between a and b; *max_diff gets the largest |a - b| and *first
+ * the index of the first difference (-1 when none). */
+size_t support_bit_diff(const float *a, const float *b, size_t n, double *max_diff, long *first);
+
+/* Whether msg contains tok case-insensitively as a whole token ("6" is not in "16"). */
+int support_has_token(const char *msg, const char *tok);
+
+/* Fails the test unless msg is a sentence (non-NULL, at least a few letters). */
+void support_assert_sentence(const char *msg);
+
+/* Fails the test unless msg names every token given. */
+#define SUPPORT_ASSERT_TOKENS(msg, ...)                                                                 \
+    do {                                                                                                \
+        const char *toks_[] = {__VA_ARGS__, NULL};                                                      \
+        for (int k_ = 0; toks_[k_]; k_++)                                                               \
+            cr_assert(support_has_token((msg), toks_[k_]), "error message \"%s\" does not name \"%s\"", \
+                      (msg), toks_[k_]);                                                                \
+    } while (0)
+
 #endif

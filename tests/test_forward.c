@@ -59,29 +59,6 @@ static fcl_tensor make_view(fcl_context ctx, fcl_dtype dt, int64_t base_n, int n
     return v;
 }
 
-/* Count of base elements outside the view (shape/strides/offset) that are not NaN. */
-static size_t touched_outside(const float *base, int64_t base_n, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset)
-{
-    char *in = calloc((size_t)base_n, 1);
-    int64_t idx[4] = {0, 0, 0, 0}, sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
-    for (int d = 0; d < ndim; d++) {
-        sh[4 - ndim + d] = shape[d];
-        st[4 - ndim + d] = strides[d];
-    }
-    for (idx[0] = 0; idx[0] < sh[0]; idx[0]++)
-        for (idx[1] = 0; idx[1] < sh[1]; idx[1]++)
-            for (idx[2] = 0; idx[2] < sh[2]; idx[2]++)
-                for (idx[3] = 0; idx[3] < sh[3]; idx[3]++)
-                    in[offset + idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2] + idx[3] * st[3]] = 1;
-    size_t bad = 0;
-    for (int64_t i = 0; i < base_n; i++)
-        if (!in[i] && !isnan(base[i]))
-            bad++;
-    free(in);
-    return bad;
-}
-
 /* Device tensors of one case, with the bases of the strided outputs. */
 typedef struct case_tensors {
     fcl_tensor q, k, v, o, lse, mask, alibi;
@@ -205,24 +182,16 @@ static fcl_status run_forward(fcl_context ctx, const fcase *c, const fcl_attn_pa
     if (t->o_base) {
         float *b = malloc(sizeof(float) * (size_t)t->o_base_n);
         cr_assert(fcl_tensor_read_f32(t->o_base, b, (size_t)t->o_base_n) == FCL_SUCCESS);
-        r->outside_o = touched_outside(b, t->o_base_n, 4, t->o_shape, t->o_strides, t->o_offset);
+        r->outside_o = support_touched_outside(b, t->o_base_n, 4, t->o_shape, t->o_strides, t->o_offset);
         free(b);
     }
     if (t->lse_base) {
         float *b = malloc(sizeof(float) * (size_t)t->lse_base_n);
         cr_assert(fcl_tensor_read_f32(t->lse_base, b, (size_t)t->lse_base_n) == FCL_SUCCESS);
-        r->outside_lse = touched_outside(b, t->lse_base_n, 3, t->l_shape, t->l_strides, t->l_offset);
+        r->outside_lse = support_touched_outside(b, t->lse_base_n, 3, t->l_shape, t->l_strides, t->l_offset);
         free(b);
     }
     return FCL_SUCCESS;
-}
-
-static size_t count_nan(const float *x, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += isnan(x[i]) != 0;
-    return k;
 }
 
 /*
@@ -239,7 +208,7 @@ static int compare(const fcase *c, fcl_dtype dt, const char *name, const ref_att
     ref_attention_forward(p, q, k, v, O, L);
     ref_attention_forward_naive(p, dt, q, k, v, On, Ln);
 
-    size_t nan_o = count_nan(r->o, nq), nan_l = has_lse ? count_nan(r->lse, nl) : 0;
+    size_t nan_o = support_count_nan(r->o, nq), nan_l = has_lse ? support_count_nan(r->lse, nl) : 0;
     double err_o = support_max_err_f(r->o, O, nq), naive_o = support_max_err_f(On, O, nq);
     double err_l = has_lse ? support_max_err_f(r->lse, L, nl) : 0.0;
     double naive_l = support_max_err_f(Ln, L, nl);

@@ -100,95 +100,6 @@ static unsigned char *read_raw_all(fcl_tensor t, size_t *bytes)
     return b;
 }
 
-static size_t count_nan(const float *x, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += isnan(x[i]) != 0;
-    return k;
-}
-
-/* Count of base elements outside the view (shape/strides/offset) that are not NaN. */
-static size_t touched_outside(const float *base, int64_t base_n, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset)
-{
-    char *in = calloc((size_t)base_n, 1);
-    cr_assert(in != NULL);
-    int64_t idx[4] = {0, 0, 0, 0}, sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
-    for (int d = 0; d < ndim; d++) {
-        sh[4 - ndim + d] = shape[d];
-        st[4 - ndim + d] = strides[d];
-    }
-    for (idx[0] = 0; idx[0] < sh[0]; idx[0]++)
-        for (idx[1] = 0; idx[1] < sh[1]; idx[1]++)
-            for (idx[2] = 0; idx[2] < sh[2]; idx[2]++)
-                for (idx[3] = 0; idx[3] < sh[3]; idx[3]++)
-                    in[offset + idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2] + idx[3] * st[3]] = 1;
-    size_t bad = 0;
-    for (int64_t i = 0; i < base_n; i++)
-        if (!in[i] && !isnan(base[i]))
-            bad++;
-    free(in);
-    return bad;
-}
-
-/* Elements whose bits differ between a and b; *max_diff gets the largest |a - b| and
- * *first the index of the first difference (-1 when none). */
-static size_t bit_diff(const float *a, const float *b, size_t n, double *max_diff, long *first)
-{
-    size_t k = 0;
-    *max_diff = 0.0;
-    *first = -1;
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            if (k++ == 0)
-                *first = (long)i;
-            double e = fabs((double)a[i] - (double)b[i]);
-            if (!(e <= *max_diff))
-                *max_diff = e;
-        }
-    return k;
-}
-
-static int is_word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
-
-static int has_token(const char *msg, const char *tok)
-{
-    size_t n = strlen(tok);
-    if (!msg || n == 0)
-        return 0;
-    for (const char *p = msg; *p; p++) {
-        size_t i = 0;
-        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)tok[i]))
-            i++;
-        if (i != n)
-            continue;
-        if (is_word_char(tok[0]) && p > msg && is_word_char(p[-1]))
-            continue;
-        if (is_word_char(tok[n - 1]) && is_word_char(p[n]))
-            continue;
-        return 1;
-    }
-    return 0;
-}
-
-static void assert_sentence(const char *msg)
-{
-    cr_assert(msg != NULL, "fcl_last_error returned NULL");
-    size_t letters = 0;
-    for (const char *p = msg; *p; p++)
-        letters += isalpha((unsigned char)*p) != 0;
-    cr_assert(letters >= 5, "error message is not a sentence: \"%s\"", msg);
-}
-
-#define ASSERT_TOKENS(msg, ...)                                                                 \
-    do {                                                                                        \
-        const char *toks_[] = {__VA_ARGS__, NULL};                                              \
-        for (int k_ = 0; toks_[k_]; k_++)                                                       \
-            cr_assert(has_token((msg), toks_[k_]), "error message \"%s\" does not name \"%s\"", \
-                      (msg), toks_[k_]);                                                        \
-    } while (0)
-
 /* ---------------------------------------------------------------- packings */
 
 enum {
@@ -420,13 +331,13 @@ static fcl_status run_packed(fcl_context ctx, const pcase *c, const ptensors *t,
     if (t->o_base) {
         float *b = xmalloc(sizeof(float) * (size_t)t->o_base_n);
         read_f32(t->o_base, b);
-        *outside_o = touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
+        *outside_o = support_touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
         free(b);
     }
     if (t->lse_base) {
         float *b = xmalloc(sizeof(float) * (size_t)t->lse_base_n);
         read_f32(t->lse_base, b);
-        *outside_l = touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
+        *outside_l = support_touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
         free(b);
     }
     return FCL_SUCCESS;
@@ -447,8 +358,8 @@ static seq_check compare_sequences(const pcase *c, fcl_dtype dt, const ppack *p,
     r.first_bad = -1;
     const int H = c->H, D = c->D, L = c->L;
     const size_t rowel = (size_t)H * D;
-    r.nan_o = count_nan(o, (size_t)L * rowel);
-    r.nan_l = lse ? count_nan(lse, (size_t)H * L) : 0;
+    r.nan_o = support_count_nan(o, (size_t)L * rowel);
+    r.nan_l = lse ? support_count_nan(lse, (size_t)H * L) : 0;
     for (int b = 0; b < p->nseq; b++) {
         const int n = p->len[b], s0 = p->start[b];
         float *Q = xmalloc(sizeof(float) * n * rowel), *K = xmalloc(sizeof(float) * n * rowel);
@@ -726,7 +637,7 @@ static int packed_vs_varlen(fcl_context ctx, fcl_dtype dt, const pcase *c, uint6
 
     double max_o, max_l = 0;
     long fo, fl;
-    size_t diff_o = bit_diff(o1, o2, no, &max_o, &fo), diff_l = t.lse ? bit_diff(l1, l2, nl, &max_l, &fl) : 0;
+    size_t diff_o = support_bit_diff(o1, o2, no, &max_o, &fo), diff_l = t.lse ? support_bit_diff(l1, l2, nl, &max_l, &fl) : 0;
     const long frow = fo < 0 ? -1L : fo / (long)HD;
     /* both must also be right, so that equality is not of two wrong answers */
     seq_check r = compare_sequences(c, dt, &p, &h, o1, t.lse ? l1 : NULL);
@@ -801,7 +712,7 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t se
               fcl_status_string(st1), fcl_status_string(st2), fcl_last_error(ctx));
     double dmo, dml;
     long fo, fl;
-    size_t dno = bit_diff(o1, o2, no, &dmo, &fo), dnl = t.lse ? bit_diff(l1, l2, nl, &dml, &fl) : 0;
+    size_t dno = support_bit_diff(o1, o2, no, &dmo, &fo), dnl = t.lse ? support_bit_diff(l1, l2, nl, &dml, &fl) : 0;
     int same = dno == 0 && dnl == 0;
     seq_check r = compare_sequences(c, dt, &p, &h, o2, t.lse ? l2 : NULL);
     int good = r.failed_seqs == 0 && r.nan_o == 0 && r.nan_l == 0 && r.bad_rows == 0 && oo2 == 0 && ol2 == 0;
@@ -921,7 +832,7 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, int pattern, int causal, 
     float *ho = xmalloc(sizeof(float) * (size_t)on), *hl = xmalloc(sizeof(float) * (size_t)ln);
     read_f32(o, ho);
     read_f32(l, hl);
-    size_t nan_o = count_nan(ho, (size_t)on), nan_l = count_nan(hl, (size_t)ln), left = 0;
+    size_t nan_o = support_count_nan(ho, (size_t)on), nan_l = support_count_nan(hl, (size_t)ln), left = 0;
     for (int64_t i = 0; i < on; i++)
         left += ho[i] == 777.0f;
     ok &= bad_o == 0 && bad_l == 0 && nan_o == 0 && nan_l == 0 && left == 0;
@@ -1056,7 +967,7 @@ static const char *ecall(efix *f, const fcl_attn_params *p, fcl_status want)
         return g_msg;
     }
     cr_assert(ev == NULL, "a rejected call returned an event");
-    assert_sentence(g_msg);
+    support_assert_sentence(g_msg);
     cr_assert(fcl_finish(f->ctx) == FCL_SUCCESS);
     size_t n;
     unsigned char *got = read_raw_all(f->o, &n);
@@ -1094,7 +1005,7 @@ Test(packed_qkv_errors, qkv_not_4d)
     efix_replace(&f, &f.qkv, FCL_F32, 3, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "QKV");
+    SUPPORT_ASSERT_TOKENS(msg, "QKV");
     efix_fini(&f);
 }
 
@@ -1106,7 +1017,7 @@ Test(packed_qkv_errors, qkv_second_dim_not_3)
     efix_replace(&f, &f.qkv, FCL_F32, 4, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "QKV");
+    SUPPORT_ASSERT_TOKENS(msg, "QKV");
     efix_fini(&f);
 }
 
@@ -1119,7 +1030,7 @@ Test(packed_qkv_errors, seq_bounds_dtype_not_i32)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_DTYPE);
     cr_assert(strstr(msg, "seq_bounds") != NULL, "message \"%s\" does not name seq_bounds", msg);
-    ASSERT_TOKENS(msg, "f32");
+    SUPPORT_ASSERT_TOKENS(msg, "f32");
     efix_fini(&f);
 }
 
@@ -1134,7 +1045,7 @@ Test(packed_qkv_errors, seq_bounds_wrong_shape)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);
     cr_assert(strstr(msg, "seq_bounds") != NULL, "message \"%s\" does not name seq_bounds", msg);
-    ASSERT_TOKENS(msg, "10", "9");
+    SUPPORT_ASSERT_TOKENS(msg, "10", "9");
     const int64_t sh3[2] = {EL, 3};
     fcl_tensor_release(f.bounds);
     f.bounds = NULL;
@@ -1152,11 +1063,11 @@ Test(packed_qkv_errors, o_wrong_shape_and_dtype)
     efix_replace(&f, &f.o, FCL_F32, 3, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "O", "17", "16");
+    SUPPORT_ASSERT_TOKENS(msg, "O", "17", "16");
     const int64_t ok_sh[3] = {EL, EH, ED};
     efix_replace(&f, &f.o, FCL_F16, 3, ok_sh);
     msg = ecall(&f, &p, FCL_ERR_DTYPE);
-    ASSERT_TOKENS(msg, "f16", "f32");
+    SUPPORT_ASSERT_TOKENS(msg, "f16", "f32");
     efix_fini(&f);
 }
 
@@ -1168,7 +1079,7 @@ Test(packed_qkv_errors, lse_transposed)
     efix_replace(&f, &f.lse, FCL_F32, 2, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "LSE");
+    SUPPORT_ASSERT_TOKENS(msg, "LSE");
     efix_fini(&f);
 }
 
@@ -1180,7 +1091,7 @@ Test(packed_qkv_errors, qkv_dtype_i32)
     efix_replace(&f, &f.qkv, FCL_I32, 4, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, FCL_ERR_DTYPE);
-    ASSERT_TOKENS(msg, "i32");
+    SUPPORT_ASSERT_TOKENS(msg, "i32");
     efix_fini(&f);
 }
 
@@ -1193,11 +1104,11 @@ Test(packed_qkv_errors, key_mask_and_alibi_wrong_length)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     p.key_mask = m;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "11", "9");
+    SUPPORT_ASSERT_TOKENS(msg, "11", "9");
     p.key_mask = NULL;
     p.alibi_slopes = a;
     msg = ecall(&f, &p, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "3", "2");
+    SUPPORT_ASSERT_TOKENS(msg, "3", "2");
     fcl_tensor_release(m);
     fcl_tensor_release(a);
     efix_fini(&f);
@@ -1216,7 +1127,7 @@ Test(packed_qkv_errors, null_arguments)
     keep = f.qkv;
     f.qkv = NULL;
     msg = ecall(&f, &p, FCL_ERR_INVALID_ARGUMENT);
-    ASSERT_TOKENS(msg, "QKV");
+    SUPPORT_ASSERT_TOKENS(msg, "QKV");
     f.qkv = keep;
     efix_fini(&f);
 }

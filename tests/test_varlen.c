@@ -95,96 +95,6 @@ static void fill_value(fcl_tensor t, float value)
     free(x);
 }
 
-static size_t count_nan(const float *x, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += isnan(x[i]) != 0;
-    return k;
-}
-
-/* Count of base elements outside the view (shape/strides/offset) that are not NaN. */
-static size_t touched_outside(const float *base, int64_t base_n, int ndim, const int64_t *shape,
-                              const int64_t *strides, int64_t offset)
-{
-    char *in = calloc((size_t)base_n, 1);
-    cr_assert(in != NULL);
-    int64_t idx[4] = {0, 0, 0, 0}, sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
-    for (int d = 0; d < ndim; d++) {
-        sh[4 - ndim + d] = shape[d];
-        st[4 - ndim + d] = strides[d];
-    }
-    for (idx[0] = 0; idx[0] < sh[0]; idx[0]++)
-        for (idx[1] = 0; idx[1] < sh[1]; idx[1]++)
-            for (idx[2] = 0; idx[2] < sh[2]; idx[2]++)
-                for (idx[3] = 0; idx[3] < sh[3]; idx[3]++)
-                    in[offset + idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2] + idx[3] * st[3]] = 1;
-    size_t bad = 0;
-    for (int64_t i = 0; i < base_n; i++)
-        if (!in[i] && !isnan(base[i]))
-            bad++;
-    free(in);
-    return bad;
-}
-
-/* Elements whose bits differ between a and b; *max_diff gets the largest |a - b| and
- * *first the index of the first difference (-1 when none). */
-static size_t bit_diff(const float *a, const float *b, size_t n, double *max_diff, long *first)
-{
-    size_t k = 0;
-    *max_diff = 0.0;
-    *first = -1;
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            if (k++ == 0)
-                *first = (long)i;
-            double e = fabs((double)a[i] - (double)b[i]);
-            if (!(e <= *max_diff))
-                *max_diff = e;
-        }
-    return k;
-}
-
-static int is_word_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
-
-/* Whether `msg` contains `tok` case-insensitively as a whole token ("6" is not in "16"). */
-static int has_token(const char *msg, const char *tok)
-{
-    size_t n = strlen(tok);
-    if (!msg || n == 0)
-        return 0;
-    for (const char *p = msg; *p; p++) {
-        size_t i = 0;
-        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)tok[i]))
-            i++;
-        if (i != n)
-            continue;
-        if (is_word_char(tok[0]) && p > msg && is_word_char(p[-1]))
-            continue;
-        if (is_word_char(tok[n - 1]) && is_word_char(p[n]))
-            continue;
-        return 1;
-    }
-    return 0;
-}
-
-static void assert_sentence(const char *msg)
-{
-    cr_assert(msg != NULL, "fcl_last_error returned NULL");
-    size_t letters = 0;
-    for (const char *p = msg; *p; p++)
-        letters += isalpha((unsigned char)*p) != 0;
-    cr_assert(letters >= 5, "error message is not a sentence: \"%s\"", msg);
-}
-
-#define ASSERT_TOKENS(msg, ...)                                                                 \
-    do {                                                                                        \
-        const char *toks_[] = {__VA_ARGS__, NULL};                                              \
-        for (int k_ = 0; toks_[k_]; k_++)                                                       \
-            cr_assert(has_token((msg), toks_[k_]), "error message \"%s\" does not name \"%s\"", \
-                      (msg), toks_[k_]);                                                        \
-    } while (0)
-
 /* ---------------------------------------------------------------- packings */
 
 enum {
@@ -468,8 +378,8 @@ static seq_check compare_sequences(const vcase *c, fcl_dtype dt, const packing *
     memset(&r, 0, sizeof r);
     r.worst_seq = -1;
     const int Hq = c->Hq, D = c->D;
-    r.nan_o = count_nan(o, (size_t)pk->tq * Hq * D);
-    r.nan_l = lse ? count_nan(lse, (size_t)Hq * pk->tq) : 0;
+    r.nan_o = support_count_nan(o, (size_t)pk->tq * Hq * D);
+    r.nan_l = lse ? support_count_nan(lse, (size_t)Hq * pk->tq) : 0;
     for (int b = 0; b < pk->B; b++) {
         const int lq = pk->lq[b];
         if (lq == 0)
@@ -599,13 +509,13 @@ static fcl_status run_varlen(fcl_context ctx, const vcase *c, const packing *pk,
     if (t->o_base) {
         float *b = xmalloc(sizeof(float) * (size_t)t->o_base_n);
         read_f32(t->o_base, b);
-        *outside_o = touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
+        *outside_o = support_touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
         free(b);
     }
     if (t->lse_base) {
         float *b = xmalloc(sizeof(float) * (size_t)t->lse_base_n);
         read_f32(t->lse_base, b);
-        *outside_l = touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
+        *outside_l = support_touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
         free(b);
     }
     return FCL_SUCCESS;
@@ -862,7 +772,7 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t se
               fcl_status_string(st1), fcl_status_string(st2), fcl_last_error(ctx));
     double dmo, dml;
     long fo, fl;
-    size_t dno = bit_diff(o1, o2, no, &dmo, &fo), dnl = t.lse ? bit_diff(l1, l2, nl, &dml, &fl) : 0;
+    size_t dno = support_bit_diff(o1, o2, no, &dmo, &fo), dnl = t.lse ? support_bit_diff(l1, l2, nl, &dml, &fl) : 0;
     int same = dno == 0 && dnl == 0;
     seq_check r = compare_sequences(c, dt, &pk, &h, o2, t.lse ? l2 : NULL);
     int ok = same && seq_check_ok(&r) && oo2 == 0 && ol2 == 0;
@@ -1099,7 +1009,7 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, const garbage *g, int cau
     float *ho = xmalloc(sizeof(float) * TQ * HQ * D), *hl = xmalloc(sizeof(float) * HQ * TQ);
     read_f32(o, ho);
     read_f32(l, hl);
-    size_t nan_o = count_nan(ho, (size_t)TQ * HQ * D), nan_l = count_nan(hl, (size_t)HQ * TQ);
+    size_t nan_o = support_count_nan(ho, (size_t)TQ * HQ * D), nan_l = support_count_nan(hl, (size_t)HQ * TQ);
     ok &= bad_o == 0 && bad_l == 0 && nan_o == 0 && nan_l == 0;
     cr_expect(bad_o == 0 && bad_l == 0,
               "[%s %s causal %d wl %d mask %d] written outside the outputs: %zu guard bytes of O's "
@@ -1187,7 +1097,7 @@ static const char *validate_expect(const int32_t *cq, int nq, const int32_t *ck,
     cr_assert(st == want, "fcl_varlen_validate returned %s, expected %s; message: \"%s\"", fcl_status_string(st),
               fcl_status_string(want), g_msg);
     if (want != FCL_SUCCESS)
-        assert_sentence(g_msg);
+        support_assert_sentence(g_msg);
     return g_msg;
 }
 
@@ -1206,7 +1116,7 @@ Test(varlen_validate, q_not_monotone)
     const int32_t q[6] = {0, 3, 3, 10, 9, 20};
     const char *msg = validate_expect(q, 6, VK, 6, VTQ, VTK, VMQ + 20, VMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
-    ASSERT_TOKENS(msg, "4", "9"); /* entry 4 holds 9 < 10 */
+    SUPPORT_ASSERT_TOKENS(msg, "4", "9"); /* entry 4 holds 9 < 10 */
 }
 
 Test(varlen_validate, k_not_monotone)
@@ -1214,7 +1124,7 @@ Test(varlen_validate, k_not_monotone)
     const int32_t k[6] = {0, 5, 6, 4, 9, 11};
     const char *msg = validate_expect(VQ, 6, k, 6, VTQ, VTK, VMQ, VMK + 20, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
-    ASSERT_TOKENS(msg, "3", "4"); /* entry 3 holds 4 < 6 */
+    SUPPORT_ASSERT_TOKENS(msg, "3", "4"); /* entry 3 holds 4 < 6 */
 }
 
 Test(varlen_validate, first_entry_not_zero)
@@ -1222,7 +1132,7 @@ Test(varlen_validate, first_entry_not_zero)
     const int32_t k[6] = {2, 5, 6, 6, 9, 11};
     const char *msg = validate_expect(VQ, 6, k, 6, VTQ, VTK, VMQ, VMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
-    ASSERT_TOKENS(msg, "0", "2"); /* entry 0 holds 2 */
+    SUPPORT_ASSERT_TOKENS(msg, "0", "2"); /* entry 0 holds 2 */
 }
 
 Test(varlen_validate, q_first_entry_negative)
@@ -1230,17 +1140,17 @@ Test(varlen_validate, q_first_entry_negative)
     const int32_t q[6] = {-3, 3, 3, 10, 12, 20};
     const char *msg = validate_expect(q, 6, VK, 6, VTQ, VTK, VMQ + 20, VMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
-    ASSERT_TOKENS(msg, "-3");
+    SUPPORT_ASSERT_TOKENS(msg, "-3");
 }
 
 Test(varlen_validate, last_entry_not_total)
 {
     const char *msg = validate_expect(VQ, 6, VK, 6, 21, VTK, VMQ, VMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
-    ASSERT_TOKENS(msg, "20", "21");
+    SUPPORT_ASSERT_TOKENS(msg, "20", "21");
     msg = validate_expect(VQ, 6, VK, 6, VTQ, 10, VMQ, VMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_k"), "message \"%s\" does not name cu_seqlens_k", msg);
-    ASSERT_TOKENS(msg, "11", "10");
+    SUPPORT_ASSERT_TOKENS(msg, "11", "10");
 }
 
 Test(varlen_validate, sequence_longer_than_max_seqlen)
@@ -1249,18 +1159,18 @@ Test(varlen_validate, sequence_longer_than_max_seqlen)
     const char *msg = validate_expect(VQ, 6, VK, 6, VTQ, VTK, 6, VMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_q") || has_sub(msg, "max_seqlen_q"),
               "message \"%s\" names neither cu_seqlens_q nor max_seqlen_q", msg);
-    ASSERT_TOKENS(msg, "7", "6");
+    SUPPORT_ASSERT_TOKENS(msg, "7", "6");
     msg = validate_expect(VQ, 6, VK, 6, VTQ, VTK, VMQ, 4, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "cu_seqlens_k") || has_sub(msg, "max_seqlen_k"),
               "message \"%s\" names neither cu_seqlens_k nor max_seqlen_k", msg);
-    ASSERT_TOKENS(msg, "5", "4");
+    SUPPORT_ASSERT_TOKENS(msg, "5", "4");
 }
 
 Test(varlen_validate, batch_mismatch_q_k)
 {
     const int32_t k[5] = {0, 5, 6, 9, 11};
     const char *msg = validate_expect(VQ, 6, k, 5, VTQ, VTK, VMQ, VMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "6", "5");
+    SUPPORT_ASSERT_TOKENS(msg, "6", "5");
 }
 
 Test(varlen_validate, wrong_dtype_and_bad_bounds)
@@ -1393,7 +1303,7 @@ static const char *ecall(efix *f, const fcl_attn_params *p, int mq, int mk, fcl_
         return g_msg;
     }
     cr_assert(ev == NULL, "a rejected call returned an event");
-    assert_sentence(g_msg);
+    support_assert_sentence(g_msg);
     efix_untouched(f);
     return g_msg;
 }
@@ -1425,7 +1335,7 @@ Test(varlen_errors, cu_seqlens_dtype_not_i32)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_DTYPE);
     cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
-    ASSERT_TOKENS(msg, "f32");
+    SUPPORT_ASSERT_TOKENS(msg, "f32");
     efix_fini(&f);
 }
 
@@ -1453,7 +1363,7 @@ Test(varlen_errors, cu_seqlens_lengths_differ)
     f.ck = i32_tensor(f.ctx, 5, k5);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "4", "5");
+    SUPPORT_ASSERT_TOKENS(msg, "4", "5");
     efix_fini(&f);
 }
 
@@ -1465,7 +1375,7 @@ Test(varlen_errors, q_not_3d)
     efix_replace(&f, &f.q, FCL_F32, 4, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "Q", "4", "3");
+    SUPPORT_ASSERT_TOKENS(msg, "Q", "4", "3");
     efix_fini(&f);
 }
 
@@ -1477,7 +1387,7 @@ Test(varlen_errors, total_k_differs_from_total_v)
     efix_replace(&f, &f.v, FCL_F32, 3, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "V", "9", "7");
+    SUPPORT_ASSERT_TOKENS(msg, "V", "9", "7");
     efix_fini(&f);
 }
 
@@ -1489,7 +1399,7 @@ Test(varlen_errors, total_q_differs_from_o)
     efix_replace(&f, &f.o, FCL_F32, 3, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "O", "6", "5");
+    SUPPORT_ASSERT_TOKENS(msg, "O", "6", "5");
     efix_fini(&f);
 }
 
@@ -1501,7 +1411,7 @@ Test(varlen_errors, lse_transposed)
     efix_replace(&f, &f.lse, FCL_F32, 2, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "LSE");
+    SUPPORT_ASSERT_TOKENS(msg, "LSE");
     efix_fini(&f);
 }
 
@@ -1512,10 +1422,10 @@ Test(varlen_errors, negative_max_seqlen)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, -1, EMK, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "max_seqlen_q"), "message \"%s\" does not name max_seqlen_q", msg);
-    ASSERT_TOKENS(msg, "-1");
+    SUPPORT_ASSERT_TOKENS(msg, "-1");
     msg = ecall(&f, &p, EMQ, -7, FCL_ERR_INVALID_ARGUMENT);
     cr_assert(has_sub(msg, "max_seqlen_k"), "message \"%s\" does not name max_seqlen_k", msg);
-    ASSERT_TOKENS(msg, "-7");
+    SUPPORT_ASSERT_TOKENS(msg, "-7");
     efix_fini(&f);
 }
 
@@ -1541,7 +1451,7 @@ Test(varlen_errors, key_mask_not_total_k)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     p.key_mask = m;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
-    ASSERT_TOKENS(msg, "5", "7");
+    SUPPORT_ASSERT_TOKENS(msg, "5", "7");
     fcl_tensor_release(m);
     efix_fini(&f);
 }
@@ -1567,6 +1477,6 @@ Test(varlen_errors, mixed_dtypes)
     efix_replace(&f, &f.k, FCL_F16, 3, sh);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_DTYPE);
-    ASSERT_TOKENS(msg, "f16", "f32");
+    SUPPORT_ASSERT_TOKENS(msg, "f16", "f32");
     efix_fini(&f);
 }
