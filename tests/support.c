@@ -167,3 +167,56 @@ void support_assert_sentence(const char *msg)
     cr_assert(letters >= 5, "error message is not a sentence: \"%s\"", msg);
 }
 
+void *support_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    cr_assert(p != NULL, "out of host memory");
+    return p;
+}
+
+void support_write(fcl_tensor t, const float *x)
+{
+    fcl_status st = fcl_tensor_write_f32(t, x, (size_t)fcl_tensor_numel(t));
+    cr_assert(st == FCL_SUCCESS, "write_f32: %s", fcl_status_string(st));
+}
+
+void support_read(fcl_tensor t, float *x)
+{
+    fcl_status st = fcl_tensor_read_f32(t, x, (size_t)fcl_tensor_numel(t));
+    cr_assert(st == FCL_SUCCESS, "read_f32: %s", fcl_status_string(st));
+}
+
+fcl_tensor support_view(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
+                          int64_t offset)
+{
+    fcl_tensor v = NULL;
+    fcl_status st = fcl_tensor_view(base, ndim, shape, strides, offset, &v);
+    cr_assert(st == FCL_SUCCESS, "fcl_tensor_view: %s", fcl_status_string(st));
+    return v;
+}
+
+fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    fcl_tensor t = NULL;
+    fcl_status st = fcl_tensor_create(ctx, dt, ndim, shape, &t);
+    cr_assert(st == FCL_SUCCESS, "fcl_tensor_create: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    if (seed) {
+        size_t n = (size_t)fcl_tensor_numel(t);
+        float *x = support_xmalloc(sizeof(float) * n);
+        support_random(x, n, seed, -1.0f, 1.0f, dt == FCL_F16 || dt == FCL_BF16 ? dt : FCL_F32);
+        support_write(t, x);
+        free(x);
+    }
+    return t;
+}
+
+/* Writes a byte pattern into t and returns a copy of it. */
+unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
+{
+    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
+    unsigned char *p = support_xmalloc(*bytes);
+    for (size_t i = 0; i < *bytes; i++)
+        p[i] = (unsigned char)((i * 167u + 13u + salt * 29u) ^ (i >> 8));
+    cr_assert(fcl_tensor_write_raw(t, p, *bytes) == FCL_SUCCESS);
+    return p;
+}

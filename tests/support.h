@@ -28,6 +28,22 @@ double support_max_err_f(const float *a, const double *ref, size_t n);
 /* The DESIGN.md rule: err <= factor * naive_err + 1e-5. */
 int support_within(double err, double naive_err, double factor);
 
+/* malloc that fails the test instead of returning NULL (n = 0 allowed). */
+void *support_xmalloc(size_t n);
+
+/* Whole-tensor host copies through float32 that fail the test on error. */
+void support_write(fcl_tensor t, const float *x);
+void support_read(fcl_tensor t, float *x);
+
+/* fcl_tensor_view that fails the test on error. */
+fcl_tensor support_view(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
+
+/* A new tensor, filled with seeded random values in [-1, 1) when seed != 0. */
+fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, uint64_t seed);
+
+/* Writes a salted byte pattern into t and returns a malloc'd copy of it (*bytes long). */
+unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
+
 /* Elements of x[n] that are NaN. */
 size_t support_count_nan(const float *x, size_t n);
 

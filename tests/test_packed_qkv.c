@@ -43,13 +43,6 @@ static int rng_int(uint64_t *s, int lo, int hi)
     return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    cr_assert(p != NULL, "out of host memory");
-    return p;
-}
-
 static fcl_tensor i32_tensor(fcl_context ctx, int ndim, const int64_t *shape, const int32_t *vals)
 {
     fcl_tensor t = NULL;
@@ -60,41 +53,20 @@ static fcl_tensor i32_tensor(fcl_context ctx, int ndim, const int64_t *shape, co
     return t;
 }
 
-static fcl_tensor view_of(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
-                          int64_t offset)
-{
-    fcl_tensor v = NULL;
-    fcl_status st = fcl_tensor_view(base, ndim, shape, strides, offset, &v);
-    cr_assert(st == FCL_SUCCESS, "fcl_tensor_view: %s", fcl_status_string(st));
-    return v;
-}
-
-static void write_f32(fcl_tensor t, const float *x)
-{
-    fcl_status st = fcl_tensor_write_f32(t, x, (size_t)fcl_tensor_numel(t));
-    cr_assert(st == FCL_SUCCESS, "write_f32: %s", fcl_status_string(st));
-}
-
-static void read_f32(fcl_tensor t, float *x)
-{
-    fcl_status st = fcl_tensor_read_f32(t, x, (size_t)fcl_tensor_numel(t));
-    cr_assert(st == FCL_SUCCESS, "read_f32: %s", fcl_status_string(st));
-}
-
 static void fill_value(fcl_tensor t, float value)
 {
     size_t n = (size_t)fcl_tensor_numel(t);
-    float *x = xmalloc(sizeof(float) * n);
+    float *x = support_xmalloc(sizeof(float) * n);
     for (size_t i = 0; i < n; i++)
         x[i] = value;
-    write_f32(t, x);
+    support_write(t, x);
     free(x);
 }
 
 static unsigned char *read_raw_all(fcl_tensor t, size_t *bytes)
 {
     *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-    unsigned char *b = xmalloc(*bytes);
+    unsigned char *b = support_xmalloc(*bytes);
     fcl_status st = fcl_tensor_read_raw(t, b, *bytes);
     cr_assert(st == FCL_SUCCESS, "read_raw: %s", fcl_status_string(st));
     return b;
@@ -122,8 +94,8 @@ static ppack make_ppack(int kind, int L, uint64_t seed)
     memset(&p, 0, sizeof p);
     uint64_t s = seed * 0x2545F4914F6CDD1Dull + 3;
     p.L = L;
-    p.start = xmalloc(sizeof(int) * (size_t)L);
-    p.len = xmalloc(sizeof(int) * (size_t)L);
+    p.start = support_xmalloc(sizeof(int) * (size_t)L);
+    p.len = support_xmalloc(sizeof(int) * (size_t)L);
     int r = 0, long_done = 0;
     while (r < L) {
         int n;
@@ -150,8 +122,8 @@ static ppack make_ppack(int kind, int L, uint64_t seed)
         p.nseq++;
         r += n;
     }
-    p.bounds = xmalloc(sizeof(int32_t) * 2 * (size_t)L);
-    p.cu = xmalloc(sizeof(int32_t) * (size_t)(p.nseq + 1));
+    p.bounds = support_xmalloc(sizeof(int32_t) * 2 * (size_t)L);
+    p.cu = support_xmalloc(sizeof(int32_t) * (size_t)(p.nseq + 1));
     for (int b = 0; b < p.nseq; b++) {
         p.cu[b] = p.start[b];
         for (int i = p.start[b]; i < p.start[b] + p.len[b]; i++) {
@@ -237,7 +209,7 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppac
     const int64_t L = c->L, H = c->H, D = c->D, HD = H * D;
     memset(h, 0, sizeof *h);
     memset(t, 0, sizeof *t);
-    h->qkv = xmalloc(sizeof(float) * (size_t)(L * 3 * HD));
+    h->qkv = support_xmalloc(sizeof(float) * (size_t)(L * 3 * HD));
     support_random(h->qkv, (size_t)(L * 3 * HD), seed * 8 + 1, -c->amp, c->amp, dt);
 
     t->row = c->layout == PL_PADDED ? 3 * HD + 5 : 3 * HD;
@@ -247,8 +219,8 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppac
     if (c->layout == PL_PADDED)
         fill_value(t->base, NAN); /* the padding must never be read */
     const int64_t qshape[4] = {L, 3, H, D}, qstr[4] = {t->row, HD, D, 1};
-    t->qkv = view_of(t->base, 4, qshape, qstr, t->qkv_offset);
-    write_f32(t->qkv, h->qkv);
+    t->qkv = support_view(t->base, 4, qshape, qstr, t->qkv_offset);
+    support_write(t->qkv, h->qkv);
     const int64_t bs[2] = {L, 2};
     t->bounds = i32_tensor(ctx, 2, bs, p->bounds);
 
@@ -265,8 +237,8 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppac
         t->lse_base_n = H * (L + 3);
         t->o_base = support_tensor(ctx, dt, 1, &t->o_base_n, NULL);
         t->lse_base = support_tensor(ctx, FCL_F32, 1, &t->lse_base_n, NULL);
-        t->o = view_of(t->o_base, 3, os, ost, 1);
-        t->lse = view_of(t->lse_base, 2, ls, lst, 2);
+        t->o = support_view(t->o_base, 3, os, ost, 1);
+        t->lse = support_view(t->lse_base, 2, ls, lst, 2);
     } else {
         t->o = support_tensor(ctx, dt, 3, os, NULL);
         if (c->layout != PL_NO_LSE)
@@ -275,7 +247,7 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppac
     if (c->mask == MASK_ON) {
         /* 0 and 0.5 drop a key, 0.51 / 0.75 / 1 keep it; one sequence (longer than one row)
          * has every key dropped */
-        h->mask = xmalloc(sizeof(float) * (size_t)L);
+        h->mask = support_xmalloc(sizeof(float) * (size_t)L);
         support_random(h->mask, (size_t)L, seed * 8 + 4, 0.0f, 1.0f, FCL_F32);
         for (int j = 0; j < L; j++) {
             float u = h->mask[j];
@@ -291,7 +263,7 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppac
         t->mask = support_tensor(ctx, FCL_F32, 1, &n, h->mask);
     }
     if (c->alibi == ALIBI_H) {
-        h->slopes = xmalloc(sizeof(float) * (size_t)H);
+        h->slopes = support_xmalloc(sizeof(float) * (size_t)H);
         for (int i = 0; i < H; i++)
             h->slopes[i] = exp2f(-8.0f * (float)(i + 1) / (float)H);
         const int64_t n = H;
@@ -324,19 +296,19 @@ static fcl_status run_packed(fcl_context ctx, const pcase *c, const ptensors *t,
     if (st != FCL_SUCCESS)
         return st;
     cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "fcl_finish: %s", fcl_last_error(ctx));
-    read_f32(t->o, o);
+    support_read(t->o, o);
     if (t->lse)
-        read_f32(t->lse, lse);
+        support_read(t->lse, lse);
     *outside_o = *outside_l = 0;
     if (t->o_base) {
-        float *b = xmalloc(sizeof(float) * (size_t)t->o_base_n);
-        read_f32(t->o_base, b);
+        float *b = support_xmalloc(sizeof(float) * (size_t)t->o_base_n);
+        support_read(t->o_base, b);
         *outside_o = support_touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
         free(b);
     }
     if (t->lse_base) {
-        float *b = xmalloc(sizeof(float) * (size_t)t->lse_base_n);
-        read_f32(t->lse_base, b);
+        float *b = support_xmalloc(sizeof(float) * (size_t)t->lse_base_n);
+        support_read(t->lse_base, b);
         *outside_l = support_touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
         free(b);
     }
@@ -362,8 +334,8 @@ static seq_check compare_sequences(const pcase *c, fcl_dtype dt, const ppack *p,
     r.nan_l = lse ? support_count_nan(lse, (size_t)H * L) : 0;
     for (int b = 0; b < p->nseq; b++) {
         const int n = p->len[b], s0 = p->start[b];
-        float *Q = xmalloc(sizeof(float) * n * rowel), *K = xmalloc(sizeof(float) * n * rowel);
-        float *V = xmalloc(sizeof(float) * n * rowel);
+        float *Q = support_xmalloc(sizeof(float) * n * rowel), *K = support_xmalloc(sizeof(float) * n * rowel);
+        float *V = support_xmalloc(sizeof(float) * n * rowel);
         for (int i = 0; i < n; i++) {
             const float *row = h->qkv + (size_t)(s0 + i) * 3 * rowel;
             memcpy(Q + (size_t)i * rowel, row, sizeof(float) * rowel);
@@ -373,9 +345,9 @@ static seq_check compare_sequences(const pcase *c, fcl_dtype dt, const ppack *p,
         ref_attn_problem pr = {1, n, n, H, H, D, (double)c->scale, c->causal, half_window(c->w),
                                half_window(c->w), (double)c->softcap, h->mask ? h->mask + s0 : NULL, 0,
                                h->slopes, 0};
-        double *O = xmalloc(sizeof(double) * n * rowel), *Lr = xmalloc(sizeof(double) * (size_t)H * n);
-        float *On = xmalloc(sizeof(float) * n * rowel), *Ln = xmalloc(sizeof(float) * (size_t)H * n);
-        float *lb = xmalloc(sizeof(float) * (size_t)H * n);
+        double *O = support_xmalloc(sizeof(double) * n * rowel), *Lr = support_xmalloc(sizeof(double) * (size_t)H * n);
+        float *On = support_xmalloc(sizeof(float) * n * rowel), *Ln = support_xmalloc(sizeof(float) * (size_t)H * n);
+        float *lb = support_xmalloc(sizeof(float) * (size_t)H * n);
         ref_attention_forward(&pr, Q, K, V, O, Lr);
         ref_attention_forward_naive(&pr, dt, Q, K, V, On, Ln);
         const float *ob = o + (size_t)s0 * rowel;
@@ -432,7 +404,7 @@ static int check_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t se
     phost h;
     ptensors t;
     setup_case(ctx, dt, c, &p, seed, &h, &t);
-    float *o = xmalloc(sizeof(float) * (size_t)c->L * c->H * c->D), *l = xmalloc(sizeof(float) * (size_t)c->H * c->L);
+    float *o = support_xmalloc(sizeof(float) * (size_t)c->L * c->H * c->D), *l = support_xmalloc(sizeof(float) * (size_t)c->H * c->L);
     size_t oo = 0, ol = 0;
     fcl_status st = run_packed(ctx, c, &t, o, l, &oo, &ol);
     cr_expect(st == FCL_SUCCESS, "[%s] fcl_attention_packed_qkv_forward: %s: %s", name, fcl_status_string(st),
@@ -520,8 +492,8 @@ static int structure_case(fcl_context ctx, const ppack *p, int causal, int w, in
     const int L = p->L, H = 2, D = 208;
     cr_assert(L <= D, "test bug: L > D");
     const size_t HD = (size_t)H * D;
-    float *qkv = xmalloc(sizeof(float) * L * 3 * HD), *o = xmalloc(sizeof(float) * L * HD);
-    float *m = xmalloc(sizeof(float) * (size_t)L);
+    float *qkv = support_xmalloc(sizeof(float) * L * 3 * HD), *o = support_xmalloc(sizeof(float) * L * HD);
+    float *m = support_xmalloc(sizeof(float) * (size_t)L);
     support_random(qkv, (size_t)L * 3 * HD, 77, -0.5f, 0.5f, FCL_F32);
     for (int r = 0; r < L; r++) {
         float *v = qkv + (size_t)r * 3 * HD + 2 * HD;
@@ -533,7 +505,7 @@ static int structure_case(fcl_context ctx, const ppack *p, int causal, int w, in
     const int64_t bs[2] = {L, (int64_t)(3 * HD)}, qs[4] = {L, 3, H, D}, os[3] = {L, H, D}, ss[2] = {L, 2};
     const int64_t ms = L;
     fcl_tensor base = support_tensor(ctx, FCL_F32, 2, bs, qkv);
-    fcl_tensor q4 = view_of(base, 4, qs, NULL, 0);
+    fcl_tensor q4 = support_view(base, 4, qs, NULL, 0);
     fcl_tensor to = support_tensor(ctx, FCL_F32, 3, os, NULL), tm = support_tensor(ctx, FCL_F32, 1, &ms, m);
     fcl_tensor tb = i32_tensor(ctx, 2, ss, p->bounds);
     fcl_attn_params prm = FCL_ATTN_PARAMS_INIT;
@@ -544,7 +516,7 @@ static int structure_case(fcl_context ctx, const ppack *p, int causal, int w, in
     fcl_status st = fcl_attention_packed_qkv_forward(ctx, &prm, q4, tb, to, NULL, NULL);
     cr_assert(st == FCL_SUCCESS, "packed forward: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
     cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
-    read_f32(to, o);
+    support_read(to, o);
     size_t wrong = 0;
     int fr = -1, fj = -1;
     float fv = 0;
@@ -612,16 +584,16 @@ static int packed_vs_varlen(fcl_context ctx, fcl_dtype dt, const pcase *c, uint6
     setup_case(ctx, dt, c, &p, seed, &h, &t);
     const int64_t L = c->L, H = c->H, D = c->D, HD = H * D;
     const size_t no = (size_t)(L * HD), nl = (size_t)(H * L);
-    float *o1 = xmalloc(sizeof(float) * no), *l1 = xmalloc(sizeof(float) * nl);
-    float *o2 = xmalloc(sizeof(float) * no), *l2 = xmalloc(sizeof(float) * nl);
+    float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
+    float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
     size_t oo, ol;
     fcl_status st = run_packed(ctx, c, &t, o1, l1, &oo, &ol);
     cr_assert(st == FCL_SUCCESS, "[%s] packed: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
 
     const int64_t vs[3] = {L, H, D}, vst[3] = {t.row, D, 1};
-    fcl_tensor q = view_of(t.base, 3, vs, vst, t.qkv_offset);
-    fcl_tensor k = view_of(t.base, 3, vs, vst, t.qkv_offset + HD);
-    fcl_tensor v = view_of(t.base, 3, vs, vst, t.qkv_offset + 2 * HD);
+    fcl_tensor q = support_view(t.base, 3, vs, vst, t.qkv_offset);
+    fcl_tensor k = support_view(t.base, 3, vs, vst, t.qkv_offset + HD);
+    fcl_tensor v = support_view(t.base, 3, vs, vst, t.qkv_offset + 2 * HD);
     const int64_t nc = p.nseq + 1;
     fcl_tensor cu = i32_tensor(ctx, 1, &nc, p.cu);
     const fcl_attn_params prm = case_params(c, &t);
@@ -631,9 +603,9 @@ static int packed_vs_varlen(fcl_context ctx, fcl_dtype dt, const pcase *c, uint6
     st = fcl_attention_varlen_forward(ctx, &prm, q, k, v, cu, cu, p.maxlen, p.maxlen, t.o, t.lse, NULL);
     cr_assert(st == FCL_SUCCESS, "[%s] varlen: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
     cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
-    read_f32(t.o, o2);
+    support_read(t.o, o2);
     if (t.lse)
-        read_f32(t.lse, l2);
+        support_read(t.lse, l2);
 
     double max_o, max_l = 0;
     long fo, fl;
@@ -698,8 +670,8 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t se
     ptensors t;
     setup_case(ctx, dt, c, &p, seed, &h, &t);
     const size_t no = (size_t)c->L * c->H * c->D, nl = (size_t)c->H * c->L;
-    float *o1 = xmalloc(sizeof(float) * no), *l1 = xmalloc(sizeof(float) * nl);
-    float *o2 = xmalloc(sizeof(float) * no), *l2 = xmalloc(sizeof(float) * nl);
+    float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
+    float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
     size_t oo1, ol1, oo2, ol2;
     setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
     unsetenv("FLASHCL_LOOP_LIMIT");
@@ -767,18 +739,18 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, int pattern, int causal, 
     fcl_tensor qb = support_tensor(ctx, dt, 1, &qbn, NULL), ob = support_tensor(ctx, dt, 1, &obn, NULL);
     fcl_tensor lb = support_tensor(ctx, FCL_F32, 1, &lbn, NULL);
     const int64_t qs[4] = {L, 3, H, D}, os[3] = {L, H, D}, ls[2] = {H, L}, bs[2] = {L, 2};
-    fcl_tensor qkv = view_of(qb, 4, qs, NULL, GUARD), o = view_of(ob, 3, os, NULL, GUARD);
-    fcl_tensor l = view_of(lb, 2, ls, NULL, GUARD);
+    fcl_tensor qkv = support_view(qb, 4, qs, NULL, GUARD), o = support_view(ob, 3, os, NULL, GUARD);
+    fcl_tensor l = support_view(lb, 2, ls, NULL, GUARD);
     fill_value(qb, NAN);
-    float *hq = xmalloc(sizeof(float) * (size_t)qn);
+    float *hq = support_xmalloc(sizeof(float) * (size_t)qn);
     support_random(hq, (size_t)qn, seed, -2.0f, 2.0f, dt);
-    write_f32(qkv, hq);
+    support_write(qkv, hq);
     fill_value(ob, -555.0f);
     fill_value(o, 777.0f);
     fill_value(lb, -555.0f);
     fill_value(l, 777.0f);
 
-    int32_t *bounds = xmalloc(sizeof(int32_t) * 2 * L);
+    int32_t *bounds = support_xmalloc(sizeof(int32_t) * 2 * L);
     uint64_t s = seed;
     static const int32_t odd[] = {INT_MIN, -1000000, -5, -1, 0, 1, 50, L - 1, L, L + 1, L + 1000, INT_MAX};
     const int nodd = (int)(sizeof odd / sizeof odd[0]);
@@ -829,9 +801,9 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, int pattern, int causal, 
     for (size_t i = 0; i < lb_bytes; i++)
         if ((i < GUARD * sizeof(float) || i >= (size_t)(GUARD + ln) * sizeof(float)) && l_before[i] != l_after[i])
             bad_l++;
-    float *ho = xmalloc(sizeof(float) * (size_t)on), *hl = xmalloc(sizeof(float) * (size_t)ln);
-    read_f32(o, ho);
-    read_f32(l, hl);
+    float *ho = support_xmalloc(sizeof(float) * (size_t)on), *hl = support_xmalloc(sizeof(float) * (size_t)ln);
+    support_read(o, ho);
+    support_read(l, hl);
     size_t nan_o = support_count_nan(ho, (size_t)on), nan_l = support_count_nan(hl, (size_t)ln), left = 0;
     for (int64_t i = 0; i < on; i++)
         left += ho[i] == 777.0f;
@@ -889,31 +861,6 @@ typedef struct efix {
     size_t ob, lb;
 } efix;
 
-static fcl_tensor new_tensor(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
-{
-    fcl_tensor t = NULL;
-    fcl_status st = fcl_tensor_create(ctx, dt, ndim, shape, &t);
-    cr_assert(st == FCL_SUCCESS, "fcl_tensor_create: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-    if (seed) {
-        size_t n = (size_t)fcl_tensor_numel(t);
-        float *x = xmalloc(sizeof(float) * n);
-        support_random(x, n, seed, -1.0f, 1.0f, dt == FCL_F16 || dt == FCL_BF16 ? dt : FCL_F32);
-        write_f32(t, x);
-        free(x);
-    }
-    return t;
-}
-
-static unsigned char *poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
-{
-    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-    unsigned char *p = xmalloc(*bytes);
-    for (size_t i = 0; i < *bytes; i++)
-        p[i] = (unsigned char)((i * 167u + 13u + salt * 29u) ^ (i >> 8));
-    cr_assert(fcl_tensor_write_raw(t, p, *bytes) == FCL_SUCCESS);
-    return p;
-}
-
 /* A valid problem: L 9 rows in sequences {0..3}, {4}, {5..8}; H 2, D 16, F32. */
 static void efix_init(efix *f)
 {
@@ -921,24 +868,24 @@ static void efix_init(efix *f)
     f->ctx = support_context();
     const int64_t qs[4] = {EL, 3, EH, ED}, bs[2] = {EL, 2}, os[3] = {EL, EH, ED}, ls[2] = {EH, EL};
     static const int32_t b[2 * EL] = {0, 4, 0, 4, 0, 4, 0, 4, 4, 5, 5, 9, 5, 9, 5, 9, 5, 9};
-    f->qkv = new_tensor(f->ctx, FCL_F32, 4, qs, 21);
+    f->qkv = support_tensor_random(f->ctx, FCL_F32, 4, qs, 21);
     f->bounds = i32_tensor(f->ctx, 2, bs, b);
-    f->o = new_tensor(f->ctx, FCL_F32, 3, os, 0);
-    f->lse = new_tensor(f->ctx, FCL_F32, 2, ls, 0);
-    f->po = poison_raw(f->o, &f->ob, 1);
-    f->pl = poison_raw(f->lse, &f->lb, 2);
+    f->o = support_tensor_random(f->ctx, FCL_F32, 3, os, 0);
+    f->lse = support_tensor_random(f->ctx, FCL_F32, 2, ls, 0);
+    f->po = support_poison_raw(f->o, &f->ob, 1);
+    f->pl = support_poison_raw(f->lse, &f->lb, 2);
 }
 
 static void efix_replace(efix *f, fcl_tensor *slot, fcl_dtype dt, int ndim, const int64_t *shape)
 {
     fcl_tensor_release(*slot);
-    *slot = new_tensor(f->ctx, dt, ndim, shape, slot == &f->o || slot == &f->lse ? 0 : 41);
+    *slot = support_tensor_random(f->ctx, dt, ndim, shape, slot == &f->o || slot == &f->lse ? 0 : 41);
     if (slot == &f->o) {
         free(f->po);
-        f->po = poison_raw(f->o, &f->ob, 1);
+        f->po = support_poison_raw(f->o, &f->ob, 1);
     } else if (slot == &f->lse) {
         free(f->pl);
-        f->pl = poison_raw(f->lse, &f->lb, 2);
+        f->pl = support_poison_raw(f->lse, &f->lb, 2);
     }
 }
 
@@ -987,7 +934,7 @@ Test(packed_qkv_errors, control_valid_call_writes_outputs)
     ecall(&f, &p, FCL_SUCCESS);
     cr_assert(fcl_finish(f.ctx) == FCL_SUCCESS);
     float lse[EH * EL];
-    read_f32(f.lse, lse);
+    support_read(f.lse, lse);
     for (int i = 0; i < EH * EL; i++)
         cr_assert(isfinite(lse[i]), "LSE[%d] = %g after a valid call", i, (double)lse[i]);
     size_t n;
@@ -1100,7 +1047,7 @@ Test(packed_qkv_errors, key_mask_and_alibi_wrong_length)
     efix f;
     efix_init(&f);
     const int64_t n = EL + 2, h = EH + 1;
-    fcl_tensor m = new_tensor(f.ctx, FCL_F32, 1, &n, 5), a = new_tensor(f.ctx, FCL_F32, 1, &h, 6);
+    fcl_tensor m = support_tensor_random(f.ctx, FCL_F32, 1, &n, 5), a = support_tensor_random(f.ctx, FCL_F32, 1, &h, 6);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     p.key_mask = m;
     const char *msg = ecall(&f, &p, FCL_ERR_SHAPE);

@@ -47,13 +47,6 @@ static int rng_int(uint64_t *s, int lo, int hi)
     return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    cr_assert(p != NULL, "out of host memory");
-    return p;
-}
-
 static fcl_tensor i32_tensor(fcl_context ctx, int64_t n, const int32_t *vals)
 {
     fcl_tensor t = NULL;
@@ -64,34 +57,13 @@ static fcl_tensor i32_tensor(fcl_context ctx, int64_t n, const int32_t *vals)
     return t;
 }
 
-static fcl_tensor view_of(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
-                          int64_t offset)
-{
-    fcl_tensor v = NULL;
-    fcl_status st = fcl_tensor_view(base, ndim, shape, strides, offset, &v);
-    cr_assert(st == FCL_SUCCESS, "fcl_tensor_view: %s", fcl_status_string(st));
-    return v;
-}
-
-static void write_f32(fcl_tensor t, const float *x)
-{
-    fcl_status st = fcl_tensor_write_f32(t, x, (size_t)fcl_tensor_numel(t));
-    cr_assert(st == FCL_SUCCESS, "write_f32: %s", fcl_status_string(st));
-}
-
-static void read_f32(fcl_tensor t, float *x)
-{
-    fcl_status st = fcl_tensor_read_f32(t, x, (size_t)fcl_tensor_numel(t));
-    cr_assert(st == FCL_SUCCESS, "read_f32: %s", fcl_status_string(st));
-}
-
 static void fill_value(fcl_tensor t, float value)
 {
     size_t n = (size_t)fcl_tensor_numel(t);
-    float *x = xmalloc(sizeof(float) * n);
+    float *x = support_xmalloc(sizeof(float) * n);
     for (size_t i = 0; i < n; i++)
         x[i] = value;
-    write_f32(t, x);
+    support_write(t, x);
     free(x);
 }
 
@@ -115,8 +87,8 @@ typedef struct packing {
 
 static void packing_sums(packing *pk)
 {
-    pk->cq = xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
-    pk->ck = xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
+    pk->cq = support_xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
+    pk->ck = support_xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
     pk->cq[0] = pk->ck[0] = 0;
     pk->maxq = pk->maxk = 0;
     for (int b = 0; b < pk->B; b++) {
@@ -142,8 +114,8 @@ static packing make_packing(int kind, int B, uint64_t seed)
     if (kind == PK_EMPTY)
         B = (int)(sizeof empty_list / sizeof empty_list[0]);
     pk.B = B;
-    pk.lq = xmalloc(sizeof(int) * (size_t)B);
-    pk.lk = xmalloc(sizeof(int) * (size_t)B);
+    pk.lq = support_xmalloc(sizeof(int) * (size_t)B);
+    pk.lk = support_xmalloc(sizeof(int) * (size_t)B);
     int long_at = B / 3;
     for (int b = 0; b < B; b++) {
         int q = 0, k = 0;
@@ -275,9 +247,9 @@ static void make_tensors(fcl_context ctx, fcl_dtype dt, const vcase *c, const pa
         const int64_t W = (Hq + 2 * Hkv) * D, n = tq * W;
         const int64_t qst[3] = {W, D, 1};
         t->q_base = support_tensor(ctx, dt, 1, &n, NULL);
-        t->q = view_of(t->q_base, 3, qs, qst, 0);
-        t->k = view_of(t->q_base, 3, ks, qst, Hq * D);
-        t->v = view_of(t->q_base, 3, ks, qst, (Hq + Hkv) * D);
+        t->q = support_view(t->q_base, 3, qs, qst, 0);
+        t->k = support_view(t->q_base, 3, ks, qst, Hq * D);
+        t->v = support_view(t->q_base, 3, ks, qst, (Hq + Hkv) * D);
         /* O as rows of a [total_q, Hq, D + 2] buffer */
         const int64_t ost[3] = {Hq * (D + 2), D + 2, 1};
         memcpy(t->o_strides, ost, sizeof ost);
@@ -287,26 +259,26 @@ static void make_tensors(fcl_context ctx, fcl_dtype dt, const vcase *c, const pa
         const int64_t qst[3] = {Hq * (D + 3), D + 3, 1}, kst[3] = {2 * Hkv * D, D, 1};
         const int64_t nqb = tq * Hq * (D + 3) + 5, nkb = tk * 2 * Hkv * D;
         t->q_base = support_tensor(ctx, dt, 1, &nqb, NULL);
-        t->q = view_of(t->q_base, 3, qs, qst, 5);
+        t->q = support_view(t->q_base, 3, qs, qst, 5);
         t->kv_base = support_tensor(ctx, dt, 1, &nkb, NULL);
-        t->k = view_of(t->kv_base, 3, ks, kst, 0);
-        t->v = view_of(t->kv_base, 3, ks, kst, Hkv * D);
+        t->k = support_view(t->kv_base, 3, ks, kst, 0);
+        t->v = support_view(t->kv_base, 3, ks, kst, Hkv * D);
         const int64_t ost[3] = {Hq * (D + 1), D + 1, 1};
         memcpy(t->o_strides, ost, sizeof ost);
         t->o_offset = 1;
         t->o_base_n = tq * Hq * (D + 1) + 1;
     }
-    write_f32(t->q, q);
-    write_f32(t->k, k);
-    write_f32(t->v, v);
+    support_write(t->q, q);
+    support_write(t->k, k);
+    support_write(t->v, v);
     t->o_base = support_tensor(ctx, dt, 1, &t->o_base_n, NULL);
-    t->o = view_of(t->o_base, 3, qs, t->o_strides, t->o_offset);
+    t->o = support_view(t->o_base, 3, qs, t->o_strides, t->o_offset);
     const int64_t lst[2] = {tq + 3, 1};
     memcpy(t->l_strides, lst, sizeof lst);
     t->l_offset = 2;
     t->lse_base_n = Hq * (tq + 3);
     t->lse_base = support_tensor(ctx, FCL_F32, 1, &t->lse_base_n, NULL);
-    t->lse = view_of(t->lse_base, 2, ls, lst, 2);
+    t->lse = support_view(t->lse_base, 2, ls, lst, 2);
 }
 
 /* Mask values [total_k]: 0 and 0.5 drop a key (the test is > 0.5), 0.51, 0.75, 1 keep it;
@@ -389,9 +361,9 @@ static seq_check compare_sequences(const vcase *c, fcl_dtype dt, const packing *
         const float *Qb = h->q + (size_t)pk->cq[b] * rowel;
         const float *Kb = h->k + (size_t)pk->ck[b] * c->Hkv * D;
         const float *Vb = h->v + (size_t)pk->ck[b] * c->Hkv * D;
-        double *O = xmalloc(sizeof(double) * n), *L = xmalloc(sizeof(double) * (size_t)Hq * lq);
-        float *On = xmalloc(sizeof(float) * n), *Ln = xmalloc(sizeof(float) * (size_t)Hq * lq);
-        float *lb = xmalloc(sizeof(float) * (size_t)Hq * lq);
+        double *O = support_xmalloc(sizeof(double) * n), *L = support_xmalloc(sizeof(double) * (size_t)Hq * lq);
+        float *On = support_xmalloc(sizeof(float) * n), *Ln = support_xmalloc(sizeof(float) * (size_t)Hq * lq);
+        float *lb = support_xmalloc(sizeof(float) * (size_t)Hq * lq);
         ref_attention_forward(&p, Qb, Kb, Vb, O, L);
         ref_attention_forward_naive(&p, dt, Qb, Kb, Vb, On, Ln);
         const float *ob = o + (size_t)pk->cq[b] * rowel;
@@ -464,15 +436,15 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const vcase *c, const pack
 {
     const size_t nq = (size_t)pk->tq * c->Hq * c->D, nk = (size_t)pk->tk * c->Hkv * c->D;
     memset(h, 0, sizeof *h);
-    h->q = xmalloc(sizeof(float) * nq);
-    h->k = xmalloc(sizeof(float) * nk);
-    h->v = xmalloc(sizeof(float) * nk);
+    h->q = support_xmalloc(sizeof(float) * nq);
+    h->k = support_xmalloc(sizeof(float) * nk);
+    h->v = support_xmalloc(sizeof(float) * nk);
     support_random(h->q, nq, seed * 8 + 1, -c->amp, c->amp, dt);
     support_random(h->k, nk, seed * 8 + 2, -c->amp, c->amp, dt);
     support_random(h->v, nk, seed * 8 + 3, -c->amp, c->amp, dt);
     make_tensors(ctx, dt, c, pk, h->q, h->k, h->v, t);
     if (c->mask == MASK_ON) {
-        h->mask = xmalloc(sizeof(float) * (size_t)pk->tk);
+        h->mask = support_xmalloc(sizeof(float) * (size_t)pk->tk);
         make_mask(pk, seed * 8 + 4, h->mask);
         const int64_t n = pk->tk;
         t->mask = support_tensor(ctx, FCL_F32, 1, &n, h->mask);
@@ -480,7 +452,7 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const vcase *c, const pack
     if (c->alibi != ALIBI_NONE) {
         int per = c->alibi == ALIBI_BH;
         int n = per ? pk->B * c->Hq : c->Hq;
-        h->slopes = xmalloc(sizeof(float) * (size_t)n);
+        h->slopes = support_xmalloc(sizeof(float) * (size_t)n);
         make_slopes(n, c->Hq, h->slopes);
         const int64_t shape[2] = {pk->B, c->Hq};
         t->alibi = per ? support_tensor(ctx, FCL_F32, 2, shape, h->slopes)
@@ -502,19 +474,19 @@ static fcl_status run_varlen(fcl_context ctx, const vcase *c, const packing *pk,
     if (st != FCL_SUCCESS)
         return st;
     cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "fcl_finish: %s", fcl_last_error(ctx));
-    read_f32(t->o, o);
+    support_read(t->o, o);
     if (t->lse)
-        read_f32(t->lse, lse);
+        support_read(t->lse, lse);
     *outside_o = *outside_l = 0;
     if (t->o_base) {
-        float *b = xmalloc(sizeof(float) * (size_t)t->o_base_n);
-        read_f32(t->o_base, b);
+        float *b = support_xmalloc(sizeof(float) * (size_t)t->o_base_n);
+        support_read(t->o_base, b);
         *outside_o = support_touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
         free(b);
     }
     if (t->lse_base) {
-        float *b = xmalloc(sizeof(float) * (size_t)t->lse_base_n);
-        read_f32(t->lse_base, b);
+        float *b = support_xmalloc(sizeof(float) * (size_t)t->lse_base_n);
+        support_read(t->lse_base, b);
         *outside_l = support_touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
         free(b);
     }
@@ -530,8 +502,8 @@ static int check_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t se
     vhost h;
     vtensors t;
     setup_case(ctx, dt, c, &pk, seed, &h, &t);
-    float *o = xmalloc(sizeof(float) * (size_t)pk.tq * c->Hq * c->D);
-    float *lse = xmalloc(sizeof(float) * (size_t)c->Hq * pk.tq);
+    float *o = support_xmalloc(sizeof(float) * (size_t)pk.tq * c->Hq * c->D);
+    float *lse = support_xmalloc(sizeof(float) * (size_t)c->Hq * pk.tq);
     size_t out_o = 0, out_l = 0;
     fcl_status st = run_varlen(ctx, c, &pk, &t, o, lse, &out_o, &out_l);
     cr_expect(st == FCL_SUCCESS, "[%s] fcl_attention_varlen_forward: %s: %s", name,
@@ -656,9 +628,9 @@ static int structure_case(fcl_context ctx, const packing *pk, int causal, int wl
     const int Hq = 2, Hkv = 1, D = 256;
     cr_assert(pk->tk <= D, "test bug: total_k %d > D", pk->tk);
     const size_t nq = (size_t)pk->tq * Hq * D, nk = (size_t)pk->tk * Hkv * D;
-    float *q = xmalloc(sizeof(float) * nq), *k = xmalloc(sizeof(float) * nk);
-    float *v = calloc(nk, sizeof(float)), *o = xmalloc(sizeof(float) * nq);
-    float *m = xmalloc(sizeof(float) * (size_t)pk->tk);
+    float *q = support_xmalloc(sizeof(float) * nq), *k = support_xmalloc(sizeof(float) * nk);
+    float *v = calloc(nk, sizeof(float)), *o = support_xmalloc(sizeof(float) * nq);
+    float *m = support_xmalloc(sizeof(float) * (size_t)pk->tk);
     cr_assert(v != NULL);
     support_random(q, nq, 11, -0.5f, 0.5f, FCL_F32);
     support_random(k, nk, 12, -0.5f, 0.5f, FCL_F32);
@@ -681,7 +653,7 @@ static int structure_case(fcl_context ctx, const packing *pk, int causal, int wl
                                                  NULL, NULL);
     cr_assert(st == FCL_SUCCESS, "varlen forward: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
     cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
-    read_f32(to, o);
+    support_read(to, o);
     size_t wrong = 0;
     int first_b = -1, first_i = -1, first_j = -1;
     float first_val = 0;
@@ -758,8 +730,8 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t se
     vtensors t;
     setup_case(ctx, dt, c, &pk, seed, &h, &t);
     const size_t no = (size_t)pk.tq * c->Hq * c->D, nl = (size_t)c->Hq * pk.tq;
-    float *o1 = xmalloc(sizeof(float) * no), *l1 = xmalloc(sizeof(float) * nl);
-    float *o2 = xmalloc(sizeof(float) * no), *l2 = xmalloc(sizeof(float) * nl);
+    float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
+    float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
     size_t oo1, ol1, oo2, ol2;
     setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
     unsetenv("FLASHCL_LOOP_LIMIT");
@@ -832,8 +804,8 @@ static int isolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_
     vtensors t;
     setup_case(ctx, dt, c, &pk, seed, &h, &t);
     const size_t rowel = (size_t)c->Hq * c->D, no = (size_t)pk.tq * rowel, nl = (size_t)c->Hq * pk.tq;
-    float *o1 = xmalloc(sizeof(float) * no), *l1 = xmalloc(sizeof(float) * nl);
-    float *o2 = xmalloc(sizeof(float) * no), *l2 = xmalloc(sizeof(float) * nl);
+    float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
+    float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
     size_t oo, ol;
     fcl_status st = run_varlen(ctx, c, &pk, &t, o1, l1, &oo, &ol);
     cr_assert(st == FCL_SUCCESS, "[%s] first run: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
@@ -849,13 +821,13 @@ static int isolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_
     if (change_q) {
         const size_t n = (size_t)pk.lq[s] * rowel;
         support_random(h.q + (size_t)pk.cq[s] * rowel, n, seed * 8 + 6, -c->amp, c->amp, dt);
-        write_f32(t.q, h.q);
+        support_write(t.q, h.q);
     } else {
         const size_t krow = (size_t)c->Hkv * c->D, n = (size_t)pk.lk[s] * krow;
         support_random(h.k + (size_t)pk.ck[s] * krow, n, seed * 8 + 6, -c->amp, c->amp, dt);
         support_random(h.v + (size_t)pk.ck[s] * krow, n, seed * 8 + 7, -c->amp, c->amp, dt);
-        write_f32(t.k, h.k);
-        write_f32(t.v, h.v);
+        support_write(t.k, h.k);
+        support_write(t.v, h.v);
     }
     st = run_varlen(ctx, c, &pk, &t, o2, l2, &oo, &ol);
     cr_assert(st == FCL_SUCCESS, "[%s] second run: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
@@ -925,13 +897,13 @@ static fcl_tensor guarded_view(fcl_context ctx, fcl_dtype dt, int ndim, const in
         n *= shape[i];
     const int64_t bn = n + 2 * GUARD + 3;
     *base = support_tensor(ctx, dt, 1, &bn, NULL);
-    return view_of(*base, ndim, shape, NULL, GUARD);
+    return support_view(*base, ndim, shape, NULL, GUARD);
 }
 
 static unsigned char *read_raw_all(fcl_tensor t, size_t *bytes)
 {
     *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-    unsigned char *b = xmalloc(*bytes);
+    unsigned char *b = support_xmalloc(*bytes);
     fcl_status st = fcl_tensor_read_raw(t, b, *bytes);
     cr_assert(st == FCL_SUCCESS, "read_raw: %s", fcl_status_string(st));
     return b;
@@ -972,14 +944,14 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, const garbage *g, int cau
     support_poison(qb);
     support_poison(kb);
     support_poison(vb);
-    float *hq = xmalloc(sizeof(float) * TQ * HQ * D), *hk = xmalloc(sizeof(float) * TK * HKV * D);
-    float *hm = xmalloc(sizeof(float) * TK);
+    float *hq = support_xmalloc(sizeof(float) * TQ * HQ * D), *hk = support_xmalloc(sizeof(float) * TK * HKV * D);
+    float *hm = support_xmalloc(sizeof(float) * TK);
     support_random(hq, (size_t)TQ * HQ * D, seed, -2.0f, 2.0f, dt);
-    write_f32(q, hq);
+    support_write(q, hq);
     support_random(hk, (size_t)TK * HKV * D, seed + 1, -2.0f, 2.0f, dt);
-    write_f32(k, hk);
+    support_write(k, hk);
     support_random(hk, (size_t)TK * HKV * D, seed + 2, -2.0f, 2.0f, dt);
-    write_f32(v, hk);
+    support_write(v, hk);
     for (int j = 0; j < TK; j++)
         hm[j] = j % 3 == 1 ? 0.0f : 1.0f;
     fcl_tensor m = support_tensor(ctx, FCL_F32, 1, &ms, hm);
@@ -1006,9 +978,9 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, const garbage *g, int cau
     unsigned char *o_after = read_raw_all(ob, &b1), *l_after = read_raw_all(lb, &b2);
     size_t bad_o = guard_diff(o_before, o_after, ob_bytes, (size_t)TQ * HQ * D, fcl_dtype_size(dt));
     size_t bad_l = guard_diff(l_before, l_after, lb_bytes, (size_t)HQ * TQ, sizeof(float));
-    float *ho = xmalloc(sizeof(float) * TQ * HQ * D), *hl = xmalloc(sizeof(float) * HQ * TQ);
-    read_f32(o, ho);
-    read_f32(l, hl);
+    float *ho = support_xmalloc(sizeof(float) * TQ * HQ * D), *hl = support_xmalloc(sizeof(float) * HQ * TQ);
+    support_read(o, ho);
+    support_read(l, hl);
     size_t nan_o = support_count_nan(ho, (size_t)TQ * HQ * D), nan_l = support_count_nan(hl, (size_t)HQ * TQ);
     ok &= bad_o == 0 && bad_l == 0 && nan_o == 0 && nan_l == 0;
     cr_expect(bad_o == 0 && bad_l == 0,
@@ -1209,59 +1181,33 @@ typedef struct efix {
     size_t ob, lb;
 } efix;
 
-static fcl_tensor new_tensor(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
-{
-    fcl_tensor t = NULL;
-    fcl_status st = fcl_tensor_create(ctx, dt, ndim, shape, &t);
-    cr_assert(st == FCL_SUCCESS, "fcl_tensor_create: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-    if (seed) {
-        size_t n = (size_t)fcl_tensor_numel(t);
-        float *x = xmalloc(sizeof(float) * n);
-        support_random(x, n, seed, -1.0f, 1.0f, dt == FCL_F16 || dt == FCL_BF16 ? dt : FCL_F32);
-        write_f32(t, x);
-        free(x);
-    }
-    return t;
-}
-
-/* Writes a byte pattern into t and returns a copy of it. */
-static unsigned char *poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
-{
-    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-    unsigned char *p = xmalloc(*bytes);
-    for (size_t i = 0; i < *bytes; i++)
-        p[i] = (unsigned char)((i * 167u + 13u + salt * 29u) ^ (i >> 8));
-    cr_assert(fcl_tensor_write_raw(t, p, *bytes) == FCL_SUCCESS);
-    return p;
-}
-
 static void efix_init(efix *f)
 {
     memset(f, 0, sizeof *f);
     f->ctx = support_context();
     const int64_t qs[3] = {ETQ, EHQ, ED}, ks[3] = {ETK, EHKV, ED}, ls[2] = {EHQ, ETQ};
-    f->q = new_tensor(f->ctx, FCL_F32, 3, qs, 31);
-    f->k = new_tensor(f->ctx, FCL_F32, 3, ks, 32);
-    f->v = new_tensor(f->ctx, FCL_F32, 3, ks, 33);
-    f->o = new_tensor(f->ctx, FCL_F32, 3, qs, 0);
-    f->lse = new_tensor(f->ctx, FCL_F32, 2, ls, 0);
+    f->q = support_tensor_random(f->ctx, FCL_F32, 3, qs, 31);
+    f->k = support_tensor_random(f->ctx, FCL_F32, 3, ks, 32);
+    f->v = support_tensor_random(f->ctx, FCL_F32, 3, ks, 33);
+    f->o = support_tensor_random(f->ctx, FCL_F32, 3, qs, 0);
+    f->lse = support_tensor_random(f->ctx, FCL_F32, 2, ls, 0);
     f->cq = i32_tensor(f->ctx, EB + 1, ECQ);
     f->ck = i32_tensor(f->ctx, EB + 1, ECK);
-    f->po = poison_raw(f->o, &f->ob, 1);
-    f->pl = poison_raw(f->lse, &f->lb, 2);
+    f->po = support_poison_raw(f->o, &f->ob, 1);
+    f->pl = support_poison_raw(f->lse, &f->lb, 2);
 }
 
 /* Replaces one of f's tensors by a new one (random contents; poisoned again if O or LSE). */
 static void efix_replace(efix *f, fcl_tensor *slot, fcl_dtype dt, int ndim, const int64_t *shape)
 {
     fcl_tensor_release(*slot);
-    *slot = new_tensor(f->ctx, dt, ndim, shape, slot == &f->o || slot == &f->lse ? 0 : 41);
+    *slot = support_tensor_random(f->ctx, dt, ndim, shape, slot == &f->o || slot == &f->lse ? 0 : 41);
     if (slot == &f->o) {
         free(f->po);
-        f->po = poison_raw(f->o, &f->ob, 1);
+        f->po = support_poison_raw(f->o, &f->ob, 1);
     } else if (slot == &f->lse) {
         free(f->pl);
-        f->pl = poison_raw(f->lse, &f->lb, 2);
+        f->pl = support_poison_raw(f->lse, &f->lb, 2);
     }
 }
 
@@ -1316,7 +1262,7 @@ Test(varlen_errors, control_valid_call_writes_outputs)
     ecall(&f, &p, EMQ, EMK, FCL_SUCCESS);
     cr_assert(fcl_finish(f.ctx) == FCL_SUCCESS);
     float lse[EHQ * ETQ];
-    read_f32(f.lse, lse);
+    support_read(f.lse, lse);
     for (int i = 0; i < EHQ * ETQ; i++)
         cr_assert(isfinite(lse[i]), "LSE[%d] = %g after a valid call", i, (double)lse[i]);
     size_t n;
@@ -1447,7 +1393,7 @@ Test(varlen_errors, key_mask_not_total_k)
     efix f;
     efix_init(&f);
     const int64_t n = ETQ; /* [total_q] instead of [total_k] */
-    fcl_tensor m = new_tensor(f.ctx, FCL_F32, 1, &n, 51);
+    fcl_tensor m = support_tensor_random(f.ctx, FCL_F32, 1, &n, 51);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     p.key_mask = m;
     const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
@@ -1461,7 +1407,7 @@ Test(varlen_errors, alibi_wrong_batch)
     efix f;
     efix_init(&f);
     const int64_t sh[2] = {EB + 1, EHQ}; /* [B + 1, Hq] */
-    fcl_tensor a = new_tensor(f.ctx, FCL_F32, 2, sh, 52);
+    fcl_tensor a = support_tensor_random(f.ctx, FCL_F32, 2, sh, 52);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     p.alibi_slopes = a;
     ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
