@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-18s %4s %9s %9s %9s %9s %9s %-3s %s\n"
+#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-26s %4s %9s %9s %9s %9s %9s %-3s %s\n"
 
 void bench_print_header(const bench_env *env)
 {
