@@ -269,7 +269,8 @@ fcl_attn_params fcl_attn_params_default(void);
  *  LSE  [B, Hq, Sq] F32 or NULL  overwritten with the natural-log sum of exp of the scores
  * Dims are logical: any element strides are accepted as long as the last dim (D) is
  * contiguous, so [B,H,S,D] storage is passed as a view with permuted strides. O must not
- * overlap Q, K, V or LSE. Enqueues one kernel; `event` as described at the top.
+ * overlap Q, K, V or LSE. Enqueues one kernel (several on devices that cap loop iterations,
+ * e.g. Mesa llvmpipe; the result is the same); `event` as described at the top.
  */
 fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
                                  fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor LSE,
