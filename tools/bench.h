@@ -156,6 +156,9 @@ typedef struct bench_timing {
     double ms_event; /* CL_PROFILING_COMMAND_START..END of the event; NaN when unavailable */
 } bench_timing;
 fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, bench_timing *out);
+/* bench_time into r (reps, ms, ms_event); a library error is reported naming `op` and
+ * returned as bench_lib_error's exit code, else 0. */
+int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const char *op, bench_result *r);
 
 /* bench_sgemm.c: times CLBlastSgemm (row-major n x n x n) on the env's queue. */
 void bench_sgemm(const bench_env *env, long n, sgemm_result *r);

@@ -81,14 +81,7 @@ static fcl_status enqueue_forward(void *arg, cl_event *ev)
 static int time_runs(const bench_env *env, const bench_case *c, const fwd_data *f, bench_result *r)
 {
     fwd_call call = {env->ctx, bench_params_of(c), f};
-    bench_timing t;
-    fcl_status st = bench_time(env, enqueue_forward, &call, &t);
-    if (st)
-        return bench_lib_error(env, "fcl_attention_forward", st);
-    r->reps = t.reps;
-    r->ms = t.ms_wall;
-    r->ms_event = t.ms_event;
-    return 0;
+    return bench_time_op(env, enqueue_forward, &call, "fcl_attention_forward", r);
 }
 
 int bench_forward(const bench_env *env, const bench_case *c, bench_result *r)

@@ -63,3 +63,15 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
     free(dev);
     return st;
 }
+
+int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const char *op, bench_result *r)
+{
+    bench_timing t;
+    fcl_status st = bench_time(env, fn, arg, &t);
+    if (st)
+        return bench_lib_error(env, op, st);
+    r->reps = t.reps;
+    r->ms = t.ms_wall;
+    r->ms_event = t.ms_event;
+    return 0;
+}
