@@ -220,3 +220,19 @@ unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
     cr_assert(fcl_tensor_write_raw(t, p, *bytes) == FCL_SUCCESS);
     return p;
 }
+
+void support_fix_tiles(int on)
+{
+    if (on)
+        setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
+    else
+        unsetenv("FLASHCL_FORWARD_TILES");
+}
+
+void support_force_chunks(int on)
+{
+    if (on)
+        setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    else
+        unsetenv("FLASHCL_LOOP_LIMIT");
+}

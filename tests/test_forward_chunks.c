@@ -60,13 +60,13 @@ static void check(const chunk_case *c, uint64_t seed)
     float *l1 = malloc(sizeof(float) * nl), *l2 = malloc(sizeof(float) * nl);
     /* the same tiles on every device, so that a cap of 20000 iterations means a few key tiles
      * per launch everywhere */
-    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
-    unsetenv("FLASHCL_LOOP_LIMIT");
+    support_fix_tiles(1);
+    support_force_chunks(0);
     run(ctx, &p, q, k, v, o, l, o1, nq, l1, nl);
-    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    support_force_chunks(1);
     run(ctx, &p, q, k, v, o, l, o2, nq, l2, nl);
-    unsetenv("FLASHCL_LOOP_LIMIT");
-    unsetenv("FLASHCL_FORWARD_TILES");
+    support_force_chunks(0);
+    support_fix_tiles(0);
     cr_assert(memcmp(o1, o2, sizeof(float) * nq) == 0, "chunked O differs from the one-launch O");
     cr_assert(memcmp(l1, l2, sizeof(float) * nl) == 0, "chunked LSE differs from the one-launch LSE");
 

@@ -673,13 +673,13 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t se
     float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
     float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
     size_t oo1, ol1, oo2, ol2;
-    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
-    unsetenv("FLASHCL_LOOP_LIMIT");
+    support_fix_tiles(1);
+    support_force_chunks(0);
     fcl_status st1 = run_packed(ctx, c, &t, o1, l1, &oo1, &ol1);
-    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    support_force_chunks(1);
     fcl_status st2 = run_packed(ctx, c, &t, o2, l2, &oo2, &ol2);
-    unsetenv("FLASHCL_LOOP_LIMIT");
-    unsetenv("FLASHCL_FORWARD_TILES");
+    support_force_chunks(0);
+    support_fix_tiles(0);
     cr_assert(st1 == FCL_SUCCESS && st2 == FCL_SUCCESS, "[%s] one launch: %s, chunked: %s: %s", name,
               fcl_status_string(st1), fcl_status_string(st2), fcl_last_error(ctx));
     double dmo, dml;
@@ -840,12 +840,12 @@ Test(packed_qkv, garbage_seq_bounds)
         ok &= garbage_case(ctx, FCL_F16, pattern, 1, 9, 950 + (uint64_t)pattern);
     }
     /* and in chunks (per-row state carried between launches) */
-    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
-    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    support_fix_tiles(1);
+    support_force_chunks(1);
     for (int pattern = 0; pattern < 4; pattern++)
         ok &= garbage_case(ctx, FCL_F32, pattern, pattern % 2, pattern == 3 ? 20 : U, 980 + (uint64_t)pattern);
-    unsetenv("FLASHCL_LOOP_LIMIT");
-    unsetenv("FLASHCL_FORWARD_TILES");
+    support_force_chunks(0);
+    support_fix_tiles(0);
     fcl_context_release(ctx);
     cr_assert(ok, "garbage seq_bounds: a failed call, or memory written or read outside the tensors");
 }

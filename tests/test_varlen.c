@@ -733,13 +733,13 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t se
     float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
     float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
     size_t oo1, ol1, oo2, ol2;
-    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
-    unsetenv("FLASHCL_LOOP_LIMIT");
+    support_fix_tiles(1);
+    support_force_chunks(0);
     fcl_status st1 = run_varlen(ctx, c, &pk, &t, o1, l1, &oo1, &ol1);
-    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    support_force_chunks(1);
     fcl_status st2 = run_varlen(ctx, c, &pk, &t, o2, l2, &oo2, &ol2);
-    unsetenv("FLASHCL_LOOP_LIMIT");
-    unsetenv("FLASHCL_FORWARD_TILES");
+    support_force_chunks(0);
+    support_fix_tiles(0);
     cr_assert(st1 == FCL_SUCCESS && st2 == FCL_SUCCESS, "[%s] one launch: %s, chunked: %s: %s", name,
               fcl_status_string(st1), fcl_status_string(st2), fcl_last_error(ctx));
     double dmo, dml;
@@ -1039,11 +1039,11 @@ Test(varlen, garbage_bounds_f16) { garbage_all(FCL_F16, 6100); }
 /* The same in chunks (several launches carrying per-row state through a scratch buffer). */
 Test(varlen, garbage_bounds_chunked)
 {
-    setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
-    setenv("FLASHCL_LOOP_LIMIT", "20000", 1);
+    support_fix_tiles(1);
+    support_force_chunks(1);
     garbage_all(FCL_F32, 6200);
-    unsetenv("FLASHCL_LOOP_LIMIT");
-    unsetenv("FLASHCL_FORWARD_TILES");
+    support_force_chunks(0);
+    support_fix_tiles(0);
 }
 
 /* ---------------------------------------------------------------- fcl_varlen_validate */
