@@ -1,50 +1,12 @@
 /* fcl_attention_varlen_forward: packed sequences with device prefix sums; and
  * fcl_varlen_validate, the optional host check of those prefix sums. */
 #include "forward_launch.h"
-#include "op_checks.h"
+#include "problem_checks.h"
 
 #include <stdlib.h>
 
 static const char *const op = "fcl_attention_varlen_forward";
 
-static fcl_status validate(fcl_context ctx, fcl_tensor Q, fcl_tensor K, fcl_tensor V, fcl_tensor cu_q,
-                           fcl_tensor cu_k, int max_q, int max_k, fcl_tensor O, fcl_tensor LSE)
-{
-    fcl_status s;
-    if ((s = fcl_check_tensor(ctx, op, Q, "Q", 3)) || (s = fcl_check_tensor(ctx, op, K, "K", 3)) ||
-        (s = fcl_check_tensor(ctx, op, V, "V", 3)) || (s = fcl_check_tensor(ctx, op, O, "O", 3)) ||
-        (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 2))) ||
-        (s = fcl_check_index_tensor(ctx, op, cu_q, "cu_seqlens_q", 1)) ||
-        (s = fcl_check_index_tensor(ctx, op, cu_k, "cu_seqlens_k", 1)))
-        return s;
-    if ((s = fcl_check_attention_dtypes(ctx, op, Q, K, V, O, LSE)) != FCL_SUCCESS)
-        return s;
-    const int64_t Tq = Q->shape[0], Hq = Q->shape[1], D = Q->shape[2], Tk = K->shape[0], Hkv = K->shape[1];
-    if ((s = fcl_check_heads(ctx, op, Hq, Hkv, D, K->shape[2])) != FCL_SUCCESS)
-        return s;
-    if (!fcl_same_shape(V, K->shape))
-        return fcl_shape_error(ctx, op, "V", V, "like K", K->shape, 3);
-    if (!fcl_same_shape(O, Q->shape))
-        return fcl_shape_error(ctx, op, "O", O, "like Q", Q->shape, 3);
-    const int64_t lshape[2] = {Hq, Tq};
-    if (LSE && !fcl_same_shape(LSE, lshape))
-        return fcl_shape_error(ctx, op, "LSE", LSE, "[Hq, total_q] =", lshape, 2);
-    if (cu_k->shape[0] != cu_q->shape[0])
-        return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: cu_seqlens_q has %lld entries but cu_seqlens_k has %lld (both B + 1)",
-                        op, (long long)cu_q->shape[0], (long long)cu_k->shape[0]);
-    if (cu_q->shape[0] < 2 || cu_q->shape[0] - 1 > 65535)
-        return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: cu_seqlens has %lld entries; expected B + 1 with 1 <= B <= 65535", op,
-                        (long long)cu_q->shape[0]);
-    if (max_q < 0 || max_k < 0)
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: max_seqlen_q %d and max_seqlen_k %d must be >= 0", op,
-                        max_q, max_k);
-    if (Tq > INT32_MAX / 2 || Tk > INT32_MAX / 2)
-        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: total_q %lld or total_k %lld beyond the supported range", op,
-                        (long long)Tq, (long long)Tk);
-    if (fcl_overlaps(O, Q) || fcl_overlaps(O, K) || fcl_overlaps(O, V) || fcl_overlaps(O, LSE))
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: O overlaps Q, K, V or LSE in the same buffer", op);
-    return FCL_SUCCESS;
-}
 
 fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q, fcl_tensor K,
                                         fcl_tensor V, fcl_tensor cu_seqlens_q, fcl_tensor cu_seqlens_k,
@@ -54,7 +16,8 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
-    fcl_status s = validate(ctx, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, O, LSE);
+    fcl_status s = fcl_check_varlen_problem(ctx, op, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                            max_seqlen_k, O, LSE);
     if (s != FCL_SUCCESS)
         return s;
     fcl_forward_job job = {
