@@ -8,7 +8,7 @@
 
 static const char *const forward_sources[] = {"common", "attention_forward"};
 
-static int pad_head_dim(int64_t D)
+int fcl_pad_head_dim(int64_t D)
 {
     return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
 }
@@ -62,8 +62,7 @@ static fcl_status chunk_for_loop_limit(fcl_context ctx, const char *op, const fc
 }
 
 
-/* Offset and the strides of dims d[0..2] of t (0 for an absent dim or tensor). */
-static void view_params(fcl_tensor t, const int d[3], cl_long out[4])
+void fcl_view_params(fcl_tensor t, const int d[3], cl_long out[4])
 {
     out[0] = t ? t->offset : 0;
     for (int i = 0; i < 3; i++)
@@ -73,7 +72,7 @@ static void view_params(fcl_tensor t, const int d[3], cl_long out[4])
 fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_event *event)
 {
     const fcl_attn_resolved *r = &job->params;
-    const int hdp = pad_head_dim(job->D);
+    const int hdp = fcl_pad_head_dim(job->D);
     fcl_forward_tiles tiles = fcl_tune_forward(ctx, hdp);
     cl_kernel kernel;
     fcl_status s = get_forward_kernel(ctx, job->dtype, hdp, job->layout, r, &tiles, &kernel);
@@ -101,11 +100,11 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
                              r->alibi ? r->alibi->buffer : dummy, state ? state : dummy,
                              job->seq_q ? job->seq_q->buffer : dummy, job->seq_k ? job->seq_k->buffer : dummy};
     cl_long views[5][4];
-    view_params(job->Q, job->q_dims, views[0]);
-    view_params(job->K, job->k_dims, views[1]);
-    view_params(job->V, job->v_dims, views[2]);
-    view_params(job->O, job->o_dims, views[3]);
-    view_params(job->LSE, job->lse_dims, views[4]);
+    fcl_view_params(job->Q, job->q_dims, views[0]);
+    fcl_view_params(job->K, job->k_dims, views[1]);
+    fcl_view_params(job->V, job->v_dims, views[2]);
+    fcl_view_params(job->O, job->o_dims, views[3]);
+    fcl_view_params(job->LSE, job->lse_dims, views[4]);
     const cl_long sides[6] = {r->mask ? r->mask->offset : 0, r->mask_sb, r->mask_ss,
                               r->alibi ? r->alibi->offset : 0, r->alibi_sb, r->alibi_sh};
     const cl_long seqs[3] = {job->seq_q ? job->seq_q->offset : 0, job->seq_k ? job->seq_k->offset : 0,

@@ -24,6 +24,12 @@ typedef struct fcl_forward_job {
     fcl_attn_resolved params;
 } fcl_forward_job;
 
+/* The head dim the kernels are specialised for: D rounded up to 16, then to multiples of 32. */
+int fcl_pad_head_dim(int64_t D);
+
+/* Offset and the strides of dims d[0..2] of t into out (0 for an absent dim or tensor). */
+void fcl_view_params(fcl_tensor t, const int d[3], cl_long out[4]);
+
 /* Builds (or finds) the kernel variant and enqueues the launch(es). */
 fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_event *event);
 

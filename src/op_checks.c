@@ -93,3 +93,29 @@ fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t,
         s = fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s must be i32", op, name, fcl_dtype_name(t->dtype));
     return s;
 }
+
+fcl_status fcl_check_grads(fcl_context ctx, const char *op, int n, const fcl_tensor *grads, const fcl_tensor *like,
+                           const char *const *names, int n_in, const fcl_tensor *inputs)
+{
+    for (int i = 0; i < n; i++) {
+        fcl_status s = fcl_check_tensor(ctx, op, grads[i], names[i], like[i]->ndim);
+        if (s != FCL_SUCCESS)
+            return s;
+        if (!fcl_same_shape(grads[i], like[i]->shape))
+            return fcl_shape_error(ctx, op, names[i], grads[i], "shape", like[i]->shape, like[i]->ndim);
+        if (grads[i]->dtype != like[i]->dtype)
+            return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s differs from the input dtype %s", op, names[i],
+                            fcl_dtype_name(grads[i]->dtype), fcl_dtype_name(like[i]->dtype));
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < n; k++)
+            if (k != i && fcl_overlaps(grads[i], grads[k]))
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s overlaps %s in the same buffer", op, names[i],
+                                names[k]);
+        for (int k = 0; k < n_in; k++)
+            if (fcl_overlaps(grads[i], inputs[k]))
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s overlaps an input in the same buffer", op,
+                                names[i]);
+    }
+    return FCL_SUCCESS;
+}

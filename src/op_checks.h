@@ -20,5 +20,9 @@ fcl_status fcl_check_attention_dtypes(fcl_context ctx, const char *op, fcl_tenso
 fcl_status fcl_check_heads(fcl_context ctx, const char *op, int64_t Hq, int64_t Hkv, int64_t Dq, int64_t Dk);
 /* An I32 tensor of ctx with `ndim` dims (index inputs: prefix sums, bounds). */
 fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim);
+/* Gradient tensors: grads[i] (named names[i]) is a tensor of ctx with the dims, shape and
+ * dtype of like[i]; no gradient overlaps another or any of inputs[0..n_in) (NULLs skipped). */
+fcl_status fcl_check_grads(fcl_context ctx, const char *op, int n, const fcl_tensor *grads, const fcl_tensor *like,
+                           const char *const *names, int n_in, const fcl_tensor *inputs);
 
 #endif

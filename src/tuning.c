@@ -12,16 +12,17 @@ typedef struct tuning_entry {
     int max_head_dim_pad;  /* the entry's forward tiles apply up to this padded head dim */
     long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
     fcl_forward_tiles forward;
+    fcl_backward_tiles backward;
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {16, 16}},
     /* H200, 2026-11-29 sweep (docs/perf.md): 128x32 best at D 64, 32x32 at D 128 */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}},
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {32, 32}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {32, 32}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {32, 32}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {32, 32}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {16, 16}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -72,4 +73,23 @@ int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad)
     const int tiles = head_dim_pad * (t->block_n + 1) + t->block_n * head_dim_pad;
     const int rows = t->block_m * head_dim_pad;
     return tiles > rows ? tiles : rows;
+}
+
+fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad)
+{
+    fcl_backward_tiles t = entry_for(&ctx->info, head_dim_pad)->backward;
+    const char *env = getenv("FLASHCL_BACKWARD_TILES");
+    int m, n;
+    if (env && sscanf(env, "%d,%d", &m, &n) == 2 && m > 0 && n > 0) {
+        t.block_m = m;
+        t.block_n = n;
+    }
+    const uint64_t budget = ctx->info.local_mem_bytes / 2;
+    while (t.block_m > 1 && ((uint64_t)(2 * t.block_m * head_dim_pad + 4 * t.block_m) * 4 > budget ||
+                             (size_t)t.block_m > ctx->info.max_work_group_size))
+        t.block_m /= 2;
+    while (t.block_n > 1 && ((uint64_t)(2 * t.block_n * head_dim_pad + t.block_n) * 4 > budget ||
+                             (size_t)t.block_n > ctx->info.max_work_group_size))
+        t.block_n /= 2;
+    return t;
 }

@@ -16,6 +16,17 @@ typedef struct fcl_forward_tiles {
  * the local array fits in half the device's local memory and M / R fits its work-group limit. */
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_backward_tiles {
+    int block_m;      /* query rows per tile; the dQ kernel's work-group size */
+    int block_n;      /* keys per tile; the dK/dV kernel's work-group size */
+} fcl_backward_tiles;
+
+/* Tiles for the attention backward at padded head dim `head_dim_pad`: the device's table
+ * entry, then FLASHCL_BACKWARD_TILES="M,N" if set, then halved until the larger local array
+ * (2 * max(M, N) * head_dim_pad floats) fits in half the local memory and M, N fit the
+ * work-group limit. */
+fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad);
+
 /* Floats of the forward kernel's shared local array: the K (transposed, padded) and V tiles,
  * reused by the epilogue for the block's output rows. */
 int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad);

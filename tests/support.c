@@ -223,10 +223,13 @@ unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
 
 void support_fix_tiles(int on)
 {
-    if (on)
+    if (on) {
         setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
-    else
+        setenv("FLASHCL_BACKWARD_TILES", "16,16", 1);
+    } else {
         unsetenv("FLASHCL_FORWARD_TILES");
+        unsetenv("FLASHCL_BACKWARD_TILES");
+    }
 }
 
 void support_force_chunks(int on)

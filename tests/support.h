@@ -44,9 +44,10 @@ fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const 
 /* Writes a salted byte pattern into t and returns a malloc'd copy of it (*bytes long). */
 unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 
-/* The chunked-forward switches (see FLASHCL_LOOP_LIMIT in src/tuning.h): support_fix_tiles(1)
- * pins the forward tiles to 16x16 on every device, support_force_chunks(1) then caps the loop
- * iterations at 20000, i.e. a few key tiles per launch; (0) undoes each. */
+/* The chunked-launch switches (see FLASHCL_LOOP_LIMIT in src/tuning.h): support_fix_tiles(1)
+ * pins the forward tiles to 16x16x1 and the backward tiles to 16x16 on every device,
+ * support_force_chunks(1) then caps the loop iterations at 20000, i.e. a few tiles per
+ * launch; (0) undoes each. */
 void support_fix_tiles(int on);
 void support_force_chunks(int on);
 

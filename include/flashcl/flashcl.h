@@ -324,6 +324,61 @@ fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_para
                                             fcl_tensor seq_bounds, fcl_tensor O, fcl_tensor LSE,
                                             cl_event *event);
 
+/* ---------------------------------------------------------------- backward */
+
+/*
+ * Attention backward (FlashAttention-2 style, recompute-based, deterministic): given the
+ * forward's inputs, its output O and the upstream gradient dO, overwrites dQ, dK and dV with
+ * the exact gradients of the forward that `params` describes (pass the same params).
+ *  Q, O, dO, dQ  [B, Sq, Hq, D]    F32, F16 or BF16 (all one dtype)
+ *  K, V, dK, dV  [B, Sk, Hkv, D]   same dtype; GQA/MQA: dK and dV of a KV head sum over the
+ *                                  Hq / Hkv query heads that read it
+ *  LSE  [B, Hq, Sq] F32 from the forward, or NULL: then the row statistics are recomputed
+ *       (one extra forward pass into scratch memory the size of O plus LSE)
+ *  params  as for the forward: scale, causal, windows, softcap (the gradient goes through the
+ *       tanh), key_mask, ALiBi (constant offsets: no gradient for the slopes).
+ * Keys or rows excluded by causal, window or mask (and rows that see no key) contribute
+ * exactly zero; nothing is NaN. Accumulation is FP32; no atomics, so two runs give
+ * bit-identical gradients. Strides as for the forward (last dim contiguous). dQ, dK, dV must
+ * not overlap each other or any input. Enqueues a preprocessing kernel (rowsum(dO * O)), a
+ * dK/dV kernel and a dQ kernel (several launches each on loop-capped devices such as Mesa
+ * llvmpipe; same result). Scratch device memory is allocated per call and released when the
+ * kernels complete. `event` as described at the top.
+ */
+fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
+                                  fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor dO,
+                                  fcl_tensor LSE, fcl_tensor dQ, fcl_tensor dK, fcl_tensor dV,
+                                  cl_event *event);
+
+/*
+ * Variable-length backward: the layout and prefix sums of fcl_attention_varlen_forward.
+ *  Q, O, dO, dQ [total_q, Hq, D];  K, V, dK, dV [total_k, Hkv, D];  LSE F32 [Hq, total_q] or
+ *  NULL (recomputed);  cu_seqlens_q/k I32 [B + 1] on the device;  max_seqlen_q/k host bounds.
+ * Per-sequence semantics as the varlen forward: never crosses sequences; keys of an empty
+ * query sequence and rows of an empty key sequence get zero gradients. With prefix sums that
+ * break the forward's rules nothing outside the tensors is read or written, but rows outside
+ * every sequence are left as they were. Otherwise as fcl_attention_backward.
+ */
+fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
+                                         fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor dO,
+                                         fcl_tensor LSE, fcl_tensor cu_seqlens_q, fcl_tensor cu_seqlens_k,
+                                         int max_seqlen_q, int max_seqlen_k, fcl_tensor dQ, fcl_tensor dK,
+                                         fcl_tensor dV, cl_event *event);
+
+/*
+ * Packed fused-QKV backward: the packing, bounds and params of fcl_attention_packed_qkv_forward.
+ *  QKV  [L, 3, H, D] the forward's input;  O, dO [L, H, D];  LSE F32 [H, L] or NULL
+ *  seq_bounds I32 [L, 2] as passed to the forward (read only on the device)
+ *  dQKV [L, 3, H, D] overwritten, per row [dQ heads | dK heads | dV heads]; must not overlap
+ *       QKV, O, dO or LSE.
+ * The launch depends only on L. Key row j's gradient gathers the query rows of j's own
+ * sequence (seq_bounds[j]); with valid bounds (rows of one sequence share them and each
+ * contains its row) this is the exact gradient. Otherwise as fcl_attention_backward.
+ */
+fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor QKV,
+                                             fcl_tensor O, fcl_tensor dO, fcl_tensor LSE,
+                                             fcl_tensor seq_bounds, fcl_tensor dQKV, cl_event *event);
+
 #ifdef __cplusplus
 }
 #endif

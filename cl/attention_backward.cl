@@ -1,0 +1,362 @@
+/*
+ * Attention backward (FlashAttention-2 style, recompute-based, deterministic), portable
+ * OpenCL C 1.2. Three kernels of one program:
+ *
+ *  attention_backward_delta  delta[h, i] = rowsum(dO * O), one work-item per query row.
+ *  attention_backward_dkdv   one work-item per key row (BLOCK_N per group): keeps k, v and
+ *                            the dK, dV accumulators in private memory and walks the query
+ *                            heads of its KV head's group and the query tiles (BLOCK_M rows,
+ *                            staged in local memory with dO, LSE and delta) that can see it.
+ *  attention_backward_dq     one work-item per query row (BLOCK_M per group): keeps q, dO and
+ *                            the dQ accumulator in private memory and walks the key tiles
+ *                            (BLOCK_N keys of K and V in local memory) that it can see.
+ * Every accumulator sums its terms in one fixed order (query heads, then query rows, or keys,
+ * ascending), so results are bit-identical across runs and across chunkings; no atomics.
+ *
+ * Per (i, j): s = scale * q.k; with softcap c: t = tanh(s / c), s = c * t; s -= slope * |p - j|;
+ * P = exp(s - LSE_i) for visible keys (0 otherwise, and for rows with LSE = -inf);
+ * dV_j += P dO_i;  dS = P (dO_i . v_j - delta_i) (* (1 - t^2) with softcap);
+ * dQ_i += scale dS k_j;  dK_j += scale dS q_i.
+ *
+ * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (>= head_dim; padding is zero);
+ * BLOCK_M, BLOCK_N; HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT 0 dense, 1 varlen, 2 packed as in
+ * attention_forward.cl (grid z = batch / sequence / 1).
+ *
+ * Chunks (devices that cap the loop iterations of a work-item): dkdv runs the items
+ * [item_lo, item_hi] of the linear index g * n_qtiles + query tile, dq the keys
+ * [item_lo, item_hi] (whole key tiles of the grid from key 0); a launch resumes from and/or saves its accumulators (float, in
+ * `state`), and only the last one writes the gradients.
+ */
+
+#define BACKWARD_ARGS                                                                              \
+    __global const store_t *Q, __global const store_t *K, __global const store_t *V,              \
+        __global const store_t *O, __global const store_t *dO, __global const float *LSE,          \
+        __global store_t *dQ, __global store_t *dK, __global store_t *dV,                          \
+        __global const float *mask, __global const float *alibi, __global float *delta,            \
+        __global float *state, __global const int *cu_q, __global const int *cu_k,                 \
+        const int item_lo, const int item_hi, const int load_state, const int save_state,          \
+        const int sq_arg, const int sk_arg, const int head_dim, const int group,                   \
+        const int window_left, const int window_right, const int total_q, const int total_k,       \
+        const int n_qtiles, const float scale, const float softcap,                                \
+        const long q_off, const long q_sb, const long q_ss, const long q_sh,                       \
+        const long k_off, const long k_sb, const long k_ss, const long k_sh,                       \
+        const long v_off, const long v_sb, const long v_ss, const long v_sh,                       \
+        const long o_off, const long o_sb, const long o_ss, const long o_sh,                       \
+        const long do_off, const long do_sb, const long do_ss, const long do_sh,                   \
+        const long dq_off, const long dq_sb, const long dq_ss, const long dq_sh,                   \
+        const long dk_off, const long dk_sb, const long dk_ss, const long dk_sh,                   \
+        const long dv_off, const long dv_sb, const long dv_ss, const long dv_sh,                   \
+        const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss,               \
+        const long mask_off, const long mask_sb, const long mask_ss,                               \
+        const long alibi_off, const long alibi_sb, const long alibi_sh,                            \
+        const long cu_q_off, const long cu_k_off, const long seq_ss
+
+/* One sequence's rows: queries [q_first, q_first + sq) and keys [k_first, k_first + sk) of
+ * the tensors (varlen: from the prefix sums, clamped to the totals and the bounds). */
+typedef struct seq_rows {
+    int q_first, k_first, sq, sk;
+} seq_rows;
+
+inline seq_rows sequence_rows(int b, __global const int *cu_q, __global const int *cu_k, long cu_q_off,
+                              long cu_k_off, int sq_arg, int sk_arg, int total_q, int total_k)
+{
+    seq_rows r;
+#if LAYOUT == 1
+    r.q_first = clamp(cu_q[cu_q_off + b], 0, total_q);
+    r.k_first = clamp(cu_k[cu_k_off + b], 0, total_k);
+    r.sq = min(clamp(cu_q[cu_q_off + b + 1], r.q_first, total_q) - r.q_first, sq_arg);
+    r.sk = min(clamp(cu_k[cu_k_off + b + 1], r.k_first, total_k) - r.k_first, sk_arg);
+#else
+    r.q_first = r.k_first = 0;
+    r.sq = sq_arg;
+    r.sk = sk_arg;
+#endif
+    return r;
+}
+
+/* Index of row i (of a sequence starting at tensor row `first`) of head h of batch b in the
+ * float scratch rows (delta, state): dense [B, heads, rows], varlen/packed [heads, total]. */
+inline long scratch_row(int b, int h, int heads, int i, int first, int rows, int total)
+{
+#if LAYOUT == 0
+    return ((long)b * heads + h) * rows + i;
+#else
+    return (long)h * total + first + i;
+#endif
+}
+
+/* Packed layout: row r's own sequence [lo, hi) from seq_bounds, clamped to [0, L]. */
+inline int packed_lo(__global const int *bounds, long off, long ss, int r, int L)
+{
+    return clamp(bounds[off + r * ss], 0, L);
+}
+
+inline int packed_hi(__global const int *bounds, long off, long ss, int r, int L)
+{
+    return clamp(bounds[off + r * ss + 1], packed_lo(bounds, off, ss, r, L), L);
+}
+
+/* The scaled score after softcap and ALiBi in natural units; *dcap gets d(capped)/d(raw). */
+inline float backward_score(float dot, float scale, float softcap, float slope, int pos, int j, float *dcap)
+{
+    float s = dot * scale;
+    *dcap = 1.0f;
+#if HAS_SOFTCAP
+    const float t = tanh(s / softcap);
+    s = softcap * t;
+    *dcap = 1.0f - t * t;
+#endif
+#if HAS_ALIBI
+    s -= slope * (float)abs(pos - j);
+#endif
+    return s;
+}
+
+__kernel void attention_backward_delta(BACKWARD_ARGS)
+{
+    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    if (i >= r.sq)
+        return;
+    const long orow = o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh;
+    const long drow = do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh;
+    float sum = 0.0f;
+    for (int d = 0; d < head_dim; d++)
+        sum = fma(LOAD(dO, drow + d), LOAD(O, orow + d), sum);
+    delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] = sum;
+}
+
+__kernel __attribute__((reqd_work_group_size(BLOCK_N, 1, 1)))
+void attention_backward_dkdv(BACKWARD_ARGS)
+{
+    __local float Qs[BLOCK_M][HEAD_DIM_PAD];
+    __local float dOs[BLOCK_M][HEAD_DIM_PAD];
+    __local float lse_s[BLOCK_M], delta_s[BLOCK_M];
+#if LAYOUT == 2
+    __local int lo_s[BLOCK_M], hi_s[BLOCK_M];
+#endif
+    const int lid = get_local_id(0);
+    const int j0 = get_group_id(0) * BLOCK_N, j = j0 + lid;
+    const int hk = get_global_id(1), b = get_global_id(2);
+    const int Hq = get_global_size(1) * group;
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
+    const int j_last = min(j0 + BLOCK_N, r.sk) - 1;
+
+    /* The query rows that may see some key of this block (before masks). */
+#if LAYOUT == 2
+    int i_lo = r.sq, i_hi = -1;
+    for (int jj = j0; jj <= j_last; jj++) {
+        i_lo = min(i_lo, packed_lo(cu_q, cu_q_off, seq_ss, jj, r.sq));
+        i_hi = max(i_hi, packed_hi(cu_q, cu_q_off, seq_ss, jj, r.sq) - 1);
+    }
+#else
+    int i_lo = 0, i_hi = r.sq - 1;
+#endif
+    if (window_right >= 0)
+        i_lo = max(i_lo, j0 - shift - window_right);
+    if (window_left >= 0)
+        i_hi = min(i_hi, j_last - shift + window_left);
+    if (j_last < j0) /* no key rows: an empty group */
+        i_hi = -1;
+
+    const bool own = j < r.sk;
+    bool key_on = own;
+#if HAS_MASK
+    key_on = key_on && mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f;
+#endif
+    float k[HEAD_DIM_PAD], v[HEAD_DIM_PAD], dk[HEAD_DIM_PAD], dv[HEAD_DIM_PAD];
+    const long krow = k_off + b * k_sb + (long)(r.k_first + min(j, max(r.sk - 1, 0))) * k_ss + hk * k_sh;
+    const long vrow = v_off + b * v_sb + (long)(r.k_first + min(j, max(r.sk - 1, 0))) * v_ss + hk * v_sh;
+    const long srow = scratch_row(b, hk, get_global_size(1), j, r.k_first, sk_arg, total_k);
+    for (int d = 0; d < HEAD_DIM_PAD; d++) {
+        k[d] = own && d < head_dim ? LOAD(K, krow + d) : 0.0f;
+        v[d] = own && d < head_dim ? LOAD(V, vrow + d) : 0.0f;
+        dk[d] = load_state && own ? state[srow * 2 * HEAD_DIM_PAD + d] : 0.0f;
+        dv[d] = load_state && own ? state[srow * 2 * HEAD_DIM_PAD + HEAD_DIM_PAD + d] : 0.0f;
+    }
+
+    /* item t = g * n_qtiles + query tile; tiles sit on a grid of BLOCK_M rows from row 0 */
+    const int t_lo = max(item_lo, 0), t_hi = min(item_hi, group * n_qtiles - 1);
+    for (int g = t_lo / n_qtiles; g <= t_hi / n_qtiles && i_lo <= i_hi; g++) {
+        const int h = hk * group + g;
+#if HAS_ALIBI
+        const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
+#else
+        const float slope = 0.0f;
+#endif
+        const int qt_first = max(g == t_lo / n_qtiles ? t_lo % n_qtiles : 0, i_lo / BLOCK_M);
+        const int qt_last = min(g == t_hi / n_qtiles ? t_hi % n_qtiles : n_qtiles - 1, i_hi / BLOCK_M);
+        for (int qt = qt_first; qt <= qt_last; qt++) {
+            const int i0 = qt * BLOCK_M;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int idx = lid; idx < BLOCK_M * HEAD_DIM_PAD; idx += BLOCK_N) {
+                const int m = idx / HEAD_DIM_PAD, d = idx - m * HEAD_DIM_PAD, i = i0 + m;
+                const bool in = i < r.sq && d < head_dim;
+                const long row = (long)(r.q_first + min(i, r.sq - 1));
+                Qs[m][d] = in ? LOAD(Q, q_off + b * q_sb + row * q_ss + h * q_sh + d) : 0.0f;
+                dOs[m][d] = in ? LOAD(dO, do_off + b * do_sb + row * do_ss + h * do_sh + d) : 0.0f;
+            }
+            for (int m = lid; m < BLOCK_M; m += BLOCK_N) {
+                const int i = i0 + m;
+                const bool in = i < r.sq;
+                const long row = (long)(r.q_first + min(i, r.sq - 1));
+                lse_s[m] = in ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] : -INFINITY;
+                delta_s[m] = in ? delta[scratch_row(b, h, Hq, min(i, r.sq - 1), r.q_first, sq_arg, total_q)] : 0.0f;
+#if LAYOUT == 2
+                lo_s[m] = in ? packed_lo(cu_q, cu_q_off, seq_ss, i, r.sq) : 0;
+                hi_s[m] = in ? packed_hi(cu_q, cu_q_off, seq_ss, i, r.sq) : 0;
+#endif
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int m = 0; m < BLOCK_M && key_on; m++) {
+                const int p = i0 + m + shift;
+                bool visible = lse_s[m] != -INFINITY && (window_left < 0 || j >= p - window_left) &&
+                               (window_right < 0 || j <= p + window_right);
+#if LAYOUT == 2
+                visible = visible && j >= lo_s[m] && j < hi_s[m];
+#endif
+                if (!visible)
+                    continue;
+                float dot = 0.0f;
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    dot = fma(Qs[m][d], k[d], dot);
+                float dcap;
+                const float s = backward_score(dot, scale, softcap, slope, p, j, &dcap);
+                const float pr = exp(s - lse_s[m]);
+                float dp = 0.0f;
+                for (int d = 0; d < HEAD_DIM_PAD; d++) {
+                    dv[d] = fma(pr, dOs[m][d], dv[d]);
+                    dp = fma(dOs[m][d], v[d], dp);
+                }
+                const float ds = pr * (dp - delta_s[m]) * dcap;
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    dk[d] = fma(ds, Qs[m][d], dk[d]);
+            }
+        }
+    }
+
+    if (!own)
+        return;
+    if (save_state) {
+        for (int d = 0; d < HEAD_DIM_PAD; d++) {
+            state[srow * 2 * HEAD_DIM_PAD + d] = dk[d];
+            state[srow * 2 * HEAD_DIM_PAD + HEAD_DIM_PAD + d] = dv[d];
+        }
+        return;
+    }
+    const long dkrow = dk_off + b * dk_sb + (long)(r.k_first + j) * dk_ss + hk * dk_sh;
+    const long dvrow = dv_off + b * dv_sb + (long)(r.k_first + j) * dv_ss + hk * dv_sh;
+    for (int d = 0; d < head_dim; d++) {
+        STORE(dK, dkrow + d, dk[d] * scale);
+        STORE(dV, dvrow + d, dv[d]);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
+void attention_backward_dq(BACKWARD_ARGS)
+{
+    __local float Ks[BLOCK_N][HEAD_DIM_PAD];
+    __local float Vs[BLOCK_N][HEAD_DIM_PAD];
+#if HAS_MASK
+    __local float Ms[BLOCK_N];
+#endif
+    const int lid = get_local_id(0);
+    const int i0 = get_group_id(0) * BLOCK_M, i = i0 + lid;
+    const int h = get_global_id(1), b = get_global_id(2), hk = h / group;
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    const int shift = r.sk - r.sq, p = i + shift;
+    const int i_last = min(i0 + BLOCK_M, r.sq) - 1;
+    const bool own = i < r.sq;
+
+    /* The keys that some row of this block may see, within this launch's chunk. */
+#if LAYOUT == 2
+    int j_lo = r.sk, j_hi = -1;
+    for (int ii = i0; ii <= i_last; ii++) {
+        j_lo = min(j_lo, packed_lo(cu_q, cu_q_off, seq_ss, ii, r.sk));
+        j_hi = max(j_hi, packed_hi(cu_q, cu_q_off, seq_ss, ii, r.sk) - 1);
+    }
+    const int my_lo = own ? packed_lo(cu_q, cu_q_off, seq_ss, i, r.sk) : 0;
+    const int my_hi = own ? packed_hi(cu_q, cu_q_off, seq_ss, i, r.sk) : 0;
+#else
+    int j_lo = 0, j_hi = r.sk - 1;
+#endif
+    if (window_left >= 0)
+        j_lo = max(j_lo, i0 + shift - window_left);
+    if (window_right >= 0)
+        j_hi = min(j_hi, i_last + shift + window_right);
+    j_lo = max(j_lo, item_lo);
+    j_hi = min(j_hi, item_hi);
+    if (i_last < i0)
+        j_hi = -1;
+
+    const long row = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
+    const long qrow = q_off + b * q_sb + row * q_ss + h * q_sh;
+    const long dorow = do_off + b * do_sb + row * do_ss + h * do_sh;
+    const long srow = scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q);
+    float q[HEAD_DIM_PAD], dov[HEAD_DIM_PAD], dq[HEAD_DIM_PAD];
+    for (int d = 0; d < HEAD_DIM_PAD; d++) {
+        q[d] = own && d < head_dim ? LOAD(Q, qrow + d) : 0.0f;
+        dov[d] = own && d < head_dim ? LOAD(dO, dorow + d) : 0.0f;
+        dq[d] = load_state && own ? state[srow * HEAD_DIM_PAD + d] : 0.0f;
+    }
+    const float lse = own ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] : -INFINITY;
+    const float dlt = own ? delta[srow] : 0.0f;
+#if HAS_ALIBI
+    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
+#else
+    const float slope = 0.0f;
+#endif
+    const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
+    const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
+
+    /* key tiles on a grid of BLOCK_N keys from key 0, so a chunk of whole tiles is whole tiles */
+    for (int jt = j_lo - j_lo % BLOCK_N; jt <= j_hi; jt += BLOCK_N) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int idx = lid; idx < BLOCK_N * HEAD_DIM_PAD; idx += BLOCK_M) {
+            const int n = idx / HEAD_DIM_PAD, d = idx - n * HEAD_DIM_PAD, jj = jt + n;
+            const bool in = jj >= j_lo && jj <= j_hi && d < head_dim;
+            Ks[n][d] = in ? LOAD(K, kbase + (long)jj * k_ss + d) : 0.0f;
+            Vs[n][d] = in ? LOAD(V, vbase + (long)jj * v_ss + d) : 0.0f;
+        }
+#if HAS_MASK
+        for (int n = lid; n < BLOCK_N; n += BLOCK_M)
+            Ms[n] = jt + n >= j_lo && jt + n <= j_hi ? mask[mask_off + b * mask_sb + (long)(r.k_first + jt + n) * mask_ss] : 0.0f;
+#endif
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int n = 0; n < BLOCK_N && lse != -INFINITY; n++) {
+            const int jj = jt + n;
+            bool visible = jj >= j_lo && jj <= j_hi && (window_left < 0 || jj >= p - window_left) &&
+                           (window_right < 0 || jj <= p + window_right);
+#if HAS_MASK
+            visible = visible && Ms[n] > 0.5f;
+#endif
+#if LAYOUT == 2
+            visible = visible && jj >= my_lo && jj < my_hi;
+#endif
+            if (!visible)
+                continue;
+            float dot = 0.0f, dp = 0.0f;
+            for (int d = 0; d < HEAD_DIM_PAD; d++) {
+                dot = fma(q[d], Ks[n][d], dot);
+                dp = fma(dov[d], Vs[n][d], dp);
+            }
+            float dcap;
+            const float s = backward_score(dot, scale, softcap, slope, p, jj, &dcap);
+            const float ds = exp(s - lse) * (dp - dlt) * dcap;
+            for (int d = 0; d < HEAD_DIM_PAD; d++)
+                dq[d] = fma(ds, Ks[n][d], dq[d]);
+        }
+    }
+
+    if (!own)
+        return;
+    if (save_state) {
+        for (int d = 0; d < HEAD_DIM_PAD; d++)
+            state[srow * HEAD_DIM_PAD + d] = dq[d];
+        return;
+    }
+    const long dqrow = dq_off + b * dq_sb + row * dq_ss + h * dq_sh;
+    for (int d = 0; d < head_dim; d++)
+        STORE(dQ, dqrow + d, dq[d] * scale);
+}
