@@ -4,6 +4,7 @@
  *   bench_forward.c  the attention-forward case (timing + correctness)
  *   bench_varlen.c   the varlen case (fcl_attention_varlen_forward)
  *   bench_packed.c   the packed-QKV case (fcl_attention_packed_qkv_forward)
+ *   bench_backward.c the backward case (fcl_attention_backward, 2.5x FLOPs)
  *   bench_pack.c     the sequence packing of those two: seeded lengths, prefix sums, FLOPs
  *   bench_check.c    sampled comparison with the float64 reference
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
@@ -102,6 +103,12 @@ int bench_opts_has_case(const bench_opts *o);
 int bench_forward(const bench_env *env, const bench_case *c, bench_result *r);
 /* The forward default case for the env's device type. */
 bench_case bench_forward_default(const bench_env *env);
+
+/* bench_backward.c: one backward case (after a forward for O and LSE); TFLOP/s count 2.5x the
+ * forward's FLOPs; checked on batch 0's first KV-head group with the 3x gradient rule (cases
+ * too big for the float64 reference are reported unchecked); exit code as bench_forward. */
+int bench_backward(const bench_env *env, const bench_case *c, bench_result *r);
+bench_case bench_backward_default(const bench_env *env);
 
 /* Host arrays of a case: q, k, v, o (see bench_host_alloc). */
 typedef struct bench_host {

@@ -11,11 +11,11 @@ void bench_usage(FILE *f)
     fputs(
         "usage: flashcl-bench [options]\n"
         "  With no case options: a small default suite on the device (forward cases in f32,\n"
-        "  f16 and bf16, causal and not, D 64 and 128; one varlen and one packed_qkv case)\n"
-        "  plus CLBlast SGEMM as the ceiling.\n"
+        "  f16 and bf16, causal and not, D 64 and 128; one varlen and one packed_qkv case;\n"
+        "  backward cases) plus CLBlast SGEMM as the ceiling.\n"
         "\n"
-        "  --op NAME          forward | varlen | packed_qkv | sgemm (not implemented yet:\n"
-        "                     backward, decode, qkvo)\n"
+        "  --op NAME          forward | backward | varlen | packed_qkv | sgemm (not\n"
+        "                     implemented yet: decode, qkvo)\n"
         "  --device SEL       device selector (as FLASHCL_DEVICE: gpu, cpu, pocl, 0:1, ...)\n"
         "  --dtype T          f32 | f16 | bf16\n"
         "  --b N --sq N --sk N --hq N --hkv N --d N\n"
@@ -47,6 +47,10 @@ void bench_usage(FILE *f)
         "  the exact count, 4*Hq*D*(visible pairs summed over the sequences), for both, and\n"
         "  check each sampled row against its own sequence alone. ok: max error <= 2 * naive\n"
         "  error + 1e-5 (naive = float32 math rounding to the dtype) and no NaN in O.\n"
+        "  backward: TFLOP/s count 2.5x the forward's FLOPs; wall clock only (several kernels);\n"
+        "  checked on batch 0's first KV-head group (every gradient element) against the\n"
+        "  float64 reference: max error <= 3 * naive error + 1e-5; unchecked when that\n"
+        "  group's Sq*Sk*D*(Hq/Hkv) > 2e9.\n"
         "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
         f);
 }

@@ -52,11 +52,12 @@ static int report(const bench_env *env, int rc, const bench_result *r)
     return r->ok ? BENCH_EXIT_OK : BENCH_EXIT_WRONG;
 }
 
-static int run_case(const bench_env *env, const bench_case *c)
+/* A dense case of the forward (backward 0) or the backward (1). */
+static int run_case(const bench_env *env, int backward, const bench_case *c)
 {
     bench_result r;
     memset(&r, 0, sizeof r);
-    return report(env, bench_forward(env, c, &r), &r);
+    return report(env, backward ? bench_backward(env, c, &r) : bench_forward(env, c, &r), &r);
 }
 
 /* A varlen (qkv 0) or packed_qkv (qkv 1) case. */
@@ -75,15 +76,26 @@ static int usage_error(const char *msg)
     return BENCH_EXIT_USAGE;
 }
 
-static int op_forward(const bench_env *env, const bench_opts *o)
+/* forward / backward: the op's default case with the options laid over it. */
+static int op_dense(const bench_env *env, const bench_opts *o, int backward)
 {
-    bench_case c = merge_case(bench_forward_default(env), o);
+    bench_case c = merge_case(backward ? bench_backward_default(env) : bench_forward_default(env), o);
     if (c.hq % c.hkv) {
         char msg[80];
         snprintf(msg, sizeof msg, "Hq %d is not a multiple of Hkv %d", c.hq, c.hkv);
         return usage_error(msg);
     }
-    return run_case(env, &c);
+    return run_case(env, backward, &c);
+}
+
+static int op_forward(const bench_env *env, const bench_opts *o)
+{
+    return op_dense(env, o, 0);
+}
+
+static int op_backward(const bench_env *env, const bench_opts *o)
+{
+    return op_dense(env, o, 1);
 }
 
 /* varlen / packed_qkv: their default case with the options laid over it; Hkv follows Hq
@@ -125,7 +137,7 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
-    {"packed_qkv", op_packed_qkv}, {"backward", NULL}, {"decode", NULL}, {"qkvo", NULL},
+    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", NULL}, {"qkvo", NULL},
 };
 
 static const bench_op *find_op(const char *name)
@@ -155,6 +167,15 @@ static const bench_case k_suite_gpu[] = {
     {FCL_F32,  2, 1024, 1024, 16, 4,  128, 1, -1, -1, 0, 0},
 };
 
+/* Backward cases of the suite. */
+static const bench_case k_backward_cpu[] = {
+    {FCL_F16,  1, 256,  256,  4,  2,  64,  1, -1, -1, 0, 0},
+};
+static const bench_case k_backward_gpu[] = {
+    {FCL_F16,  2, 1024, 1024, 16, 4,  128, 0, -1, -1, 0, 0},
+    {FCL_F16,  2, 1024, 1024, 16, 4,  64,  1, -1, -1, 0, 0},
+};
+
 /* Packed cases of the suite (B, Sq, Sk unused): varlen (qkv 0) and packed_qkv (qkv 1). */
 typedef struct suite_pack {
     int qkv;
@@ -172,8 +193,8 @@ static const suite_pack k_pack_gpu[] = {
     {1, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
 };
 
-/* The default suite: forward and packed cases sized for the device type, then the SGEMM
- * ceiling. */
+/* The default suite: forward, packed and backward cases sized for the device type, then the
+ * SGEMM ceiling. */
 static int run_suite(const bench_env *env, const bench_opts *o)
 {
     const bench_case *cases = env->is_gpu ? k_suite_gpu : k_suite_cpu;
@@ -182,11 +203,16 @@ static int run_suite(const bench_env *env, const bench_opts *o)
     const suite_pack *packs = env->is_gpu ? k_pack_gpu : k_pack_cpu;
     size_t np = env->is_gpu ? sizeof k_pack_gpu / sizeof *k_pack_gpu
                             : sizeof k_pack_cpu / sizeof *k_pack_cpu;
+    const bench_case *bwd = env->is_gpu ? k_backward_gpu : k_backward_cpu;
+    size_t nb = env->is_gpu ? sizeof k_backward_gpu / sizeof *k_backward_gpu
+                            : sizeof k_backward_cpu / sizeof *k_backward_cpu;
     int rc = BENCH_EXIT_OK;
     for (size_t i = 0; i < n; i++)
-        rc = worse(rc, run_case(env, &cases[i]));
+        rc = worse(rc, run_case(env, 0, &cases[i]));
     for (size_t i = 0; i < np; i++)
         rc = worse(rc, run_pack(env, packs[i].qkv, &packs[i].c, packs[i].seqs, packs[i].max_len));
+    for (size_t i = 0; i < nb; i++)
+        rc = worse(rc, run_case(env, 1, &bwd[i]));
     return worse(rc, op_sgemm(env, o));
 }
 

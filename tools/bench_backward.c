@@ -1,0 +1,195 @@
+/* flashcl-bench op "backward": fcl_attention_backward on random inputs (fixed seeds) after one
+ * forward for O and LSE, timed by bench_time (wall clock: the op is several kernels, so its
+ * last event is not the op's device time), then checked on batch 0's first KV-head group
+ * against the float64 reference gradients with the 3x rule. */
+#include "bench.h"
+#include "ref_attention_backward.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define SEED_DO 0xD0D0ull
+/* Largest check, in group * Sq * Sk * D (the float64 reference and its naive twin are
+ * O(that) each); bigger cases are reported unchecked. */
+#define CHECK_MAX_WORK 2.0e9
+
+typedef struct bwd_data {
+    bench_host h;   /* q, k, v; o gets dQ back */
+    float *dout;    /* dO [B, Sq, Hq, D] */
+    float *dk, *dv; /* read back [B, Sk, Hkv, D] */
+    fcl_tensor t[9]; /* Q K V O dO LSE dQ dK dV */
+} bwd_data;
+
+enum { TQ, TK, TV, TO, TDO, TLSE, TDQ, TDK, TDV };
+
+bench_case bench_backward_default(const bench_env *env)
+{
+    bench_case c = bench_forward_default(env);
+    if (!env->is_gpu) {
+        c.sq = c.sk = 256;
+        c.hq = 4;
+    }
+    return c;
+}
+
+static void free_data(bwd_data *f)
+{
+    for (int i = 0; i < 9; i++)
+        fcl_tensor_release(f->t[i]);
+    free(f->dout);
+    free(f->dk);
+    free(f->dv);
+    bench_host_free(&f->h);
+}
+
+/* Device tensors from the host arrays, then the forward for O and LSE. */
+static int prepare(const bench_env *env, const bench_case *c, bwd_data *f, size_t nq, size_t nk)
+{
+    fcl_context ctx = env->ctx;
+    const int64_t qs[4] = {c->b, c->sq, c->hq, c->d}, ks[4] = {c->b, c->sk, c->hkv, c->d};
+    const int64_t ls[3] = {c->b, c->hq, c->sq};
+    const int64_t *shapes[9] = {qs, ks, ks, qs, qs, ls, qs, ks, ks};
+    fcl_status st = FCL_SUCCESS;
+    for (int i = 0; i < 9 && !st; i++)
+        st = fcl_tensor_create(ctx, i == TLSE ? FCL_F32 : c->dtype, i == TLSE ? 3 : 4, shapes[i], &f->t[i]);
+    if (st)
+        return bench_lib_error(env, "creating tensors", st);
+    st = fcl_tensor_write_f32(f->t[TQ], f->h.q, nq);
+    if (!st) st = fcl_tensor_write_f32(f->t[TK], f->h.k, nk);
+    if (!st) st = fcl_tensor_write_f32(f->t[TV], f->h.v, nk);
+    if (!st) st = fcl_tensor_write_f32(f->t[TDO], f->dout, nq);
+    if (st)
+        return bench_lib_error(env, "writing inputs", st);
+    fcl_attn_params p = bench_params_of(c);
+    st = fcl_attention_forward(ctx, &p, f->t[TQ], f->t[TK], f->t[TV], f->t[TO], f->t[TLSE], NULL);
+    if (!st) st = fcl_finish(ctx);
+    return st ? bench_lib_error(env, "the forward before the backward", st) : 0;
+}
+
+typedef struct bwd_call {
+    fcl_context ctx;
+    fcl_attn_params p;
+    const bwd_data *f;
+} bwd_call;
+
+static fcl_status enqueue_backward(void *arg, cl_event *ev)
+{
+    const bwd_call *c = arg;
+    fcl_tensor const *t = c->f->t;
+    return fcl_attention_backward(c->ctx, &c->p, t[TQ], t[TK], t[TV], t[TO], t[TDO], t[TLSE], t[TDQ], t[TDK],
+                                  t[TDV], ev);
+}
+
+/* x[b=0, s, h0 .. h0+nh, :] of a dense [B, S, H, D] array, as a [1, S, nh, D] copy. */
+static float *slice_heads(const float *x, int S, int H, int D, int h0, int nh)
+{
+    float *out = malloc(sizeof(float) * (size_t)S * nh * D);
+    for (int s = 0; out && s < S; s++)
+        for (int h = 0; h < nh; h++)
+            for (int d = 0; d < D; d++)
+                out[((size_t)s * nh + h) * D + d] = x[((size_t)s * H + h0 + h) * D + d];
+    return out;
+}
+
+/* Max |got - ref| over a slice (NaN -> inf) and the naive error; updates the worst ratio. */
+static void compare(const float *got, const double *ref, const float *naive, size_t n, bench_result *r,
+                    double *worst)
+{
+    double err = 0.0, nerr = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = isnan(got[i]) ? INFINITY : fabs((double)got[i] - ref[i]);
+        double ne = fabs((double)naive[i] - ref[i]);
+        err = e > err ? e : err;
+        nerr = ne > nerr ? ne : nerr;
+    }
+    const double bound = 3.0 * nerr + 1e-5;
+    if (err / bound > *worst || isnan(r->max_err)) {
+        *worst = err / bound;
+        r->max_err = err;
+        r->err_bound = bound;
+    }
+}
+
+/* Batch 0, KV head 0 and its query heads: every gradient element of that sub-problem. */
+static void check(const bench_case *c, const bwd_data *f, bench_result *r)
+{
+    const int g = c->hq / c->hkv;
+    r->max_err = r->err_bound = NAN;
+    r->rows_total = (long)c->b * c->sq * c->hq;
+    r->rows_checked = 0;
+    if ((double)g * c->sq * c->sk * c->d > CHECK_MAX_WORK)
+        return;
+    ref_attn_problem p = {.B = 1, .Sq = c->sq, .Sk = c->sk, .Hq = g, .Hkv = 1, .D = c->d, .causal = c->causal,
+                          .window_left = c->window_left, .window_right = c->window_right, .softcap = c->softcap};
+    const size_t nq = (size_t)c->sq * g * c->d, nk = (size_t)c->sk * c->d;
+    float *in[8] = {slice_heads(f->h.q, c->sq, c->hq, c->d, 0, g), slice_heads(f->h.k, c->sk, c->hkv, c->d, 0, 1),
+                    slice_heads(f->h.v, c->sk, c->hkv, c->d, 0, 1), slice_heads(f->dout, c->sq, c->hq, c->d, 0, g),
+                    slice_heads(f->h.o, c->sq, c->hq, c->d, 0, g), slice_heads(f->dk, c->sk, c->hkv, c->d, 0, 1),
+                    slice_heads(f->dv, c->sk, c->hkv, c->d, 0, 1), malloc(sizeof(float) * (nq + 2 * nk))};
+    double *ref = malloc(sizeof(double) * (nq + 2 * nk));
+    int have = ref != NULL;
+    for (int i = 0; i < 8; i++)
+        have = have && in[i];
+    if (have) {
+        float *naive = in[7];
+        ref_attention_backward(&p, in[0], in[1], in[2], in[3], ref, ref + nq, ref + nq + nk);
+        ref_attention_backward_naive(&p, c->dtype, in[0], in[1], in[2], in[3], naive, naive + nq, naive + nq + nk);
+        double worst = 0.0;
+        compare(in[4], ref, naive, nq, r, &worst);
+        compare(in[5], ref + nq, naive + nq, nk, r, &worst);
+        compare(in[6], ref + nq + nk, naive + nq + nk, nk, r, &worst);
+        r->rows_checked = (long)c->sq * g;
+    }
+    for (int i = 0; i < 8; i++)
+        free(in[i]);
+    free(ref);
+}
+
+static int any_nan(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isnan(x[i]))
+            return 1;
+    return 0;
+}
+
+int bench_backward(const bench_env *env, const bench_case *c, bench_result *r)
+{
+    bwd_data f = {0};
+    const size_t nq = (size_t)c->b * c->sq * c->hq * c->d, nk = (size_t)c->b * c->sk * c->hkv * c->d;
+    int rc = 0;
+    r->op = "backward";
+    r->c = *c;
+    f.dout = malloc(sizeof(float) * nq);
+    f.dk = malloc(sizeof(float) * nk);
+    f.dv = malloc(sizeof(float) * nk);
+    if (bench_host_alloc(&f.h, c->dtype, nq, nk) || !f.dout || !f.dk || !f.dv) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        rc = BENCH_EXIT_LIBRARY;
+    }
+    if (!rc) {
+        bench_fill_random(f.dout, nq, SEED_DO, c->dtype);
+        rc = prepare(env, c, &f, nq, nk);
+    }
+    bwd_call call = {env->ctx, bench_params_of(c), &f};
+    if (!rc)
+        rc = bench_time_op(env, enqueue_backward, &call, "fcl_attention_backward", r);
+    if (!rc) {
+        fcl_status st = fcl_tensor_read_f32(f.t[TDQ], f.h.o, nq);
+        if (!st) st = fcl_tensor_read_f32(f.t[TDK], f.dk, nk);
+        if (!st) st = fcl_tensor_read_f32(f.t[TDV], f.dv, nk);
+        if (st)
+            rc = bench_lib_error(env, "reading the gradients", st);
+    }
+    if (!rc) {
+        check(c, &f, r);
+        r->has_nan = any_nan(f.h.o, nq) || any_nan(f.dk, nk) || any_nan(f.dv, nk);
+        r->ok = !r->has_nan && (r->rows_checked == 0 || r->max_err <= r->err_bound);
+        r->ms_event = NAN; /* several kernels: only the wall clock covers the op */
+        r->tflops = 2.5 * bench_flops_convention(c) / (r->ms * 1e-3) * 1e-12;
+        r->tflops_exact = 2.5 * bench_flops_exact(c) / (r->ms * 1e-3) * 1e-12;
+        r->tflops_event = NAN;
+    }
+    free_data(&f);
+    return rc;
+}
