@@ -84,7 +84,7 @@ fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad)
         t.block_m = m;
         t.block_n = n;
     }
-    const uint64_t budget = ctx->info.local_mem_bytes / 2;
+    const uint64_t budget = ctx->info.local_mem_bytes - 256; /* one kernel's arrays; a little spare */
     while (t.block_m > 1 && ((uint64_t)(2 * t.block_m * head_dim_pad + 4 * t.block_m) * 4 > budget ||
                              (size_t)t.block_m > ctx->info.max_work_group_size))
         t.block_m /= 2;

@@ -22,9 +22,9 @@ typedef struct fcl_backward_tiles {
 } fcl_backward_tiles;
 
 /* Tiles for the attention backward at padded head dim `head_dim_pad`: the device's table
- * entry, then FLASHCL_BACKWARD_TILES="M,N" if set, then halved until the larger local array
- * (2 * max(M, N) * head_dim_pad floats) fits in half the local memory and M, N fit the
- * work-group limit. */
+ * entry, then FLASHCL_BACKWARD_TILES="M,N" if set, then each halved until its kernel's local
+ * arrays (about 2 * M or 2 * N rows of head_dim_pad floats) fit the local memory and it fits
+ * the work-group limit. */
 fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad);
 
 /* Floats of the forward kernel's shared local array: the K (transposed, padded) and V tiles,
