@@ -3,6 +3,28 @@
 #include "backward_launch.h"
 #include "problem_checks.h"
 
+/* Starts a backward call: clears the error, and when *O is NULL (recomputed) requires LSE to
+ * be NULL too and points *O at o_like, a bufferless stand-in with dO's shape and dtype, so the
+ * forward problem's checks apply unchanged (the op passes NULL on to the launch). */
+static fcl_status begin(fcl_context ctx, const char *op, fcl_tensor *O, fcl_tensor dO, fcl_tensor LSE,
+                        struct fcl_tensor_s *o_like)
+{
+    if (!ctx)
+        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
+    fcl_clear_error(ctx);
+    if (*O)
+        return FCL_SUCCESS;
+    if (LSE)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: O is NULL but LSE is not (with O NULL both are "
+                        "recomputed; pass LSE NULL too)", op);
+    if (!dO)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: dO is NULL", op);
+    *o_like = *dO;
+    o_like->buffer = NULL; /* overlaps nothing */
+    *O = o_like;
+    return FCL_SUCCESS;
+}
+
 /* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input. */
 static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                               fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor dQ, fcl_tensor dK,
@@ -23,17 +45,16 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
                                   fcl_tensor dK, fcl_tensor dV, cl_event *event)
 {
     static const char *const op = "fcl_attention_backward";
-    if (!ctx)
-        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
-    fcl_clear_error(ctx);
-    fcl_status s = fcl_check_dense_problem(ctx, op, Q, K, V, O, LSE);
-    if (s || (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV)))
+    struct fcl_tensor_s o_like;
+    fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
+    if (s || (s = fcl_check_dense_problem(ctx, op, Q, K, V, O, LSE)) ||
+        (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV)))
         return s;
     fcl_backward_job job = {
         .fwd = {.op = op, .layout = FCL_LAYOUT_DENSE, .dtype = Q->dtype, .D = Q->shape[3], .Hq = Q->shape[2],
                 .Hkv = K->shape[2], .grid_b = Q->shape[0], .sq = Q->shape[1], .sk = K->shape[1],
-                .Q = Q, .K = K, .V = V, .O = O, .LSE = LSE, .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2},
-                .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}},
+                .Q = Q, .K = K, .V = V, .O = O == &o_like ? NULL : O, .LSE = LSE, .q_dims = {0, 1, 2},
+                .k_dims = {0, 1, 2}, .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}},
         .dO = dO, .dQ = dQ, .dK = dK, .dV = dV,
         .do_dims = {0, 1, 2}, .dq_dims = {0, 1, 2}, .dk_dims = {0, 1, 2}, .dv_dims = {0, 1, 2},
     };
@@ -50,19 +71,18 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
                                          cl_event *event)
 {
     static const char *const op = "fcl_attention_varlen_backward";
-    if (!ctx)
-        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
-    fcl_clear_error(ctx);
-    fcl_status s = fcl_check_varlen_problem(ctx, op, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                            max_seqlen_k, O, LSE);
-    if (s || (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV)))
+    struct fcl_tensor_s o_like;
+    fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
+    if (s || (s = fcl_check_varlen_problem(ctx, op, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                           max_seqlen_k, O, LSE)) ||
+        (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV)))
         return s;
     const int64_t Tq = Q->shape[0], Tk = K->shape[0];
     fcl_backward_job job = {
         .fwd = {.op = op, .layout = FCL_LAYOUT_VARLEN, .dtype = Q->dtype, .D = Q->shape[2], .Hq = Q->shape[1],
                 .Hkv = K->shape[1], .grid_b = cu_seqlens_q->shape[0] - 1,
                 .sq = max_seqlen_q < Tq ? max_seqlen_q : Tq, .sk = max_seqlen_k < Tk ? max_seqlen_k : Tk,
-                .total_q = Tq, .total_k = Tk, .Q = Q, .K = K, .V = V, .O = O, .LSE = LSE,
+                .total_q = Tq, .total_k = Tk, .Q = Q, .K = K, .V = V, .O = O == &o_like ? NULL : O, .LSE = LSE,
                 .q_dims = {-1, 0, 1}, .k_dims = {-1, 0, 1}, .v_dims = {-1, 0, 1}, .o_dims = {-1, 0, 1},
                 .lse_dims = {-1, 0, 1}, .seq_q = cu_seqlens_q, .seq_k = cu_seqlens_k},
         .dO = dO, .dQ = dQ, .dK = dK, .dV = dV,
@@ -79,11 +99,9 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
                                              fcl_tensor dQKV, cl_event *event)
 {
     static const char *const op = "fcl_attention_packed_qkv_backward";
-    if (!ctx)
-        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
-    fcl_clear_error(ctx);
-    fcl_status s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, LSE);
-    if (s != FCL_SUCCESS)
+    struct fcl_tensor_s o_like;
+    fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
+    if (s || (s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, LSE)))
         return s;
     static const char *const names[2] = {"dO", "dQKV"};
     const fcl_tensor inputs[4] = {QKV, O, dO, LSE};
@@ -99,9 +117,9 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
     const int64_t L = QKV->shape[0], H = QKV->shape[2], D = QKV->shape[3];
     fcl_backward_job job = {
         .fwd = {.op = op, .layout = FCL_LAYOUT_PACKED, .dtype = QKV->dtype, .D = D, .Hq = H, .Hkv = H,
-                .grid_b = 1, .sq = L, .sk = L, .total_q = L, .total_k = L, .Q = &q, .K = &k, .V = &v, .O = O,
-                .LSE = LSE, .q_dims = {-1, 0, 2}, .k_dims = {-1, 0, 2}, .v_dims = {-1, 0, 2},
-                .o_dims = {-1, 0, 1}, .lse_dims = {-1, 0, 1}, .seq_q = seq_bounds},
+                .grid_b = 1, .sq = L, .sk = L, .total_q = L, .total_k = L, .Q = &q, .K = &k, .V = &v,
+                .O = O == &o_like ? NULL : O, .LSE = LSE, .q_dims = {-1, 0, 2}, .k_dims = {-1, 0, 2},
+                .v_dims = {-1, 0, 2}, .o_dims = {-1, 0, 1}, .lse_dims = {-1, 0, 1}, .seq_q = seq_bounds},
         .dO = dO, .dQ = &dq, .dK = &dk, .dV = &dv,
         .do_dims = {-1, 0, 1}, .dq_dims = {-1, 0, 2}, .dk_dims = {-1, 0, 2}, .dv_dims = {-1, 0, 2},
     };

@@ -92,13 +92,15 @@ static struct fcl_tensor_s scratch_tensor(fcl_context ctx, cl_mem buffer, fcl_dt
     return t;
 }
 
-/* Enqueues the forward into scratch O and LSE; *lse_out gets the LSE view the backward reads. */
-static fcl_status recompute_lse(fcl_context ctx, const fcl_forward_job *f, cl_mem o_buf, cl_mem lse_buf,
-                                struct fcl_tensor_s *o_view, struct fcl_tensor_s *lse_view)
+/* Enqueues the forward into scratch O and LSE (views into *o_view, *lse_view; O has dO's
+ * shape). */
+static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job, cl_mem o_buf, cl_mem lse_buf,
+                                    struct fcl_tensor_s *o_view, struct fcl_tensor_s *lse_view)
 {
+    const fcl_forward_job *f = &job->fwd;
     const int64_t lse_shape[3] = {f->grid_b, f->Hq, f->sq};
     const int64_t lse_flat[2] = {f->Hq, f->total_q};
-    *o_view = scratch_tensor(ctx, o_buf, f->dtype, f->O->ndim, f->O->shape);
+    *o_view = scratch_tensor(ctx, o_buf, f->dtype, job->dO->ndim, job->dO->shape);
     *lse_view = f->layout == FCL_LAYOUT_DENSE ? scratch_tensor(ctx, lse_buf, FCL_F32, 3, lse_shape)
                                                : scratch_tensor(ctx, lse_buf, FCL_F32, 2, lse_flat);
     fcl_forward_job fj = *f;
@@ -109,18 +111,18 @@ static fcl_status recompute_lse(fcl_context ctx, const fcl_forward_job *f, cl_me
 
 /* Sets the arguments of a backward kernel (all three take the same list; the chunk arguments
  * 15..18 are set again per launch). */
-static cl_int set_shared_args(cl_kernel k, const fcl_backward_job *job, fcl_tensor lse, cl_mem delta, cl_mem state,
-                              const cl_int ints[9], const cl_float floats[2])
+static cl_int set_shared_args(cl_kernel k, const fcl_backward_job *job, fcl_tensor O, fcl_tensor lse, cl_mem delta,
+                              cl_mem state, const cl_int ints[9], const cl_float floats[2])
 {
     const fcl_forward_job *f = &job->fwd;
     const fcl_attn_resolved *r = &f->params;
     const cl_mem dummy = job->dQ->buffer; /* bound to absent optional buffers; never touched */
-    const cl_mem bufs[15] = {f->Q->buffer, f->K->buffer, f->V->buffer, f->O->buffer, job->dO->buffer,
+    const cl_mem bufs[15] = {f->Q->buffer, f->K->buffer, f->V->buffer, O->buffer, job->dO->buffer,
                              lse->buffer, job->dQ->buffer, job->dK->buffer, job->dV->buffer,
                              r->mask ? r->mask->buffer : dummy, r->alibi ? r->alibi->buffer : dummy, delta,
                              state ? state : dummy, f->seq_q ? f->seq_q->buffer : dummy,
                              f->seq_k ? f->seq_k->buffer : dummy};
-    const fcl_tensor views[9] = {f->Q, f->K, f->V, f->O, job->dO, job->dQ, job->dK, job->dV, lse};
+    const fcl_tensor views[9] = {f->Q, f->K, f->V, O, job->dO, job->dQ, job->dK, job->dV, lse};
     const int *dims[9] = {f->q_dims, f->k_dims, f->v_dims, f->o_dims, job->do_dims,
                           job->dq_dims, job->dk_dims, job->dv_dims, f->lse_dims};
     const cl_long sides[9] = {r->mask ? r->mask->offset : 0, r->mask_sb, r->mask_ss,
@@ -195,19 +197,20 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
 
     cl_mem mem[5] = {NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch */
     struct fcl_tensor_s o_view, lse_view;
-    fcl_tensor lse = f->LSE;
+    fcl_tensor O = f->O, lse = f->LSE;
     if (!(mem[0] = scratch(ctx, (size_t)rows_q, &s)))
         goto done;
     if (chunked_dkdv && !(mem[1] = scratch(ctx, (size_t)(rows_k * 2 * hdp), &s)))
         goto done;
     if (chunked_dq && !(mem[2] = scratch(ctx, (size_t)(rows_q * hdp), &s)))
         goto done;
-    if (!lse) {
-        const size_t o_floats = (size_t)(fcl_tensor_numel(f->O) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
+    if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
+        const size_t o_floats = (size_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
         if (!(mem[3] = scratch(ctx, o_floats, &s)) || !(mem[4] = scratch(ctx, (size_t)rows_q, &s)) ||
-            (s = recompute_lse(ctx, f, mem[3], mem[4], &o_view, &lse_view)) != FCL_SUCCESS)
+            (s = recompute_forward(ctx, job, mem[3], mem[4], &o_view, &lse_view)) != FCL_SUCCESS)
             goto done;
         lse = &lse_view;
+        O = O ? O : &o_view;
     }
 
     const cl_int ints[9] = {(cl_int)f->sq, (cl_int)f->sk, (cl_int)f->D, (cl_int)group, f->params.window_left,
@@ -215,8 +218,8 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const cl_float floats[2] = {f->params.scale, f->params.softcap};
     cl_int err = CL_SUCCESS;
     for (int k = 0; k < N_KERNELS && err == CL_SUCCESS; k++)
-        err = set_shared_args(kern[k], job, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL, ints,
-                              floats);
+        err = set_shared_args(kern[k], job, O, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL,
+                              ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
     const size_t g_delta[3] = {(size_t)f->sq, (size_t)f->Hq, (size_t)f->grid_b};
     const size_t g_dkdv[3] = {k_groups * (size_t)bn, (size_t)f->Hkv, (size_t)f->grid_b};

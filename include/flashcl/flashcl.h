@@ -330,11 +330,13 @@ fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_para
  * Attention backward (FlashAttention-2 style, recompute-based, deterministic): given the
  * forward's inputs, its output O and the upstream gradient dO, overwrites dQ, dK and dV with
  * the exact gradients of the forward that `params` describes (pass the same params).
- *  Q, O, dO, dQ  [B, Sq, Hq, D]    F32, F16 or BF16 (all one dtype)
+ *  Q, O, dO, dQ  [B, Sq, Hq, D]    F32, F16 or BF16 (all one dtype); O may be NULL, see below
  *  K, V, dK, dV  [B, Sk, Hkv, D]   same dtype; GQA/MQA: dK and dV of a KV head sum over the
  *                                  Hq / Hkv query heads that read it
- *  LSE  [B, Hq, Sq] F32 from the forward, or NULL: then the row statistics are recomputed
- *       (one extra forward pass into scratch memory the size of O plus LSE)
+ *  O    the forward's output, or NULL (then LSE must be NULL too)
+ *  LSE  [B, Hq, Sq] F32 from the forward, or NULL: then O and LSE are recomputed by one extra
+ *       forward pass into scratch memory (the size of O plus LSE); the given O is still used
+ *       for rowsum(dO * O) when present
  *  params  as for the forward: scale, causal, windows, softcap (the gradient goes through the
  *       tanh), key_mask, ALiBi (constant offsets: no gradient for the slopes).
  * Keys or rows excluded by causal, window or mask (and rows that see no key) contribute
@@ -353,7 +355,7 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
 /*
  * Variable-length backward: the layout and prefix sums of fcl_attention_varlen_forward.
  *  Q, O, dO, dQ [total_q, Hq, D];  K, V, dK, dV [total_k, Hkv, D];  LSE F32 [Hq, total_q] or
- *  NULL (recomputed);  cu_seqlens_q/k I32 [B + 1] on the device;  max_seqlen_q/k host bounds.
+ *  NULL (recomputed; O may then be NULL too, as for fcl_attention_backward);  cu_seqlens_q/k I32 [B + 1] on the device;  max_seqlen_q/k host bounds.
  * Per-sequence semantics as the varlen forward: never crosses sequences; keys of an empty
  * query sequence and rows of an empty key sequence get zero gradients. With prefix sums that
  * break the forward's rules nothing outside the tensors is read or written, but rows outside
@@ -367,7 +369,8 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
 
 /*
  * Packed fused-QKV backward: the packing, bounds and params of fcl_attention_packed_qkv_forward.
- *  QKV  [L, 3, H, D] the forward's input;  O, dO [L, H, D];  LSE F32 [H, L] or NULL
+ *  QKV  [L, 3, H, D] the forward's input;  O, dO [L, H, D];  LSE F32 [H, L]; O and LSE may be
+ *       NULL (recomputed) as for fcl_attention_backward: the reference's recompute-only form
  *  seq_bounds I32 [L, 2] as passed to the forward (read only on the device)
  *  dQKV [L, 3, H, D] overwritten, per row [dQ heads | dK heads | dV heads]; must not overlap
  *       QKV, O, dO or LSE.
