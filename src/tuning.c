@@ -13,16 +13,17 @@ typedef struct tuning_entry {
     long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
     fcl_forward_tiles forward;
     fcl_backward_tiles backward;
+    fcl_decode_tiles decode;
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {16, 16}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {16, 16}, {16, 16, 16, 1}},
     /* H200, 2026-11-29 sweep (docs/perf.md): 128x32 best at D 64, 32x32 at D 128 */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {32, 32}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {32, 32}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {32, 32}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {32, 32}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {16, 16}},
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {32, 32}, {32, 16, 128, 8}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {32, 32}, {32, 16, 128, 8}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {32, 32}, {32, 16, 64, 4}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {32, 32}, {32, 16, 16, 2}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {16, 16}, {16, 16, 16, 1}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -91,5 +92,36 @@ fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad)
     while (t.block_n > 1 && ((uint64_t)(2 * t.block_n * head_dim_pad + t.block_n) * 4 > budget ||
                              (size_t)t.block_n > ctx->info.max_work_group_size))
         t.block_n /= 2;
+    return t;
+}
+
+int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad)
+{
+    return t->block_n * (2 * head_dim_pad + 1) + t->rows * (head_dim_pad + t->block_n + 4) + t->wg;
+}
+
+fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
+{
+    fcl_decode_tiles t = entry_for(&ctx->info, head_dim_pad)->decode;
+    const char *env = getenv("FLASHCL_DECODE_TILES");
+    int n, r, w;
+    if (env && sscanf(env, "%d,%d,%d", &n, &r, &w) == 3 && n > 0 && r > 0 && w > 0) {
+        t.block_n = n;
+        t.rows = r;
+        t.wg = w;
+    }
+    int need = 1;
+    while (need < rows && need < t.rows)
+        need *= 2;
+    t.rows = need;
+    while ((size_t)t.wg > ctx->info.max_work_group_size && t.wg > 1)
+        t.wg /= 2;
+    const uint64_t budget = ctx->info.local_mem_bytes - 256;
+    while ((uint64_t)fcl_decode_local_floats(&t, head_dim_pad) * 4 > budget && (t.block_n > 1 || t.rows > 1)) {
+        if (t.block_n >= t.rows && t.block_n > 1)
+            t.block_n /= 2;
+        else
+            t.rows /= 2;
+    }
     return t;
 }

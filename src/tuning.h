@@ -27,6 +27,21 @@ typedef struct fcl_backward_tiles {
  * the work-group limit. */
 fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_decode_tiles {
+    int block_n;      /* keys per local-memory tile */
+    int rows;         /* most query rows (query heads x positions of one KV head) per work-group */
+    int wg;           /* work-items per work-group */
+    int waves;        /* work-groups to aim for per compute unit when choosing the split count */
+} fcl_decode_tiles;
+
+/* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
+ * device's table entry, FLASHCL_DECODE_TILES="N,R,W" if set; rows clamped to the next power of
+ * two >= `rows`, then N and R halved until the local arrays fit the local memory. */
+fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);
+
+/* Floats of the decode kernel's local arrays. */
+int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad);
+
 /* Floats of the forward kernel's shared local array: the K (transposed, padded) and V tiles,
  * reused by the epilogue for the block's output rows. */
 int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad);

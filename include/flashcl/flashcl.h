@@ -382,6 +382,62 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
                                              fcl_tensor O, fcl_tensor dO, fcl_tensor LSE,
                                              fcl_tensor seq_bounds, fcl_tensor dQKV, cl_event *event);
 
+/* ---------------------------------------------------------------- KV cache and decode */
+
+/*
+ * A KV cache, described by the caller's tensors (not owned; only read during each call).
+ *  Contiguous (block_table NULL): k, v [B, L_max, Hkv, D], e.g. views of larger buffers.
+ *  Paged (vLLM style): k, v are pages [num_pages, page_size, Hkv, D] (any page_size >= 1) and
+ *  block_table is I32 [B, max_pages]: position j of sequence b is row j % page_size of page
+ *  block_table[b, j / page_size]; L_max = max_pages * page_size. Page numbers are read on the
+ *  device; one outside [0, num_pages) is never written (append) and reads page 0 or the last
+ *  one (decode), never outside the pages.
+ * k and v share one dtype (F32, F16 or BF16) and shape.
+ */
+typedef struct fcl_kv_cache {
+    fcl_tensor k;
+    fcl_tensor v;
+    fcl_tensor block_table;
+} fcl_kv_cache;
+
+/*
+ * Appends K_new, V_new [B, L_new, Hkv, D] (the cache's dtype) at each sequence's position:
+ * row t of sequence b goes to cache position pos_b + t. Exactly one position form:
+ *  pos >= 0 and positions NULL: pos_b = pos for every b; checked on the host
+ *      (pos + L_new <= L_max, else FCL_ERR_INVALID_ARGUMENT and nothing written);
+ *  pos == -1 and positions an I32 [B] device tensor: read on the device (the enqueue is the
+ *      same every step); rows that would land outside [0, L_max) are skipped, never written.
+ * Elements are copied bit for bit. K_new/V_new must not overlap the caches. One kernel.
+ */
+fcl_status fcl_kv_cache_append(fcl_context ctx, const fcl_kv_cache *cache, fcl_tensor K_new,
+                               fcl_tensor V_new, int64_t pos, fcl_tensor positions, cl_event *event);
+
+/*
+ * Decode attention over a KV cache (flash-decoding: the cache is split among work-groups and
+ * the partial softmax states are combined by a second small kernel).
+ *  Q    [B, Lq, Hq, D], Lq >= 1: the last Lq positions of each sequence, causal among
+ *       themselves (query t sits at position p = len_b - Lq + t and sees keys j <= p); the
+ *       cache's dtype; Hq % Hkv == 0 (GQA native: each K/V tile is read once for all the
+ *       query heads sharing it).
+ *  cache  contiguous or paged, see fcl_kv_cache.
+ *  The valid length len_b, exactly one form:
+ *   len >= 0 (lens, mask NULL): the host's length for every sequence, 0 <= len <= L_max;
+ *   len == -1, lens I32 [B] on the device: clamped to [0, L_max] there (the enqueue is the
+ *       same every step; splits past the length exit without reading K/V);
+ *   len == -1, mask F32 [B, L_max] (or [L_max]) on the device: keys with mask > 0.5 are
+ *       valid and len_b is 1 + the last valid key (the queries sit at the end).
+ *  params  scale, softcap, window_left (keys j >= p - window_left), alibi_slopes; decoding
+ *       is causal by construction, so causal is implied and window_right must be -1 or 0;
+ *       key_mask must be NULL (use the mask form).
+ *  O    [B, Lq, Hq, D] overwritten;  LSE  F32 [B, Hq, Lq] or NULL, overwritten.
+ * A query row with no visible key (length 0, or p < 0) writes O = 0 and LSE = -inf. The split
+ * count depends on the device and on len (host form) or L_max (device forms), never on the
+ * device values. Scratch for the partial states is allocated per call.
+ */
+fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
+                                const fcl_kv_cache *cache, int64_t len, fcl_tensor lens,
+                                fcl_tensor mask, fcl_tensor O, fcl_tensor LSE, cl_event *event);
+
 #ifdef __cplusplus
 }
 #endif
