@@ -5,6 +5,8 @@
  *   bench_varlen.c   the varlen case (fcl_attention_varlen_forward)
  *   bench_packed.c   the packed-QKV case (fcl_attention_packed_qkv_forward)
  *   bench_backward.c the backward case (fcl_attention_backward, 2.5x FLOPs)
+ *   bench_decode.c   the decode case (fcl_attention_decode over a KV cache, GB/s)
+ *   bench_copy.c     clEnqueueCopyBuffer on the same device (the bandwidth ceiling)
  *   bench_pack.c     the sequence packing of those two: seeded lengths, prefix sums, FLOPs
  *   bench_check.c    sampled comparison with the float64 reference
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
@@ -80,6 +82,7 @@ typedef struct bench_result {
      * sequence; tflops and tflops_exact both use the exact count */
     int seqs, max_len;
     long total_q, total_k;
+    double gbps;         /* decode: K and V bytes read per second (0 for other ops) */
 } bench_result;
 
 /* One CLBlast SGEMM result line. */
@@ -109,6 +112,16 @@ bench_case bench_forward_default(const bench_env *env);
  * too big for the float64 reference are reported unchecked); exit code as bench_forward. */
 int bench_backward(const bench_env *env, const bench_case *c, bench_result *r);
 bench_case bench_backward_default(const bench_env *env);
+
+/* bench_decode.c: one decode case: Q [B, Sq, Hq, D] (Sq = the draft rows, default 1) over a
+ * full contiguous cache of Sk positions; GB/s from the K and V bytes; exit code as
+ * bench_forward. */
+int bench_decode(const bench_env *env, const bench_case *c, bench_result *r);
+bench_case bench_decode_default(const bench_env *env);
+
+/* bench_copy.c: times clEnqueueCopyBuffer of `bytes` on the env's queue; GB/s counts the bytes
+ * read and written (2 * bytes); NaN when a buffer cannot be made. Prints its line. */
+void bench_copy(const bench_env *env, size_t bytes);
 
 /* Host arrays of a case: q, k, v, o (see bench_host_alloc). */
 typedef struct bench_host {

@@ -12,10 +12,10 @@ void bench_usage(FILE *f)
         "usage: flashcl-bench [options]\n"
         "  With no case options: a small default suite on the device (forward cases in f32,\n"
         "  f16 and bf16, causal and not, D 64 and 128; one varlen and one packed_qkv case;\n"
-        "  backward cases) plus CLBlast SGEMM as the ceiling.\n"
+        "  backward and decode cases) plus the copy bandwidth and CLBlast SGEMM as ceilings.\n"
         "\n"
-        "  --op NAME          forward | backward | varlen | packed_qkv | sgemm (not\n"
-        "                     implemented yet: decode, qkvo)\n"
+        "  --op NAME          forward | backward | decode | varlen | packed_qkv | sgemm | copy\n"
+        "                     (not implemented yet: qkvo)\n"
         "  --device SEL       device selector (as FLASHCL_DEVICE: gpu, cpu, pocl, 0:1, ...)\n"
         "  --dtype T          f32 | f16 | bf16\n"
         "  --b N --sq N --sk N --hq N --hkv N --d N\n"
@@ -51,6 +51,10 @@ void bench_usage(FILE *f)
         "  checked on batch 0's first KV-head group (every gradient element) against the\n"
         "  float64 reference: max error <= 3 * naive error + 1e-5; unchecked when that\n"
         "  group's Sq*Sk*D*(Hq/Hkv) > 2e9.\n"
+        "  decode: --sq query rows (default 1, causal among themselves), --sk the cache\n"
+        "  length (a full contiguous cache, host length); the rate column is GB/s of K and V\n"
+        "  bytes read (wall clock); 16 rows checked against the float64 reference (2x rule).\n"
+        "  copy: clEnqueueCopyBuffer of 2 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
         "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
         f);
 }
@@ -106,7 +110,7 @@ static int set_int(const char *v, long lo, int *field)
 }
 
 static const char *const k_ops[] = {"forward", "sgemm", "varlen", "packed_qkv",
-                                    "backward", "decode", "qkvo"};
+                                    "backward", "decode", "copy", "qkvo"};
 
 static int set_op(const char *v, bench_opts *o)
 {

@@ -36,6 +36,8 @@ static void flags_of(const bench_result *r, char *buf, size_t n)
         len += (size_t)snprintf(buf + len, n - len, "bhsd,");
     if (len < n && r->seqs)
         len += (size_t)snprintf(buf + len, n - len, "tok=%ld,", r->total_q);
+    if (len < n && r->gbps > 0)
+        len += (size_t)snprintf(buf + len, n - len, "rate=GB/s,");
     if (len == 0)
         snprintf(buf, n, "-");
     else if (len <= n)
@@ -107,6 +109,8 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     json_num("tflops", "%.6g", r->tflops);
     json_num("tflops_exact", "%.6g", r->tflops_exact);
     json_num("tflops_event", "%.6g", r->tflops_event);
+    if (r->gbps > 0)
+        json_num("gbps", "%.6g", r->gbps);
     json_num("max_err", "%.6e", r->max_err);
     json_num("err_bound", "%.6e", r->err_bound);
     printf(",\"has_nan\":%s,\"ok\":%s,\"rows_checked\":%ld,\"rows_total\":%ld}\n",
@@ -132,7 +136,7 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     snprintf(reps, sizeof reps, "%d", r->reps);
     fmt_num(ms, sizeof ms, "%.3f", r->ms);
     fmt_num(dms, sizeof dms, "%.3f", r->ms_event);
-    fmt_num(tf, sizeof tf, "%.4g", r->tflops);
+    fmt_num(tf, sizeof tf, "%.4g", r->gbps > 0 ? r->gbps : r->tflops); /* decode: GB/s (flag rate=GB/s) */
     if (r->has_nan)
         snprintf(err, sizeof err, "NaN");
     else

@@ -52,12 +52,21 @@ static int report(const bench_env *env, int rc, const bench_result *r)
     return r->ok ? BENCH_EXIT_OK : BENCH_EXIT_WRONG;
 }
 
-/* A dense case of the forward (backward 0) or the backward (1). */
-static int run_case(const bench_env *env, int backward, const bench_case *c)
+/* The dense ops: each runs one case into a result. */
+typedef int (*bench_dense_fn)(const bench_env *env, const bench_case *c, bench_result *r);
+typedef struct dense_op {
+    bench_dense_fn run;
+    bench_case (*defaults)(const bench_env *env);
+} dense_op;
+static const dense_op k_forward = {bench_forward, bench_forward_default};
+static const dense_op k_backward = {bench_backward, bench_backward_default};
+static const dense_op k_decode = {bench_decode, bench_decode_default};
+
+static int run_case(const bench_env *env, const dense_op *op, const bench_case *c)
 {
     bench_result r;
     memset(&r, 0, sizeof r);
-    return report(env, backward ? bench_backward(env, c, &r) : bench_forward(env, c, &r), &r);
+    return report(env, op->run(env, c, &r), &r);
 }
 
 /* A varlen (qkv 0) or packed_qkv (qkv 1) case. */
@@ -76,26 +85,49 @@ static int usage_error(const char *msg)
     return BENCH_EXIT_USAGE;
 }
 
-/* forward / backward: the op's default case with the options laid over it. */
-static int op_dense(const bench_env *env, const bench_opts *o, int backward)
+/* forward / backward / decode: the op's default case with the options laid over it. */
+static int op_dense(const bench_env *env, const bench_opts *o, const dense_op *op)
 {
-    bench_case c = merge_case(backward ? bench_backward_default(env) : bench_forward_default(env), o);
+    bench_case c = merge_case(op->defaults(env), o);
     if (c.hq % c.hkv) {
         char msg[80];
         snprintf(msg, sizeof msg, "Hq %d is not a multiple of Hkv %d", c.hq, c.hkv);
         return usage_error(msg);
     }
-    return run_case(env, backward, &c);
+    return run_case(env, op, &c);
 }
 
 static int op_forward(const bench_env *env, const bench_opts *o)
 {
-    return op_dense(env, o, 0);
+    return op_dense(env, o, &k_forward);
 }
 
 static int op_backward(const bench_env *env, const bench_opts *o)
 {
-    return op_dense(env, o, 1);
+    return op_dense(env, o, &k_backward);
+}
+
+/* decode: --sq is the number of query rows (default 1), --sk the cache length. */
+static int op_decode(const bench_env *env, const bench_opts *o)
+{
+    bench_opts d = *o;
+    d.sq = 0; /* merge_case would set sk from sq */
+    bench_case c = merge_case(bench_decode_default(env), &d);
+    if (o->sq)
+        c.sq = o->sq;
+    if (c.hq % c.hkv)
+        return usage_error("--hq must be a multiple of --hkv");
+    if (c.sq > c.sk)
+        return usage_error("decode: --sq (query rows) must not exceed --sk (cache length)");
+    c.causal = 1;
+    return run_case(env, &k_decode, &c);
+}
+
+static int op_copy(const bench_env *env, const bench_opts *o)
+{
+    (void)o;
+    bench_copy(env, (size_t)(env->is_gpu ? 2048 : 256) << 20);
+    return BENCH_EXIT_OK; /* the ceiling failing is reported, not an error of flashcl */
 }
 
 /* varlen / packed_qkv: their default case with the options laid over it; Hkv follows Hq
@@ -137,7 +169,8 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
-    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", NULL}, {"qkvo", NULL},
+    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy},
+    {"qkvo", NULL},
 };
 
 static const bench_op *find_op(const char *name)
@@ -176,6 +209,15 @@ static const bench_case k_backward_gpu[] = {
     {FCL_F16,  2, 1024, 1024, 16, 4,  64,  1, -1, -1, 0, 0},
 };
 
+/* Decode cases of the suite (Sq = query rows, Sk = cache length). */
+static const bench_case k_decode_cpu[] = {
+    {FCL_F16,  1, 1,    4096, 32, 8,  128, 1, -1, -1, 0, 0},
+};
+static const bench_case k_decode_gpu[] = {
+    {FCL_F16,  1, 1,   32768, 32, 8,  128, 1, -1, -1, 0, 0},
+    {FCL_F16,  8, 1,   32768, 32, 8,  128, 1, -1, -1, 0, 0},
+};
+
 /* Packed cases of the suite (B, Sq, Sk unused): varlen (qkv 0) and packed_qkv (qkv 1). */
 typedef struct suite_pack {
     int qkv;
@@ -193,8 +235,8 @@ static const suite_pack k_pack_gpu[] = {
     {1, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
 };
 
-/* The default suite: forward, packed and backward cases sized for the device type, then the
- * SGEMM ceiling. */
+/* The default suite: forward, packed, backward and decode cases sized for the device type,
+ * then the copy-bandwidth and SGEMM ceilings. */
 static int run_suite(const bench_env *env, const bench_opts *o)
 {
     const bench_case *cases = env->is_gpu ? k_suite_gpu : k_suite_cpu;
@@ -208,11 +250,16 @@ static int run_suite(const bench_env *env, const bench_opts *o)
                             : sizeof k_backward_cpu / sizeof *k_backward_cpu;
     int rc = BENCH_EXIT_OK;
     for (size_t i = 0; i < n; i++)
-        rc = worse(rc, run_case(env, 0, &cases[i]));
+        rc = worse(rc, run_case(env, &k_forward, &cases[i]));
     for (size_t i = 0; i < np; i++)
         rc = worse(rc, run_pack(env, packs[i].qkv, &packs[i].c, packs[i].seqs, packs[i].max_len));
     for (size_t i = 0; i < nb; i++)
-        rc = worse(rc, run_case(env, 1, &bwd[i]));
+        rc = worse(rc, run_case(env, &k_backward, &bwd[i]));
+    const bench_case *dec = env->is_gpu ? k_decode_gpu : k_decode_cpu;
+    size_t nd = env->is_gpu ? sizeof k_decode_gpu / sizeof *k_decode_gpu : sizeof k_decode_cpu / sizeof *k_decode_cpu;
+    for (size_t i = 0; i < nd; i++)
+        rc = worse(rc, run_case(env, &k_decode, &dec[i]));
+    op_copy(env, o);
     return worse(rc, op_sgemm(env, o));
 }
 

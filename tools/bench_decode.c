@@ -1,0 +1,136 @@
+/* flashcl-bench op "decode": fcl_attention_decode over a full contiguous KV cache (host
+ * length = the cache length Sk) on random inputs (fixed seeds), timed by bench_time; GB/s count
+ * the K and V bytes read (B * Sk * Hkv * D * 2 * dtype size); checked on sampled query rows
+ * against the float64 forward reference (causal, bottom-right: the Sq queries are the last
+ * positions). */
+#include "bench.h"
+#include "ref_attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define CHECK_ROWS 16
+
+bench_case bench_decode_default(const bench_env *env)
+{
+    bench_case c = {FCL_F16, 8, 1, 32768, 32, 8, 128, 1, -1, -1, 0.0f, 0};
+    if (!env->is_gpu) {
+        c.b = 1;
+        c.sk = 4096;
+    }
+    return c;
+}
+
+typedef struct dec_data {
+    bench_host h; /* q, k, v (the cache [B, Sk, Hkv, D]), o */
+    fcl_tensor tq, to;
+    fcl_kv_cache cache;
+} dec_data;
+
+static void free_data(dec_data *f)
+{
+    fcl_tensor_release(f->tq);
+    fcl_tensor_release(f->to);
+    fcl_tensor_release(f->cache.k);
+    fcl_tensor_release(f->cache.v);
+    bench_host_free(&f->h);
+}
+
+static int make_tensors(const bench_env *env, const bench_case *c, dec_data *f, size_t nq, size_t nk)
+{
+    const int64_t qs[4] = {c->b, c->sq, c->hq, c->d}, ks[4] = {c->b, c->sk, c->hkv, c->d};
+    fcl_status st = fcl_tensor_create(env->ctx, c->dtype, 4, qs, &f->tq);
+    if (!st) st = fcl_tensor_create(env->ctx, c->dtype, 4, qs, &f->to);
+    if (!st) st = fcl_tensor_create(env->ctx, c->dtype, 4, ks, &f->cache.k);
+    if (!st) st = fcl_tensor_create(env->ctx, c->dtype, 4, ks, &f->cache.v);
+    if (st)
+        return bench_lib_error(env, "creating tensors", st);
+    st = fcl_tensor_write_f32(f->tq, f->h.q, nq);
+    if (!st) st = fcl_tensor_write_f32(f->cache.k, f->h.k, nk);
+    if (!st) st = fcl_tensor_write_f32(f->cache.v, f->h.v, nk);
+    if (!st) st = fcl_tensor_write_f32(f->to, f->h.o, nq);
+    return st ? bench_lib_error(env, "writing inputs", st) : 0;
+}
+
+typedef struct dec_call {
+    fcl_context ctx;
+    fcl_attn_params p;
+    const dec_data *f;
+    int64_t len;
+} dec_call;
+
+static fcl_status enqueue_decode(void *arg, cl_event *ev)
+{
+    const dec_call *c = arg;
+    return fcl_attention_decode(c->ctx, &c->p, c->f->tq, &c->f->cache, c->len, NULL, NULL, c->f->to, NULL, ev);
+}
+
+/* CHECK_ROWS rows spread over (batch, query, head) against the float64 reference. */
+static void check(const bench_case *c, const float *q, const float *k, const float *v, const float *o,
+                  bench_result *r)
+{
+    ref_attn_problem p = {.B = c->b, .Sq = c->sq, .Sk = c->sk, .Hq = c->hq, .Hkv = c->hkv, .D = c->d,
+                          .causal = 1, .window_left = c->window_left, .window_right = -1, .softcap = c->softcap};
+    const long total = (long)c->b * c->sq * c->hq;
+    const long n = total < CHECK_ROWS ? total : CHECK_ROWS;
+    double *ref = malloc(sizeof(double) * (size_t)c->d);
+    float *naive = malloc(sizeof(float) * (size_t)c->d);
+    double err = 0.0, nerr = 0.0;
+    for (long s = 0; ref && naive && s < n; s++) {
+        const long row = s * (total - 1) / (n > 1 ? n - 1 : 1); /* evenly spread, first and last included */
+        const int h = (int)(row % c->hq), i = (int)(row / c->hq % c->sq), b = (int)(row / c->hq / c->sq);
+        ref_attention_row(&p, q, k, v, b, i, h, ref, NULL);
+        ref_attention_row_naive(&p, c->dtype, q, k, v, b, i, h, naive, NULL);
+        const float *got = o + (((size_t)b * c->sq + i) * c->hq + h) * c->d;
+        for (int d = 0; d < c->d; d++) {
+            const double e = isnan(got[d]) ? INFINITY : fabs((double)got[d] - ref[d]);
+            const double ne = fabs((double)naive[d] - ref[d]);
+            err = e > err ? e : err;
+            nerr = ne > nerr ? ne : nerr;
+        }
+    }
+    r->rows_total = total;
+    r->rows_checked = ref && naive ? n : 0;
+    r->max_err = r->rows_checked ? err : NAN;
+    r->err_bound = r->rows_checked ? 2.0 * nerr + 1e-5 : NAN;
+    free(ref);
+    free(naive);
+}
+
+int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
+{
+    dec_data f = {0};
+    const size_t nq = (size_t)c->b * c->sq * c->hq * c->d, nk = (size_t)c->b * c->sk * c->hkv * c->d;
+    int rc = 0;
+    r->op = "decode";
+    r->c = *c;
+    r->c.causal = 1;
+    if (bench_host_alloc(&f.h, c->dtype, nq, nk)) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        rc = BENCH_EXIT_LIBRARY;
+    }
+    if (!rc)
+        rc = make_tensors(env, c, &f, nq, nk);
+    dec_call call = {env->ctx, bench_params_of(&r->c), &f, c->sk};
+    call.p.causal = 0; /* implied by decode */
+    if (!rc)
+        rc = bench_time_op(env, enqueue_decode, &call, "fcl_attention_decode", r);
+    if (!rc) {
+        fcl_status st = fcl_tensor_read_f32(f.to, f.h.o, nq);
+        if (st)
+            rc = bench_lib_error(env, "reading O", st);
+    }
+    if (!rc) {
+        check(&r->c, f.h.q, f.h.k, f.h.v, f.h.o, r);
+        r->has_nan = 0;
+        for (size_t i = 0; i < nq; i++)
+            r->has_nan |= isnan(f.h.o[i]);
+        r->ok = !r->has_nan && (r->rows_checked == 0 || r->max_err <= r->err_bound);
+        const double bytes = 2.0 * (double)nk * (double)fcl_dtype_size(c->dtype);
+        r->gbps = bytes / (r->ms * 1e-3) * 1e-9;
+        r->ms_event = NAN; /* the event covers only the last of the op's kernels */
+        r->tflops = r->tflops_exact = r->tflops_event = NAN;
+    }
+    free_data(&f);
+    return rc;
+}
