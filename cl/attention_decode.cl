@@ -18,7 +18,7 @@
  * writes O = 0 and LSE = -inf.
  *
  * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; BLOCK_N; ROWS_WG (rows per work-group);
- * WG_SIZE; LEN_DEVICE (len_b from `lens`, else the host length); HAS_MASK; PAGED (K/V are
+ * WG_SIZE; VEC (4: K/V tiles loaded 4 elements at a time, needs head_dim % 4 == 0; else 1); LEN_DEVICE (len_b from `lens`, else the host length); HAS_MASK; PAGED (K/V are
  * pages [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max,
  * Hkv, D]); HAS_SOFTCAP; HAS_ALIBI. Scores are kept in log2 units.
  */
@@ -115,16 +115,24 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
 
     for (int jt = j_lo; jt <= j_hi; jt += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int step = 0; step < STEPS(BLOCK_N * HEAD_DIM_PAD); step++) {
-            const int e = lid + step * WG_SIZE, n = e / HEAD_DIM_PAD, d = e - n * HEAD_DIM_PAD, j = jt + n;
+        /* VEC consecutive elements per work-item and step (VEC 4: head_dim % 4 == 0) */
+        for (int step = 0; step < STEPS(BLOCK_N * HEAD_DIM_PAD / VEC); step++) {
+            const int e = (lid + step * WG_SIZE) * VEC, n = e / HEAD_DIM_PAD, d = e - n * HEAD_DIM_PAD, j = jt + n;
             if (n < BLOCK_N) {
                 const bool in = j <= j_hi && d < head_dim;
                 const long kr = cache_row(b, min(j, j_hi), hk, k_off, k_s0, k_s1, k_sh, table, bt_off, bt_sb,
                                           bt_ss, page_size, num_pages);
                 const long vr = cache_row(b, min(j, j_hi), hk, v_off, v_s0, v_s1, v_sh, table, bt_off, bt_sb,
                                           bt_ss, page_size, num_pages);
+#if VEC == 4
+                const float4 kx = in ? LOAD4(Kc, kr + d) : (float4)(0.0f);
+                const float4 vx = in ? LOAD4(Vc, vr + d) : (float4)(0.0f);
+                Ks[n][d] = kx.x; Ks[n][d + 1] = kx.y; Ks[n][d + 2] = kx.z; Ks[n][d + 3] = kx.w;
+                vstore4(vx, 0, &Vs[n][d]);
+#else
                 Ks[n][d] = in ? LOAD(Kc, kr + d) : 0.0f;
                 Vs[n][d] = in ? LOAD(Vc, vr + d) : 0.0f;
+#endif
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -1,7 +1,8 @@
 /*
  * Shared helpers of every flashcl kernel: storage dtype load/store selected by -D FCL_DTYPE
  * (0 = f32, 1 = f16, 2 = bf16). F16 goes through vload_half/vstore_half_rte and BF16 through
- * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float.
+ * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float. LOAD4 reads 4
+ * consecutive elements into a float4 (the address needs only the element's alignment).
  */
 #ifndef FCL_DTYPE
 #error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
@@ -10,10 +11,12 @@
 #if FCL_DTYPE == 0
 typedef float store_t;
 #define LOAD(p, i) ((p)[i])
+#define LOAD4(p, i) vload4(0, (p) + (i))
 #define STORE(p, i, x) ((p)[i] = (x))
 #elif FCL_DTYPE == 1
 typedef half store_t;
 #define LOAD(p, i) vload_half((i), (p))
+#define LOAD4(p, i) vload_half4(0, (p) + (i))
 #define STORE(p, i, x) vstore_half_rte((x), (i), (p))
 #elif FCL_DTYPE == 2
 typedef ushort store_t;
@@ -27,6 +30,7 @@ inline ushort float_to_bf16(float f)
     return (ushort)(u >> 16);
 }
 #define LOAD(p, i) bf16_to_float((p)[i])
+#define LOAD4(p, i) as_float4(convert_uint4(vload4(0, (p) + (i))) << 16)
 #define STORE(p, i, x) ((p)[i] = float_to_bf16(x))
 #else
 #error "unknown FCL_DTYPE"

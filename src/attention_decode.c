@@ -118,16 +118,16 @@ static fcl_status plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t b
 
 /* Builds (or finds) the program; halves the work-group while the kernel cannot run it. */
 static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_resolved *r, int len_device, int mask,
-                              int paged, decode_plan *p, cl_kernel k[3])
+                              int paged, int vec, decode_plan *p, cl_kernel k[3])
 {
     static const char *const names[3] = {"decode_mask_len", "decode_partial", "decode_combine"};
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_N=%d -DROWS_WG=%d -DWG_SIZE=%d -DLEN_DEVICE=%d "
-                 "-DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d",
+                 "-DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d -DVEC=%d",
                  (int)dt, p->hdp, p->t.block_n, p->t.rows, p->t.wg, len_device, mask, paged, r->softcap > 0.0f,
-                 r->alibi != NULL);
+                 r->alibi != NULL, vec);
         fcl_status s = FCL_SUCCESS;
         for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
             s = fcl_get_kernel(ctx, sources, 2, opts, names[i], &k[i]);
@@ -174,7 +174,12 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     p.row_blocks = (p.n_rows + p.t.rows - 1) / p.t.rows;
     const int len_device = len == -1;
     cl_kernel k[3];
-    if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, &p, k)) ||
+    /* 4-wide K/V loads when every row of the caches starts at a multiple of 4 elements */
+    int vec = D % 4 == 0 ? 4 : 1;
+    for (int i = 0; i < 4; i++)
+        if (kv.k[i] % 4 || kv.v[i] % 4)
+            vec = 1;
+    if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, vec, &p, k)) ||
         (s = plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p)))
         return s;
     const long limit = fcl_device_loop_limit(ctx);

@@ -111,10 +111,12 @@ static int op_backward(const bench_env *env, const bench_opts *o)
 static int op_decode(const bench_env *env, const bench_opts *o)
 {
     bench_opts d = *o;
-    d.sq = 0; /* merge_case would set sk from sq */
+    d.sq = d.sk = 0; /* merge_case ties sq and sk together; here they are independent */
     bench_case c = merge_case(bench_decode_default(env), &d);
     if (o->sq)
         c.sq = o->sq;
+    if (o->sk)
+        c.sk = o->sk;
     if (c.hq % c.hkv)
         return usage_error("--hq must be a multiple of --hkv");
     if (c.sq > c.sk)
