@@ -268,11 +268,11 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             v[8 + i] = &ov[i];
             v[12 + i] = &lv[i];
         }
-        const size_t g[2] = {(size_t)D, (size_t)(B * Hq * Lq)};
+        const size_t g[2] = {((size_t)D + 31) / 32 * 32, (size_t)(B * Hq * Lq)}, l[2] = {32, 1};
         if (err == CL_SUCCESS)
             err = set_args(k[2], 16, sz, v);
         if (err == CL_SUCCESS)
-            err = clEnqueueNDRangeKernel(ctx->queue, k[2], 2, NULL, g, NULL, 0, NULL, event);
+            err = clEnqueueNDRangeKernel(ctx->queue, k[2], 2, NULL, g, l, 0, NULL, event);
     }
     clReleaseMemObject(part); /* freed once the kernels that use them complete */
     if (mask_lens)

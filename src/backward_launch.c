@@ -221,12 +221,14 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         err = set_shared_args(kern[k], job, O, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL,
                               ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
-    const size_t g_delta[3] = {(size_t)f->sq, (size_t)f->Hq, (size_t)f->grid_b};
+    /* an explicit work-group (32 rows) so that PoCL compiles one delta kernel for every shape */
+    const size_t g_delta[3] = {((size_t)f->sq + 31) / 32 * 32, (size_t)f->Hq, (size_t)f->grid_b};
+    const size_t l_delta[3] = {32, 1, 1};
     const size_t g_dkdv[3] = {k_groups * (size_t)bn, (size_t)f->Hkv, (size_t)f->grid_b};
     const size_t g_dq[3] = {q_groups * (size_t)bm, (size_t)f->Hq, (size_t)f->grid_b};
     const size_t l_dkdv[3] = {(size_t)bn, 1, 1}, l_dq[3] = {(size_t)bm, 1, 1};
     if (err == CL_SUCCESS && f->sq > 0)
-        err = clEnqueueNDRangeKernel(ctx->queue, kern[K_DELTA], 3, NULL, g_delta, NULL, 0, NULL, NULL);
+        err = clEnqueueNDRangeKernel(ctx->queue, kern[K_DELTA], 3, NULL, g_delta, l_delta, 0, NULL, NULL);
     if (err == CL_SUCCESS && k_groups > 0)
         err = enqueue_chunks(ctx, kern[K_DKDV], g_dkdv, l_dkdv, dkdv_items, chunked_dkdv ? dkdv_per : 0,
                              q_groups > 0 ? NULL : event);

@@ -153,8 +153,10 @@ fcl_status fcl_kv_cache_append(fcl_context ctx, const fcl_kv_cache *cache, fcl_t
         err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
     for (int i = 0; i < 21 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
-    const size_t global[3] = {(size_t)kv.D, (size_t)(L_new * kv.Hkv), (size_t)B};
+    /* an explicit work-group size, so the compiled kernel does not depend on the shape */
+    const size_t global[3] = {((size_t)kv.D + 31) / 32 * 32, (size_t)(L_new * kv.Hkv), (size_t)B};
+    const size_t local[3] = {32, 1, 1};
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, NULL, 0, NULL, event);
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL, event);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing kv_cache_append");
 }

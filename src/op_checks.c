@@ -45,10 +45,52 @@ static void byte_range(fcl_tensor t, uint64_t *lo, uint64_t *hi)
     *hi = (uint64_t)(last + 1) * fcl_dtype_size(t->dtype);
 }
 
+/* Whether delta = sum of c[i] * strides[order[i]] for some integers |c[i]| < shape, trying dims
+ * from the largest stride down; exact when the strides nest (each at least the extent of the
+ * dims below it), since the rest then stays below the current stride. */
+static int reachable(int64_t delta, const int64_t *shape, const int64_t *strides, const int *order, int n)
+{
+    if (n == 0)
+        return delta == 0;
+    const int64_t s = strides[order[0]], lim = shape[order[0]] - 1;
+    const int64_t q = delta / s; /* truncated: the candidates are q and q -/+ 1 */
+    for (int64_t c = q - 1; c <= q + 1; c++)
+        if (c >= -lim && c <= lim && reachable(delta - c * s, shape, strides, order + 1, n - 1))
+            return 1;
+    return 0;
+}
+
+/* Element-exact test for two views with one dtype, shape and set of nested strides (e.g. K and
+ * V interleaved in one [B, S, 2, H, D] buffer); -1 when it does not apply. */
+static int same_layout_overlap(fcl_tensor a, fcl_tensor b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return -1;
+    int order[FCL_MAX_DIMS];
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->shape[i] != b->shape[i] || a->strides[i] != b->strides[i] || a->strides[i] <= 0)
+            return -1;
+        order[i] = i;
+    }
+    for (int i = 1; i < a->ndim; i++) /* dims by stride, largest first */
+        for (int k = i; k > 0 && a->strides[order[k]] > a->strides[order[k - 1]]; k--) {
+            const int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    for (int i = 0; i + 1 < a->ndim; i++)
+        if (a->strides[order[i]] < a->strides[order[i + 1]] * a->shape[order[i + 1]])
+            return -1;
+    return reachable(b->offset - a->offset, a->shape, a->strides, order, a->ndim);
+}
+
 int fcl_overlaps(fcl_tensor a, fcl_tensor b)
 {
     if (!a || !b || a->buffer != b->buffer)
         return 0;
+    const int exact = same_layout_overlap(a, b);
+    if (exact >= 0)
+        return exact;
     uint64_t alo, ahi, blo, bhi;
     byte_range(a, &alo, &ahi);
     byte_range(b, &blo, &bhi);

@@ -11,7 +11,9 @@ int fcl_same_shape(fcl_tensor t, const int64_t *shape);
 /* FCL_ERR_SHAPE: "<op>: <name> has shape [..]; expected <expect> [..]". */
 fcl_status fcl_shape_error(fcl_context ctx, const char *op, const char *name, fcl_tensor t, const char *expect,
                            const int64_t *shape, int n);
-/* Whether two views share any byte of one buffer (either may be NULL). */
+/* Whether two views of one buffer may share an element (either may be NULL): exact for views
+ * of one dtype, shape and nested strides (interleaved K/V halves do not overlap), else by their
+ * byte ranges. */
 int fcl_overlaps(fcl_tensor a, fcl_tensor b);
 /* Q is F32/F16/BF16; K, V, O have Q's dtype; LSE (may be NULL) is F32. */
 fcl_status fcl_check_attention_dtypes(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
