@@ -893,7 +893,7 @@ typedef struct pcase {
     int causal, w; /* w: the reference's bidirectional window (-1 = none) -> w / 2 each side */
     float softcap, scale;
     int mask, alibi; /* alibi: ALIBI_NONE or ALIBI_H */
-    int lse, padded; /* padded: QKV rows padded (NaN), O/dO/LSE strided, dQKV padded */
+    int lse, padded; /* lse 0: O and LSE NULL; padded: QKV rows padded (NaN), O/dO/LSE strided, dQKV padded */
 } pcase;
 
 static int half_window(int w) { return w < 0 ? U : w / 2; }
@@ -1021,8 +1021,9 @@ static void pbackward(fcl_context ctx, const pcase *c, const ptensors *t, float 
 {
     const fcl_attn_params prm = pparams(c, t);
     support_poison(t->g.base);
-    fcl_status st = fcl_attention_packed_qkv_backward(ctx, &prm, t->qkv, t->o, t->dout, c->lse ? t->lse : NULL,
-                                                      t->bounds, t->g.view, NULL);
+    /* lse 0: O and LSE both NULL, the reference's recompute-only form */
+    fcl_status st = fcl_attention_packed_qkv_backward(ctx, &prm, t->qkv, c->lse ? t->o : NULL, t->dout,
+                                                      c->lse ? t->lse : NULL, t->bounds, t->g.view, NULL);
     cr_assert(st == FCL_SUCCESS, "[%s] fcl_attention_packed_qkv_backward: %s: %s", name, fcl_status_string(st),
               fcl_last_error(ctx));
     finish(ctx);
