@@ -120,18 +120,23 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
             const int e = (lid + step * WG_SIZE) * VEC, n = e / HEAD_DIM_PAD, d = e - n * HEAD_DIM_PAD, j = jt + n;
             if (n < BLOCK_N) {
                 const bool in = j <= j_hi && d < head_dim;
+#if HAS_MASK /* dropped slots may hold anything (freed rows): their V must not reach O, even * 0 */
+                const bool vin = in && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
+#else
+                const bool vin = in;
+#endif
                 const long kr = cache_row(b, min(j, j_hi), hk, k_off, k_s0, k_s1, k_sh, table, bt_off, bt_sb,
                                           bt_ss, page_size, num_pages);
                 const long vr = cache_row(b, min(j, j_hi), hk, v_off, v_s0, v_s1, v_sh, table, bt_off, bt_sb,
                                           bt_ss, page_size, num_pages);
 #if VEC == 4
                 const float4 kx = in ? LOAD4(Kc, kr + d) : (float4)(0.0f);
-                const float4 vx = in ? LOAD4(Vc, vr + d) : (float4)(0.0f);
+                const float4 vx = vin ? LOAD4(Vc, vr + d) : (float4)(0.0f);
                 Ks[n][d] = kx.x; Ks[n][d + 1] = kx.y; Ks[n][d + 2] = kx.z; Ks[n][d + 3] = kx.w;
                 vstore4(vx, 0, &Vs[n][d]);
 #else
                 Ks[n][d] = in ? LOAD(Kc, kr + d) : 0.0f;
-                Vs[n][d] = in ? LOAD(Vc, vr + d) : 0.0f;
+                Vs[n][d] = vin ? LOAD(Vc, vr + d) : 0.0f;
 #endif
             }
         }

@@ -168,8 +168,13 @@ void attention_forward(__global const store_t *Q, __global const store_t *K,
             const int j = j0 + n;
             if (n < BLOCK_N) {
                 const bool in = j >= g_lo && j <= g_hi && d < head_dim;
+#if HAS_MASK /* a dropped key's V may hold anything: it must not reach O, even times 0 */
+                const bool vin = in && mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
+#else
+                const bool vin = in;
+#endif
                 Kt[d][n] = in ? LOAD(K, kbase + (long)j * k_ss + d) : 0.0f;
-                Vs[n][d] = in ? LOAD(V, vbase + (long)j * v_ss + d) : 0.0f;
+                Vs[n][d] = vin ? LOAD(V, vbase + (long)j * v_ss + d) : 0.0f;
             }
         }
 #if HAS_MASK

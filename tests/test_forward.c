@@ -474,3 +474,49 @@ Test(forward, deterministic)
     fcl_context_release(ctx);
     cr_assert(ok, "determinism cases failed");
 }
+
+/* Keys dropped by the key mask may hold anything (freed or never-written rows): K and V rows
+ * of dropped keys are NaN here, and O must still be the reference over the kept keys. */
+Test(forward, dropped_keys_hold_nan)
+{
+    const int B = 2, Sq = 21, Sk = 45, H = 2, D = 32;
+    const int64_t qs[4] = {B, Sq, H, D}, ks[4] = {B, Sk, H, D}, ms[2] = {B, Sk};
+    const size_t nq = (size_t)B * Sq * H * D, nk = (size_t)B * Sk * H * D;
+    float *q = support_xmalloc(sizeof(float) * nq), *k = support_xmalloc(sizeof(float) * nk);
+    float *v = support_xmalloc(sizeof(float) * nk), *o = support_xmalloc(sizeof(float) * nq);
+    float *kn = support_xmalloc(sizeof(float) * nk), *vn = support_xmalloc(sizeof(float) * nk);
+    float m[2 * 45];
+    double *ref = support_xmalloc(sizeof(double) * nq);
+    float *naive = support_xmalloc(sizeof(float) * nq);
+    support_random(q, nq, 1501, -1, 1, FCL_F16);
+    support_random(k, nk, 1502, -1, 1, FCL_F16);
+    support_random(v, nk, 1503, -1, 1, FCL_F16);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < Sk; j++)
+            m[b * Sk + j] = (j * 7 + b) % 3 == 0 ? 0.0f : 1.0f;
+    memcpy(kn, k, sizeof(float) * nk);
+    memcpy(vn, v, sizeof(float) * nk);
+    for (size_t e = 0; e < nk; e++)
+        if (m[(e / ((size_t)H * D) / Sk) * Sk + e / ((size_t)H * D) % Sk] == 0.0f)
+            kn[e] = vn[e] = NAN;
+    fcl_context ctx = support_context();
+    fcl_tensor tq = support_tensor(ctx, FCL_F16, 4, qs, q), tk = support_tensor(ctx, FCL_F16, 4, ks, kn);
+    fcl_tensor tv = support_tensor(ctx, FCL_F16, 4, ks, vn), to = support_tensor(ctx, FCL_F16, 4, qs, NULL);
+    fcl_tensor tm = support_tensor(ctx, FCL_F32, 2, ms, m);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.key_mask = tm;
+    support_poison(to);
+    cr_assert(fcl_attention_forward(ctx, &p, tq, tk, tv, to, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    support_read(to, o);
+    ref_attn_problem rp = {.B = B, .Sq = Sq, .Sk = Sk, .Hq = H, .Hkv = H, .D = D, .window_left = -1,
+                           .window_right = -1, .key_mask = m, .mask_per_batch = 1};
+    ref_attention_forward(&rp, q, k, v, ref, NULL);
+    ref_attention_forward_naive(&rp, FCL_F16, q, k, v, naive, NULL);
+    const double err = support_max_err_f(o, ref, nq), nerr = support_max_err_f(naive, ref, nq);
+    cr_assert(support_within(err, nerr, 2.0), "NaN in dropped K/V rows reached O: err %g, naive %g", err, nerr);
+    fcl_tensor all[] = {tq, tk, tv, to, tm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fcl_tensor_release(all[i]);
+    fcl_context_release(ctx);
+    free(q), free(k), free(v), free(o), free(kn), free(vn), free(ref), free(naive);
+}
