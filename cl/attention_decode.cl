@@ -39,6 +39,31 @@ inline long cache_row(int b, int j, int hk, long off, long s0, long s1, long sh,
 #endif
 }
 
+/* The logit (log2 units) of block row r_abs (of n_rows) and key j from the raw dot product, or
+ * -inf when the key is not visible to that row. */
+inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq, int hk, int group, int p_first,
+                          int b, int window_left, float qscale, float softcap, int l_max,
+                          __global const float *mask, long mask_off, long mask_sb, long mask_ss,
+                          __global const float *alibi, long alibi_off, long alibi_sb, long alibi_sh)
+{
+    const int rr = min(row, n_rows - 1), p = p_first + rr % lq;
+    x *= qscale;
+#if HAS_SOFTCAP
+    x = softcap * tanh(x / softcap);
+#endif
+#if HAS_LOGIT_MODS
+    x *= FCL_LOG2E;
+#endif
+#if HAS_ALIBI
+    x -= alibi[alibi_off + b * alibi_sb + (hk * group + rr / lq) * alibi_sh] * FCL_LOG2E * (float)(p - j);
+#endif
+    bool visible = row < n_rows && j <= j_hi && j <= p && (window_left < 0 || j >= p - window_left);
+#if HAS_MASK
+    visible = visible && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
+#endif
+    return visible ? x : -INFINITY;
+}
+
 __kernel void decode_mask_len(__global const float *mask, __global int *lens, const int l_max,
                               const long mask_off, const long mask_sb, const long mask_ss)
 {
@@ -73,7 +98,7 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
                     const long alibi_off, const long alibi_sb, const long alibi_sh,
                     const long lens_off, const long lens_s)
 {
-    __local float Ks[BLOCK_N][HEAD_DIM_PAD + 1];
+    __local float Kt[HEAD_DIM_PAD][BLOCK_N + 1]; /* transposed: the score loop runs along keys */
     __local float Vs[BLOCK_N][HEAD_DIM_PAD];
     __local float Qs[ROWS_WG][HEAD_DIM_PAD];
     __local float Ss[ROWS_WG][BLOCK_N + 1];
@@ -100,9 +125,9 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
             Qs[r][d] = d < head_dim ? LOAD(Q, q_off + b * q_sb + (long)t * q_ss + h * q_sh + d) : 0.0f;
         }
     }
-    if (lid < ROWS_WG) {
-        m_s[lid] = -INFINITY;
-        l_s[lid] = 0.0f;
+    for (int r = lid; r < ROWS_WG; r += WG_SIZE) {
+        m_s[r] = -INFINITY;
+        l_s[r] = 0.0f;
     }
 #if HAS_LOGIT_MODS
     const float qscale = scale;
@@ -132,59 +157,79 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
 #if VEC == 4
                 const float4 kx = in ? LOAD4(Kc, kr + d) : (float4)(0.0f);
                 const float4 vx = vin ? LOAD4(Vc, vr + d) : (float4)(0.0f);
-                Ks[n][d] = kx.x; Ks[n][d + 1] = kx.y; Ks[n][d + 2] = kx.z; Ks[n][d + 3] = kx.w;
+                Kt[d][n] = kx.x;
+                Kt[d + 1][n] = kx.y;
+                Kt[d + 2][n] = kx.z;
+                Kt[d + 3][n] = kx.w;
                 vstore4(vx, 0, &Vs[n][d]);
 #else
-                Ks[n][d] = in ? LOAD(Kc, kr + d) : 0.0f;
+                Kt[d][n] = in ? LOAD(Kc, kr + d) : 0.0f;
                 Vs[n][d] = vin ? LOAD(Vc, vr + d) : 0.0f;
 #endif
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+#if WG_SIZE == 1
+        /* one work-item: the loops run along keys with independent accumulators (vectorisable) */
+        float sc[ROWS_WG][BLOCK_N];
+        for (int r = 0; r < ROWS_WG; r++)
+            for (int n = 0; n < BLOCK_N; n++)
+                sc[r][n] = 0.0f;
+        for (int d = 0; d < HEAD_DIM_PAD; d++)
+            for (int r = 0; r < ROWS_WG; r++) {
+                const float qd = Qs[r][d];
+                for (int n = 0; n < BLOCK_N; n++)
+                    sc[r][n] = fma(qd, Kt[d][n], sc[r][n]);
+            }
+        for (int r = 0; r < ROWS_WG; r++)
+            for (int n = 0; n < BLOCK_N; n++)
+                Ss[r][n] = decode_logit(sc[r][n], r0 + r, jt + n, j_hi, n_rows, lq, hk, group, p_first, b,
+                                        window_left, qscale, softcap, l_max, mask, mask_off, mask_sb, mask_ss,
+                                        alibi, alibi_off, alibi_sb, alibi_sh);
+#else
         /* scores of (row, key) pairs, spread over the work-items */
         for (int step = 0; step < STEPS(ROWS_WG * BLOCK_N); step++) {
-            const int e = lid + step * WG_SIZE, r = e / BLOCK_N, n = e - r * BLOCK_N, j = jt + n;
+            const int e = lid + step * WG_SIZE, r = e / BLOCK_N, n = e - r * BLOCK_N;
             if (r < ROWS_WG) {
                 float x = 0.0f;
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    x = fma(Qs[r][d], Ks[n][d], x);
-                x *= qscale;
-                const int row = r0 + r, h = hk * group + min(row, n_rows - 1) / lq;
-                const int p = p_first + min(row, n_rows - 1) % lq;
-#if HAS_SOFTCAP
-                x = softcap * tanh(x / softcap);
-#endif
-#if HAS_LOGIT_MODS
-                x *= FCL_LOG2E;
-#endif
-#if HAS_ALIBI
-                x -= alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E * (float)(p - j);
-#endif
-                bool visible = row < n_rows && j <= j_hi && j <= p && (window_left < 0 || j >= p - window_left);
-#if HAS_MASK
-                visible = visible && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
-#endif
-                Ss[r][n] = visible ? x : -INFINITY;
+                    x = fma(Qs[r][d], Kt[d][n], x);
+                Ss[r][n] = decode_logit(x, r0 + r, jt + n, j_hi, n_rows, lq, hk, group, p_first, b, window_left,
+                                        qscale, softcap, l_max, mask, mask_off, mask_sb, mask_ss, alibi, alibi_off,
+                                        alibi_sb, alibi_sh);
             }
         }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < ROWS_WG) { /* the online softmax of row lid */
+        for (int r = lid; r < ROWS_WG; r += WG_SIZE) { /* the online softmax of row r */
             float tile_max = -INFINITY;
             for (int n = 0; n < BLOCK_N; n++)
-                tile_max = fmax(tile_max, Ss[lid][n]);
-            const float m_new = fmax(m_s[lid], tile_max);
-            const float alpha = m_new == -INFINITY ? 1.0f : exp2(m_s[lid] - m_new);
-            float l = l_s[lid] * alpha;
+                tile_max = fmax(tile_max, Ss[r][n]);
+            const float m_new = fmax(m_s[r], tile_max);
+            const float alpha = m_new == -INFINITY ? 1.0f : exp2(m_s[r] - m_new);
+            float l = l_s[r] * alpha;
             for (int n = 0; n < BLOCK_N; n++) {
-                const float p = m_new == -INFINITY ? 0.0f : exp2(Ss[lid][n] - m_new);
-                Ss[lid][n] = p;
+                const float p = m_new == -INFINITY ? 0.0f : exp2(Ss[r][n] - m_new);
+                Ss[r][n] = p;
                 l += p;
             }
-            m_s[lid] = m_new;
-            l_s[lid] = l;
-            alpha_s[lid] = alpha;
+            m_s[r] = m_new;
+            l_s[r] = l;
+            alpha_s[r] = alpha;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+#if WG_SIZE == 1
+        for (int r = 0; r < ROWS_WG; r++) { /* acc[r * HEAD_DIM_PAD + d]; inner loops along d */
+            const float al = alpha_s[r];
+            for (int d = 0; d < HEAD_DIM_PAD; d++)
+                acc[r * HEAD_DIM_PAD + d] *= al;
+            for (int n = 0; n < BLOCK_N; n++) {
+                const float pr = Ss[r][n];
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    acc[r * HEAD_DIM_PAD + d] = fma(pr, Vs[n][d], acc[r * HEAD_DIM_PAD + d]);
+            }
+        }
+#else
         for (int k = 0; k < STEPS(ROWS_WG * HEAD_DIM_PAD); k++) {
             const int e = lid + k * WG_SIZE, r = e / HEAD_DIM_PAD, d = e - r * HEAD_DIM_PAD;
             if (r < ROWS_WG) {
@@ -194,6 +239,7 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
                 acc[k] = a;
             }
         }
+#endif
     }
 
     /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l. */

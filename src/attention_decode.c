@@ -89,28 +89,35 @@ typedef struct decode_plan {
     int hdp, group, n_rows, row_blocks, n_splits, split_keys;
 } decode_plan;
 
+/* Key tiles one work-item may run under the device's loop cap (0 when there is none, -1 when
+ * not even one fits); loop iterations per tile and per launch counted generously. */
+static long tiles_under_cap(fcl_context ctx, const decode_plan *p)
+{
+    const long limit = fcl_device_loop_limit(ctx);
+    if (limit <= 0)
+        return 0;
+    const long n = p->t.block_n, r = p->t.rows, w = p->t.wg, h = p->hdp;
+    const long per_tile = (n * h + w - 1) / w + (r * n + w - 1) / w * (h + 1) + r * n * (w == 1 ? h : 0) + 2 * n * r +
+                          (r * h + w - 1) / w * (n + 1) + 16;
+    const long fixed = 3 * ((r * h + w - 1) / w) + 64;
+    const long cap = (limit * 3 / 4 - fixed) / per_tile;
+    return cap >= 1 ? cap : -1;
+}
+
 /* Splits so that B * Hkv * row_blocks * splits fills the device (waves per compute unit), and,
  * on loop-capped devices, so that one split's tiles stay under the cap. */
 static fcl_status plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, decode_plan *p)
 {
-    const long n = p->t.block_n, r = p->t.rows, w = p->t.wg, h = p->hdp;
+    const long n = p->t.block_n;
     const long tiles = bound > 0 ? (long)((bound + n - 1) / n) : 1;
     const long base = (long)(B * Hkv * p->row_blocks);
     const long target = (long)ctx->info.compute_units * p->t.waves;
     long splits = (target + base - 1) / base;
     splits = splits < 1 ? 1 : splits > tiles ? tiles : splits;
     long split_tiles = (tiles + splits - 1) / splits;
-    const long limit = fcl_device_loop_limit(ctx);
-    if (limit > 0) {
-        const long per_tile = (n * h + w - 1) / w + (r * n + w - 1) / w * (h + 1) + 2 * n + (r * h + w - 1) / w * (n + 1) + 16;
-        const long fixed = 3 * ((r * h + w - 1) / w) + 64;
-        const long cap = (limit * 3 / 4 - fixed) / per_tile;
-        if (cap < 1)
-            return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one key tile needs %ld loop iterations, more than device "
-                            "\"%s\" allows (%ld)", op, per_tile + fixed, ctx->info.name, limit);
-        if (split_tiles > cap)
-            split_tiles = cap;
-    }
+    const long cap = tiles_under_cap(ctx, p);
+    if (cap > 0 && split_tiles > cap)
+        split_tiles = cap;
     p->split_keys = (int)(split_tiles * n);
     p->n_splits = (int)((tiles + split_tiles - 1) / split_tiles);
     return FCL_SUCCESS;
@@ -179,8 +186,22 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     for (int i = 0; i < 4; i++)
         if (kv.k[i] % 4 || kv.v[i] % 4)
             vec = 1;
-    if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, vec, &p, k)) ||
-        (s = plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p)))
+    /* on loop-capped devices, smaller tiles until one tile fits under the cap */
+    for (;;) {
+        if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, vec, &p, k)))
+            return s;
+        if (tiles_under_cap(ctx, &p) >= 0)
+            break;
+        if (p.t.block_n == 1 && p.t.rows == 1)
+            return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one key tile needs more loop iterations than device "
+                            "\"%s\" allows", op, ctx->info.name);
+        if (p.t.block_n >= p.t.rows)
+            p.t.block_n /= 2;
+        else
+            p.t.rows /= 2;
+        p.row_blocks = (p.n_rows + p.t.rows - 1) / p.t.rows;
+    }
+    if ((s = plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p)))
         return s;
     const long limit = fcl_device_loop_limit(ctx);
     if (mask && limit > 0 && kv.l_max / p.t.wg > limit / 2)
