@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
+# (see ../shared/device/prepare.sh): the decode and backward tests on the GPU (unless
+# SKIP_TESTS=1), the copy bandwidth, then flashcl-bench --op decode and PyTorch
+# scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's
+# shapes, in one run: B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one
+# query row. Output under $OUT (default ./gpu-out): ctest.txt, bench.jsonl, peer.jsonl.
+# BS, LENS, REPS narrow the sweep; SWEEP="N,R,W ..." adds a FLASHCL_DECODE_TILES sweep at
+# B 8, L 32k into sweep.jsonl.
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export FLASHCL_DEVICE=${FLASHCL_DEVICE:-nvidia}
+export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
+bench=build/tools/flashcl-bench
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
+if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+  start=$(date +%s)
+  ctest --test-dir build --output-on-failure -j4 -R "${CTEST_REGEX:-decode|backward}" > "$out/ctest.txt" 2>&1
+  echo "ctest rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest.txt"
+fi
+
+: > "$out/bench.jsonl"
+: > "$out/peer.jsonl"
+"$bench" --op copy --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+for b in ${BS:-1 8 32}; do
+  for l in ${LENS:-4096 32768 131072}; do
+    "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 --hkv 8 --d 128 --reps ${REPS:-10} \
+      --warmup 2 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+    python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
+      >> "$out/peer.jsonl" 2>>"$out/errors.log"
+  done
+done
+cat "$out/bench.jsonl" "$out/peer.jsonl"
+
+if [[ -n "${SWEEP:-}" ]]; then
+  : > "$out/sweep.jsonl"
+  for t in $SWEEP; do
+    FLASHCL_DECODE_TILES=$t "$bench" --op decode --dtype f16 --b 8 --sq 1 --sk 32768 --hq 32 --hkv 8 --d 128 \
+      --reps 10 --warmup 2 --json 2>>"$out/errors.log" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+  done
+  cat "$out/sweep.jsonl"
+fi
