@@ -23,15 +23,15 @@ fi
 
 : > "$out/bench.jsonl"
 : > "$out/peer.jsonl"
-"$bench" --op copy --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
 for b in ${BS:-1 8 32}; do
   for l in ${LENS:-4096 32768 131072}; do
-    "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 --hkv 8 --d 128 --reps ${REPS:-10} \
+    timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 --hkv 8 --d 128 --reps ${REPS:-10} \
       --warmup 2 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
     python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
       >> "$out/peer.jsonl" 2>>"$out/errors.log"
   done
 done
+timeout 60 "$bench" --op copy --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
 cat "$out/bench.jsonl" "$out/peer.jsonl"
 
 if [[ -n "${SWEEP:-}" ]]; then

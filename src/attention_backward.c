@@ -28,16 +28,17 @@ static fcl_status begin(fcl_context ctx, const char *op, fcl_tensor *O, fcl_tens
 /* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input. */
 static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                               fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor dQ, fcl_tensor dK,
-                              fcl_tensor dV)
+                              fcl_tensor dV, const fcl_attn_params *params, fcl_tensor cu_q, fcl_tensor cu_k)
 {
     static const char *const in_name[1] = {"dO"};
     fcl_status s = fcl_check_grads(ctx, op, 1, &dO, &O, in_name, 0, NULL);
     if (s != FCL_SUCCESS)
         return s;
     const fcl_tensor grads[3] = {dQ, dK, dV}, like[3] = {Q, K, V};
-    const fcl_tensor inputs[6] = {Q, K, V, O, dO, LSE};
+    const fcl_tensor inputs[10] = {Q, K, V, O, dO, LSE, params ? params->key_mask : NULL,
+                                   params ? params->alibi_slopes : NULL, cu_q, cu_k};
     static const char *const names[3] = {"dQ", "dK", "dV"};
-    return fcl_check_grads(ctx, op, 3, grads, like, names, 6, inputs);
+    return fcl_check_grads(ctx, op, 3, grads, like, names, 10, inputs);
 }
 
 fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q, fcl_tensor K,
@@ -48,7 +49,7 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
     if (s || (s = fcl_check_dense_problem(ctx, op, Q, K, V, O, LSE)) ||
-        (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV)))
+        (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV, params, NULL, NULL)))
         return s;
     fcl_backward_job job = {
         .fwd = {.op = op, .layout = FCL_LAYOUT_DENSE, .dtype = Q->dtype, .D = Q->shape[3], .Hq = Q->shape[2],
@@ -75,7 +76,7 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
     if (s || (s = fcl_check_varlen_problem(ctx, op, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                            max_seqlen_k, O, LSE)) ||
-        (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV)))
+        (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV, params, cu_seqlens_q, cu_seqlens_k)))
         return s;
     const int64_t Tq = Q->shape[0], Tk = K->shape[0];
     fcl_backward_job job = {
@@ -104,9 +105,10 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
     if (s || (s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, LSE)))
         return s;
     static const char *const names[2] = {"dO", "dQKV"};
-    const fcl_tensor inputs[4] = {QKV, O, dO, LSE};
+    const fcl_tensor inputs[7] = {QKV, O, dO, LSE, params ? params->key_mask : NULL,
+                                  params ? params->alibi_slopes : NULL, seq_bounds};
     if ((s = fcl_check_grads(ctx, op, 1, &dO, &O, names, 0, NULL)) ||
-        (s = fcl_check_grads(ctx, op, 1, &dQKV, &QKV, names + 1, 4, inputs)))
+        (s = fcl_check_grads(ctx, op, 1, &dQKV, &QKV, names + 1, 7, inputs)))
         return s;
     /* Q, K, V and their gradients are the three slices of dim 1 (see the packed forward). */
     struct fcl_tensor_s q = *QKV, k = *QKV, v = *QKV, dq = *dQKV, dk = *dQKV, dv = *dQKV;
@@ -125,5 +127,17 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
     };
     if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, &job.fwd.params)))
         return s;
+    /* the three gradient slices as [L, H, D] views must not share an element */
+    struct fcl_tensor_s slice[3] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++) {
+        slice[i].ndim = 3;
+        slice[i].shape[1] = H;
+        slice[i].shape[2] = D;
+        slice[i].strides[1] = dQKV->strides[2];
+        slice[i].strides[2] = dQKV->strides[3];
+    }
+    if (fcl_overlaps(&slice[0], &slice[1]) || fcl_overlaps(&slice[1], &slice[2]) || fcl_overlaps(&slice[0], &slice[2]))
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: the dQ, dK and dV slices of dQKV overlap (dim 1 "
+                        "stride %lld)", op, (long long)dQKV->strides[1]);
     return fcl_backward_launch(ctx, &job, event);
 }

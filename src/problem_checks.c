@@ -2,12 +2,19 @@
  * and backward ops of each layout. */
 #include "problem_checks.h"
 
+/* The name of O in messages: a backward called with O = NULL checks a bufferless stand-in
+ * shaped like dO (attention_backward.c), and then the tensor the caller gave is dO. */
+static const char *o_name(fcl_tensor O)
+{
+    return O && !O->buffer ? "dO" : "O";
+}
+
 fcl_status fcl_check_dense_problem(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                                    fcl_tensor O, fcl_tensor LSE)
 {
     fcl_status s;
     if ((s = fcl_check_tensor(ctx, op, Q, "Q", 4)) || (s = fcl_check_tensor(ctx, op, K, "K", 4)) ||
-        (s = fcl_check_tensor(ctx, op, V, "V", 4)) || (s = fcl_check_tensor(ctx, op, O, "O", 4)) ||
+        (s = fcl_check_tensor(ctx, op, V, "V", 4)) || (s = fcl_check_tensor(ctx, op, O, o_name(O), 4)) ||
         (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 3))))
         return s;
     if ((s = fcl_check_attention_dtypes(ctx, op, Q, K, V, O, LSE)) != FCL_SUCCESS)
@@ -22,7 +29,7 @@ fcl_status fcl_check_dense_problem(fcl_context ctx, const char *op, fcl_tensor Q
     if (!fcl_same_shape(V, kshape))
         return fcl_shape_error(ctx, op, "V", V, "like K", kshape, 4);
     if (!fcl_same_shape(O, Q->shape))
-        return fcl_shape_error(ctx, op, "O", O, "like Q", Q->shape, 4);
+        return fcl_shape_error(ctx, op, o_name(O), O, "like Q", Q->shape, 4);
     const int64_t lshape[3] = {B, Hq, Sq};
     if (LSE && !fcl_same_shape(LSE, lshape))
         return fcl_shape_error(ctx, op, "LSE", LSE, "[B, Hq, Sq] =", lshape, 3);
@@ -42,7 +49,7 @@ fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor 
 {
     fcl_status s;
     if ((s = fcl_check_tensor(ctx, op, Q, "Q", 3)) || (s = fcl_check_tensor(ctx, op, K, "K", 3)) ||
-        (s = fcl_check_tensor(ctx, op, V, "V", 3)) || (s = fcl_check_tensor(ctx, op, O, "O", 3)) ||
+        (s = fcl_check_tensor(ctx, op, V, "V", 3)) || (s = fcl_check_tensor(ctx, op, O, o_name(O), 3)) ||
         (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 2))) ||
         (s = fcl_check_index_tensor(ctx, op, cu_q, "cu_seqlens_q", 1)) ||
         (s = fcl_check_index_tensor(ctx, op, cu_k, "cu_seqlens_k", 1)))
@@ -55,7 +62,7 @@ fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor 
     if (!fcl_same_shape(V, K->shape))
         return fcl_shape_error(ctx, op, "V", V, "like K", K->shape, 3);
     if (!fcl_same_shape(O, Q->shape))
-        return fcl_shape_error(ctx, op, "O", O, "like Q", Q->shape, 3);
+        return fcl_shape_error(ctx, op, o_name(O), O, "like Q", Q->shape, 3);
     const int64_t lshape[2] = {Hq, Tq};
     if (LSE && !fcl_same_shape(LSE, lshape))
         return fcl_shape_error(ctx, op, "LSE", LSE, "[Hq, total_q] =", lshape, 2);
@@ -80,7 +87,7 @@ fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor 
                                     fcl_tensor O, fcl_tensor LSE)
 {
     fcl_status s;
-    if ((s = fcl_check_tensor(ctx, op, QKV, "QKV", 4)) || (s = fcl_check_tensor(ctx, op, O, "O", 3)) ||
+    if ((s = fcl_check_tensor(ctx, op, QKV, "QKV", 4)) || (s = fcl_check_tensor(ctx, op, O, o_name(O), 3)) ||
         (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 2))) ||
         (s = fcl_check_index_tensor(ctx, op, bounds, "seq_bounds", 2)))
         return s;
@@ -94,7 +101,7 @@ fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor 
         return s;
     const int64_t oshape[3] = {L, H, D}, lshape[2] = {H, L}, bshape[2] = {L, 2};
     if (!fcl_same_shape(O, oshape))
-        return fcl_shape_error(ctx, op, "O", O, "[L, H, D] =", oshape, 3);
+        return fcl_shape_error(ctx, op, o_name(O), O, "[L, H, D] =", oshape, 3);
     if (LSE && !fcl_same_shape(LSE, lshape))
         return fcl_shape_error(ctx, op, "LSE", LSE, "[H, L] =", lshape, 2);
     if (!fcl_same_shape(bounds, bshape))

@@ -1,5 +1,6 @@
 /* Checks of an attention problem's forward tensors (Q, K, V, O, LSE), one per layout, shared
- * by the forward and backward ops; each failure sets a message starting with `op`. */
+ * by the forward and backward ops; each failure sets a message starting with `op`. O may be
+ * the backward's bufferless stand-in for O = NULL (shaped like dO); messages then name dO. */
 #ifndef FLASHCL_PROBLEM_CHECKS_H
 #define FLASHCL_PROBLEM_CHECKS_H
 

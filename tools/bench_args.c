@@ -54,7 +54,7 @@ void bench_usage(FILE *f)
         "  decode: --sq query rows (default 1, causal among themselves), --sk the cache\n"
         "  length (a full contiguous cache, host length); the rate column is GB/s of K and V\n"
         "  bytes read (wall clock); 16 rows checked against the float64 reference (2x rule).\n"
-        "  copy: clEnqueueCopyBuffer of 2 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
+        "  copy: clEnqueueCopyBuffer of 1 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
         "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
         f);
 }

@@ -29,9 +29,9 @@ void bench_copy(const bench_env *env, size_t bytes)
         if (err == CL_SUCCESS)
             call.dst = clCreateBuffer(cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
         /* the source's contents do not matter; fill it so no driver skips the copy */
-        const cl_uchar pattern = 0x5A;
+        const cl_uint pattern = 0x5A5A5A5Au;
         if (err == CL_SUCCESS)
-            err = clEnqueueFillBuffer(call.q, call.src, &pattern, 1, 0, bytes, 0, NULL, NULL);
+            err = clEnqueueFillBuffer(call.q, call.src, &pattern, sizeof pattern, 0, bytes, 0, NULL, NULL);
         if (err == CL_SUCCESS && bench_time(env, enqueue_copy, &call, &t) != FCL_SUCCESS)
             t.ms_wall = NAN;
     }

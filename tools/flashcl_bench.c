@@ -128,7 +128,7 @@ static int op_decode(const bench_env *env, const bench_opts *o)
 static int op_copy(const bench_env *env, const bench_opts *o)
 {
     (void)o;
-    bench_copy(env, (size_t)(env->is_gpu ? 2048 : 256) << 20);
+    bench_copy(env, (size_t)(env->is_gpu ? 1024 : 256) << 20);
     return BENCH_EXIT_OK; /* the ceiling failing is reported, not an error of flashcl */
 }
 
