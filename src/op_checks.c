@@ -66,7 +66,7 @@ static int same_layout_overlap(fcl_tensor a, fcl_tensor b)
 {
     if (a->dtype != b->dtype || a->ndim != b->ndim)
         return -1;
-    int order[FCL_MAX_DIMS];
+    int order[FCL_MAX_DIMS] = {0};
     for (int i = 0; i < a->ndim; i++) {
         if (a->shape[i] != b->shape[i] || a->strides[i] != b->strides[i] || a->strides[i] <= 0)
             return -1;
