@@ -14,18 +14,16 @@ float ref_round_to_dtype(fcl_dtype dtype, float x)
     }
 }
 
-/* Absolute position of query row i (bottom-right aligned). */
-static long query_pos(const ref_attn_problem *p, int i)
+long ref_query_pos(const ref_attn_problem *p, int i)
 {
     return (long)i + p->Sk - p->Sq;
 }
 
-/* Whether query row i of batch b sees key j (window, causal, key mask). */
-static int key_visible(const ref_attn_problem *p, int b, int i, int j)
+int ref_key_visible(const ref_attn_problem *p, int b, int i, int j)
 {
     if (j < 0 || j >= p->Sk)
         return 0;
-    long pos = query_pos(p, i);
+    long pos = ref_query_pos(p, i);
     int wr = p->causal ? 0 : p->window_right; /* causal forces window_right = 0 */
     if (p->window_left >= 0 && j < pos - p->window_left)
         return 0;
@@ -39,7 +37,7 @@ static int key_visible(const ref_attn_problem *p, int b, int i, int j)
     return 1;
 }
 
-static double alibi_slope(const ref_attn_problem *p, int b, int h)
+double ref_alibi_slope(const ref_attn_problem *p, int b, int h)
 {
     if (!p->alibi)
         return 0.0;
@@ -62,8 +60,8 @@ void ref_attention_row(const ref_attn_problem *p, const float *Q, const float *K
 {
     const int D = p->D, Sk = p->Sk;
     const double scale = p->scale != 0.0 ? p->scale : 1.0 / sqrt((double)D);
-    const double slope = alibi_slope(p, b, h);
-    const long pos = query_pos(p, i);
+    const double slope = ref_alibi_slope(p, b, h);
+    const long pos = ref_query_pos(p, i);
     const float *q = q_row(p, Q, b, i, h);
     double *s = malloc(sizeof(double) * (size_t)(Sk > 0 ? Sk : 1));
     char *vis = malloc((size_t)(Sk > 0 ? Sk : 1));
@@ -71,7 +69,7 @@ void ref_attention_row(const ref_attn_problem *p, const float *Q, const float *K
     /* Scores: scale, then softcap, then ALiBi, then masking. */
     double m = -INFINITY;
     for (int j = 0; j < Sk; j++) {
-        vis[j] = (char)key_visible(p, b, i, j);
+        vis[j] = (char)ref_key_visible(p, b, i, j);
         if (!vis[j])
             continue;
         const float *k = kv_row(p, K, b, j, h);
@@ -123,8 +121,8 @@ void ref_attention_row_naive(const ref_attn_problem *p, fcl_dtype dtype, const f
     const int D = p->D, Sk = p->Sk;
     const float scale = p->scale != 0.0 ? (float)p->scale : (float)(1.0 / sqrt((double)D));
     const float softcap = (float)p->softcap;
-    const float slope = (float)alibi_slope(p, b, h);
-    const long pos = query_pos(p, i);
+    const float slope = (float)ref_alibi_slope(p, b, h);
+    const long pos = ref_query_pos(p, i);
     const float *q = q_row(p, Q, b, i, h);
     float *s = malloc(sizeof(float) * (size_t)(Sk > 0 ? Sk : 1));
     char *vis = malloc((size_t)(Sk > 0 ? Sk : 1));
@@ -132,7 +130,7 @@ void ref_attention_row_naive(const ref_attn_problem *p, fcl_dtype dtype, const f
     /* Scores in float32, rounded to dtype after scale, softcap and ALiBi. */
     float m = -INFINITY;
     for (int j = 0; j < Sk; j++) {
-        vis[j] = (char)key_visible(p, b, i, j);
+        vis[j] = (char)ref_key_visible(p, b, i, j);
         if (!vis[j])
             continue;
         const float *k = kv_row(p, K, b, j, h);

@@ -45,6 +45,15 @@ void ref_attention_forward(const ref_attn_problem *p, const float *Q, const floa
 void ref_attention_forward_naive(const ref_attn_problem *p, fcl_dtype dtype, const float *Q,
                                  const float *K, const float *V, float *O, float *LSE);
 
+/* The absolute position of query row i: i + Sk - Sq (bottom-right aligned). */
+long ref_query_pos(const ref_attn_problem *p, int i);
+
+/* Whether query row i of batch b sees key j (0 <= j < Sk; window, causal, key mask). */
+int ref_key_visible(const ref_attn_problem *p, int b, int i, int j);
+
+/* The ALiBi slope of batch b, query head h (0 when off). */
+double ref_alibi_slope(const ref_attn_problem *p, int b, int h);
+
 /* Rounds x to the nearest value representable in dtype (F32: unchanged). */
 float ref_round_to_dtype(fcl_dtype dtype, float x);
 

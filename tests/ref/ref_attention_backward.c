@@ -7,37 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Absolute position of query row i (bottom-right aligned). */
-static long query_pos(const ref_attn_problem *p, int i)
-{
-    return (long)i + p->Sk - p->Sq;
-}
-
-/* Whether query row i of batch b sees key j (window, causal, key mask); as ref_attention.c. */
-static int key_visible(const ref_attn_problem *p, int b, int i, int j)
-{
-    long pos = query_pos(p, i);
-    int wr = p->causal ? 0 : p->window_right; /* causal forces window_right = 0 */
-    if (p->window_left >= 0 && j < pos - p->window_left)
-        return 0;
-    if (wr >= 0 && j > pos + wr)
-        return 0;
-    if (p->key_mask) {
-        float m = p->mask_per_batch ? p->key_mask[(size_t)b * p->Sk + j] : p->key_mask[j];
-        if (!(m > 0.5f))
-            return 0;
-    }
-    return 1;
-}
-
-/* ALiBi slope of batch b, query head h (0 when off). */
-static double alibi_slope(const ref_attn_problem *p, int b, int h)
-{
-    if (!p->alibi)
-        return 0.0;
-    return p->alibi_per_batch ? p->alibi[(size_t)b * p->Hq + h] : p->alibi[h];
-}
-
 /* The effective score scale (0 = 1/sqrt(D)). */
 static double eff_scale(const ref_attn_problem *p)
 {
@@ -62,13 +31,13 @@ static size_t kv_off(const ref_attn_problem *p, int b, int j, int h)
 static int probs_row(const ref_attn_problem *p, const double *Q, const double *K, int b, int i,
                      int h, double *P, double *dt)
 {
-    const double scale = eff_scale(p), slope = alibi_slope(p, b, h);
+    const double scale = eff_scale(p), slope = ref_alibi_slope(p, b, h);
     const double *q = Q + q_off(p, b, i, h);
     double m = -INFINITY;
     for (int j = 0; j < p->Sk; j++) {
         P[j] = -INFINITY; /* the score, for now */
         dt[j] = 1.0;
-        if (!key_visible(p, b, i, j))
+        if (!ref_key_visible(p, b, i, j))
             continue;
         const double *k = K + kv_off(p, b, j, h);
         double s = 0.0;
@@ -80,7 +49,7 @@ static int probs_row(const ref_attn_problem *p, const double *Q, const double *K
             s = p->softcap * t;
             dt[j] = 1.0 - t * t;
         }
-        P[j] = s - slope * fabs((double)(query_pos(p, i) - j));
+        P[j] = s - slope * fabs((double)(ref_query_pos(p, i) - j));
         if (P[j] > m)
             m = P[j];
     }
@@ -164,13 +133,13 @@ static int probs_row_naive(const ref_attn_problem *p, fcl_dtype dtype, const flo
                            const float *K, int b, int i, int h, float *P, float *dt)
 {
     const float scale = (float)eff_scale(p), softcap = (float)p->softcap;
-    const float slope = (float)alibi_slope(p, b, h);
+    const float slope = (float)ref_alibi_slope(p, b, h);
     const float *q = Q + q_off(p, b, i, h);
     float m = -INFINITY;
     for (int j = 0; j < p->Sk; j++) {
         P[j] = -INFINITY;
         dt[j] = 1.0f;
-        if (!key_visible(p, b, i, j))
+        if (!ref_key_visible(p, b, i, j))
             continue;
         const float *k = K + kv_off(p, b, j, h);
         float dot = 0.0f;
@@ -182,7 +151,7 @@ static int probs_row_naive(const ref_attn_problem *p, fcl_dtype dtype, const flo
             s = softcap * t;
             dt[j] = 1.0f - t * t;
         }
-        s += -slope * fabsf((float)(query_pos(p, i) - j));
+        s += -slope * fabsf((float)(ref_query_pos(p, i) - j));
         P[j] = ref_round_to_dtype(dtype, s);
         if (P[j] > m)
             m = P[j];
