@@ -72,26 +72,6 @@ static cl_mem scratch(fcl_context ctx, size_t n, fcl_status *s)
     return err == CL_SUCCESS ? m : NULL;
 }
 
-/* A contiguous tensor over `buffer` with the given shape (a scratch view, never released). */
-static struct fcl_tensor_s scratch_tensor(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim,
-                                          const int64_t *shape)
-{
-    struct fcl_tensor_s t;
-    memset(&t, 0, sizeof t);
-    t.ctx = ctx;
-    t.buffer = buffer;
-    t.dtype = dtype;
-    t.ndim = ndim;
-    int64_t stride = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t.shape[i] = shape[i];
-        t.strides[i] = stride;
-        stride *= shape[i];
-    }
-    t.buffer_bytes = (size_t)stride * fcl_dtype_size(dtype);
-    return t;
-}
-
 /* Enqueues the forward into scratch O and LSE (views into *o_view, *lse_view; O has dO's
  * shape). */
 static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job, cl_mem o_buf, cl_mem lse_buf,
@@ -100,9 +80,9 @@ static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job
     const fcl_forward_job *f = &job->fwd;
     const int64_t lse_shape[3] = {f->grid_b, f->Hq, f->sq};
     const int64_t lse_flat[2] = {f->Hq, f->total_q};
-    *o_view = scratch_tensor(ctx, o_buf, f->dtype, job->dO->ndim, job->dO->shape);
-    *lse_view = f->layout == FCL_LAYOUT_DENSE ? scratch_tensor(ctx, lse_buf, FCL_F32, 3, lse_shape)
-                                               : scratch_tensor(ctx, lse_buf, FCL_F32, 2, lse_flat);
+    *o_view = fcl_scratch_view(ctx, o_buf, f->dtype, job->dO->ndim, job->dO->shape);
+    *lse_view = f->layout == FCL_LAYOUT_DENSE ? fcl_scratch_view(ctx, lse_buf, FCL_F32, 3, lse_shape)
+                                               : fcl_scratch_view(ctx, lse_buf, FCL_F32, 2, lse_flat);
     fcl_forward_job fj = *f;
     fj.O = o_view;
     fj.LSE = lse_view;

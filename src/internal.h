@@ -59,6 +59,11 @@ void fcl_program_cache_release(fcl_context ctx);
 /* Device capability query used at context creation. */
 fcl_status fcl_query_device_info(fcl_context ctx);
 
+/* A contiguous row-major tensor struct over `buffer` (ops' scratch views; not reference
+ * counted, never released: the caller owns the buffer). */
+struct fcl_tensor_s fcl_scratch_view(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim,
+                                     const int64_t *shape);
+
 /* Tensor helpers for op validation. */
 int fcl_tensor_is_f_activation(fcl_dtype d); /* F32, F16 or BF16 */
 /* "[2, 128, 8, 64]" into buf. */

@@ -314,3 +314,22 @@ fcl_status fcl_tensor_read_raw(fcl_tensor t, void *dst, size_t bytes)
         return fcl_fail(t->ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_read_raw: %zu bytes is not a multiple of %zu", bytes, es);
     return host_copy(t, dst, es, bytes / es, 0, 0, "fcl_tensor_read_raw");
 }
+
+struct fcl_tensor_s fcl_scratch_view(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim,
+                                     const int64_t *shape)
+{
+    struct fcl_tensor_s t;
+    memset(&t, 0, sizeof t);
+    t.ctx = ctx;
+    t.buffer = buffer;
+    t.dtype = dtype;
+    t.ndim = ndim;
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t.shape[i] = shape[i];
+        t.strides[i] = stride;
+        stride *= shape[i];
+    }
+    t.buffer_bytes = (size_t)stride * fcl_dtype_size(dtype);
+    return t;
+}
