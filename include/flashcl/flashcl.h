@@ -438,6 +438,56 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
                                 const fcl_kv_cache *cache, int64_t len, fcl_tensor lens,
                                 fcl_tensor mask, fcl_tensor O, fcl_tensor LSE, cl_event *event);
 
+/* ---------------------------------------------------------------- projections */
+
+/*
+ * One projection y = x W^T (+ bias): the caller's tensors, only read during a call.
+ *  w      [N, K] (N output features, K inputs): F32, F16, BF16, or I8 (W8A16: then each output
+ *         row n is w[n, :] * scale[n])
+ *  scale  F32 [N] with I8 weights; NULL with float weights
+ *  bias   [N] in the activations' dtype, or NULL
+ * Activations are never quantised; I8 weights are dequantised in registers (no full-size copy).
+ */
+typedef struct fcl_weight {
+    fcl_tensor w;
+    fcl_tensor scale;
+    fcl_tensor bias;
+} fcl_weight;
+
+/*
+ * K = Ctx Wk^T + bk and V = Ctx Wv^T + bv, the K/V the attention calls consume, computed once per
+ * context (e.g. text conditioning reused across diffusion steps).
+ *  Ctx [Lk, D_ctx] F32/F16/BF16;  wk, wv: w [D, D_ctx];  K, V [Lk, D] in Ctx's dtype, overwritten
+ *  (view them as [1, Lk, H, D / H] for the attention calls). K, V must not overlap the inputs.
+ */
+fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk, const fcl_weight *wv,
+                          fcl_tensor K, fcl_tensor V, cl_event *event);
+
+/*
+ * The attention block with its projections: Q = X Wq^T + bq; K, V from Ctx (cross-attention) or
+ * from X (Ctx NULL: self-attention); O = attention(Q, K, V) Wo^T + bo, per `params` with Hq =
+ * Hkv = num_heads over head_dim D / num_heads.
+ *  X [Lq, D];  Ctx [Lk, D_ctx] or NULL (D_ctx may differ from D);  wq, wo: w [D, D];
+ *  wk, wv: w [D, D_ctx];  O [Lq, D] in X's dtype, overwritten; must not overlap the inputs.
+ * params.key_mask, when given, is F32 [Lk]. Scratch for Q, K, V and the attention output is
+ * allocated per call.
+ */
+fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *params, int num_heads,
+                                      fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq,
+                                      const fcl_weight *wk, const fcl_weight *wv,
+                                      const fcl_weight *wo, fcl_tensor O, cl_event *event);
+
+/*
+ * fcl_attention_qkvo_forward with K and V already projected (fcl_project_kv): Q = X Wq^T + bq,
+ * O = attention(Q, K, V) Wo^T + bo. K, V [Lk, D] in X's dtype; numerically the same as
+ * fcl_attention_qkvo_forward with those K and V.
+ */
+fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_attn_params *params,
+                                                  int num_heads, fcl_tensor X, fcl_tensor K,
+                                                  fcl_tensor V, const fcl_weight *wq,
+                                                  const fcl_weight *wo, fcl_tensor O,
+                                                  cl_event *event);
+
 #ifdef __cplusplus
 }
 #endif
