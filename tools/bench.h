@@ -7,6 +7,7 @@
  *   bench_backward.c the backward case (fcl_attention_backward, 2.5x FLOPs)
  *   bench_decode.c   the decode case (fcl_attention_decode over a KV cache, GB/s)
  *   bench_copy.c     clEnqueueCopyBuffer on the same device (the bandwidth ceiling)
+ *   bench_qkvo.c     the attention block with projections (fcl_attention_qkvo_forward)
  *   bench_pack.c     the sequence packing of those two: seeded lengths, prefix sums, FLOPs
  *   bench_check.c    sampled comparison with the float64 reference
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
@@ -51,6 +52,7 @@ typedef struct bench_opts {
     int json;
     long sgemm_n;       /* 0: device default */
     int seqs, max_len;  /* varlen / packed_qkv packing; 0: device default */
+    int weights;        /* qkvo: weight dtype (fcl_dtype), or -1 for the op's default */
 } bench_opts;
 
 /* What every op run gets. */
@@ -83,6 +85,8 @@ typedef struct bench_result {
     int seqs, max_len;
     long total_q, total_k;
     double gbps;         /* decode: K and V bytes read per second (0 for other ops) */
+    int wdtype;          /* qkvo: the weights' dtype (-1 for other ops) */
+    double ms_attention; /* qkvo: the attention core alone, same shapes (projections = ms - it) */
 } bench_result;
 
 /* One CLBlast SGEMM result line. */
@@ -118,6 +122,13 @@ bench_case bench_backward_default(const bench_env *env);
  * bench_forward. */
 int bench_decode(const bench_env *env, const bench_case *c, bench_result *r);
 bench_case bench_decode_default(const bench_env *env);
+
+/* bench_qkvo.c: one self-attention layer: X [Sq, D] (c->sq, c->d), c->hq heads, weights of
+ * dtype `wdtype` (I8 with row scales), biases on; times the whole call and the attention core
+ * alone on the same shapes; TFLOP/s from 8*L*D^2 (projections) + the attention's FLOPs; checked
+ * on sampled rows against the float64 reference (2x rule). Exit code as bench_forward. */
+int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdtype, bench_result *r);
+bench_case bench_qkvo_default(const bench_env *env);
 
 /* bench_copy.c: times clEnqueueCopyBuffer of `bytes` on the env's queue; GB/s counts the bytes
  * read and written (2 * bytes); NaN when a buffer cannot be made. Prints its line. */

@@ -14,8 +14,10 @@ void bench_usage(FILE *f)
         "  f16 and bf16, causal and not, D 64 and 128; one varlen and one packed_qkv case;\n"
         "  backward and decode cases) plus the copy bandwidth and CLBlast SGEMM as ceilings.\n"
         "\n"
-        "  --op NAME          forward | backward | decode | varlen | packed_qkv | sgemm | copy\n"
-        "                     (not implemented yet: qkvo)\n"
+        "  --op NAME          forward | backward | decode | varlen | packed_qkv | qkvo | sgemm |\n"
+        "                     copy\n"
+        "  --weights T        qkvo: weight dtype f32 | f16 | bf16 | i8 (i8 with f32 row scales;\n"
+        "                     default f16)\n"
         "  --device SEL       device selector (as FLASHCL_DEVICE: gpu, cpu, pocl, 0:1, ...)\n"
         "  --dtype T          f32 | f16 | bf16\n"
         "  --b N --sq N --sk N --hq N --hkv N --d N\n"
@@ -55,6 +57,9 @@ void bench_usage(FILE *f)
         "  length (a full contiguous cache, host length); the rate column is GB/s of K and V\n"
         "  bytes read (wall clock); 16 rows checked against the float64 reference (2x rule).\n"
         "  copy: clEnqueueCopyBuffer of 1 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
+        "  qkvo: one self-attention layer, X [--sq, --d], --hq heads, biases; ms is the whole\n"
+        "  call, ms_attention (JSON) the attention core alone on the same shapes; TFLOP/s from\n"
+        "  8*L*D^2 + 4*L^2*D (halved attention part when causal); 16 rows checked (2x rule).\n"
         "  Exit: 0 ok, 1 library error, 2 usage, 3 a flashcl result failed the check.\n",
         f);
 }
@@ -146,6 +151,10 @@ static int apply_value(const char *name, const char *v, bench_opts *o)
     if (!strcmp(name, "window")) return parse_window(v, o);
     if (!strcmp(name, "softcap")) return parse_float(v, 0.0f, &o->softcap);
     if (!strcmp(name, "layout")) return set_layout(v, o);
+    if (!strcmp(name, "weights")) {
+        if (!strcmp(v, "i8")) { o->weights = FCL_I8; return 0; }
+        return (o->weights = bench_parse_dtype(v)) < 0 ? -1 : 0;
+    }
     if (!strcmp(name, "reps")) return set_int(v, 1, &o->reps);
     if (!strcmp(name, "warmup")) return set_int(v, 0, &o->warmup);
     if (!strcmp(name, "check-rows")) return set_int(v, 0, &o->check_rows);
@@ -174,6 +183,7 @@ static void defaults(bench_opts *o)
     o->dtype = -1;
     o->window_left = o->window_right = -1;
     o->reps = o->warmup = o->check_rows = -1;
+    o->weights = -1;
 }
 
 static int fail(const char *msg, const char *arg, int *exit_code)

@@ -38,6 +38,8 @@ static void flags_of(const bench_result *r, char *buf, size_t n)
         len += (size_t)snprintf(buf + len, n - len, "tok=%ld,", r->total_q);
     if (len < n && r->gbps > 0)
         len += (size_t)snprintf(buf + len, n - len, "rate=GB/s,");
+    if (len < n && !strcmp(r->op, "qkvo"))
+        len += (size_t)snprintf(buf + len, n - len, "weights=%s,", fcl_dtype_name((fcl_dtype)r->wdtype));
     if (len == 0)
         snprintf(buf, n, "-");
     else if (len <= n)
@@ -111,6 +113,10 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     json_num("tflops_event", "%.6g", r->tflops_event);
     if (r->gbps > 0)
         json_num("gbps", "%.6g", r->gbps);
+    if (!strcmp(r->op, "qkvo")) {
+        printf(",\"weights\":\"%s\"", fcl_dtype_name((fcl_dtype)r->wdtype));
+        json_num("ms_attention", "%.6g", r->ms_attention);
+    }
     json_num("max_err", "%.6e", r->max_err);
     json_num("err_bound", "%.6e", r->err_bound);
     printf(",\"has_nan\":%s,\"ok\":%s,\"rows_checked\":%ld,\"rows_total\":%ld}\n",

@@ -125,6 +125,20 @@ static int op_decode(const bench_env *env, const bench_opts *o)
     return run_case(env, &k_decode, &c);
 }
 
+/* qkvo: one self-attention layer; --sq is L, --d the model width, --hq the heads. */
+static int op_qkvo(const bench_env *env, const bench_opts *o)
+{
+    bench_case c = merge_case(bench_qkvo_default(env), o);
+    if (!o->hq && c.d % c.hq)
+        c.hq = 1;
+    c.hkv = c.hq;
+    if (c.d % c.hq)
+        return usage_error("qkvo: --hq must divide --d");
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : FCL_F16, &r), &r);
+}
+
 static int op_copy(const bench_env *env, const bench_opts *o)
 {
     (void)o;
@@ -172,7 +186,7 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
     {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy},
-    {"qkvo", NULL},
+    {"qkvo", op_qkvo},
 };
 
 static const bench_op *find_op(const char *name)
