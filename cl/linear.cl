@@ -57,3 +57,12 @@ void linear(__global const store_t *X, __global const w_t *W, __global const flo
 #endif
     STORE(Y, y_off + (long)m * y_sm + n, acc);
 }
+
+/* Y[m, n] += bias[n] after a GEMM that has no epilogue of its own (CLBlast). */
+__kernel void linear_bias(__global store_t *Y, __global const store_t *bias, const int M, const int N,
+                          const long y_off, const long y_sm, const long b_off, const long b_s)
+{
+    const int n = get_global_id(0), m = get_global_id(1);
+    if (m < M && n < N)
+        STORE(Y, y_off + (long)m * y_sm + n, LOAD(Y, y_off + (long)m * y_sm + n) + LOAD(bias, b_off + n * b_s));
+}

@@ -142,6 +142,9 @@ static int print_default(cl_platform_id *plats, cl_uint np)
     printf("%s  %s (%s)\n", where, info.name, info.platform_name);
     const char *dir = fcl_context_cache_dir(ctx);
     printf("Disk cache: %s\n", dir ? dir : "off");
+    printf("Projection GEMMs (activations / weights): f32/f32 %s, f16/f16 %s, bf16/bf16 %s, f16/i8 %s\n",
+           fcl_projection_path(ctx, FCL_F32, FCL_F32), fcl_projection_path(ctx, FCL_F16, FCL_F16),
+           fcl_projection_path(ctx, FCL_BF16, FCL_BF16), fcl_projection_path(ctx, FCL_F16, FCL_I8));
     fcl_context_release(ctx);
     return 0;
 }

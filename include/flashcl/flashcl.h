@@ -455,6 +455,15 @@ typedef struct fcl_weight {
 } fcl_weight;
 
 /*
+ * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
+ * "clblast-sgemm" (F32 / F32 where CLBlast is built in), "clblast-hgemm" (F16 / F16 on devices
+ * with cl_khr_fp16), or "flashcl" (flashcl's own kernel: BF16, I8 weights, mixed dtypes,
+ * devices without fp16, loop-capped devices such as llvmpipe, or FLASHCL_GEMM=own). Static
+ * string; NULL for a NULL ctx.
+ */
+const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight);
+
+/*
  * K = Ctx Wk^T + bk and V = Ctx Wv^T + bv, the K/V the attention calls consume, computed once per
  * context (e.g. text conditioning reused across diffusion steps).
  *  Ctx [Lk, D_ctx] F32/F16/BF16;  wk, wv: w [D, D_ctx];  K, V [Lk, D] in Ctx's dtype, overwritten
