@@ -37,6 +37,13 @@ static fcl_status check_out(fcl_context ctx, const char *op, fcl_tensor out, con
     return FCL_SUCCESS;
 }
 
+/* Rows (output features) of a weight, or -1 when it is not a usable 2-D tensor yet (its own
+ * check then reports it). */
+static int64_t weight_rows(const fcl_weight *w)
+{
+    return w && w->w && w->w->ndim == 2 ? w->w->shape[0] : -1;
+}
+
 fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk, const fcl_weight *wv, fcl_tensor K,
                           fcl_tensor V, cl_event *event)
 {
@@ -48,16 +55,17 @@ fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk,
     if (s != FCL_SUCCESS)
         return s;
     const int64_t Lk = Ctx->shape[0], Dc = Ctx->shape[1];
-    if ((s = check_act(ctx, op, K, "K", Lk, -1, Ctx->dtype)))
-        return s;
-    const int64_t D = K->shape[1];
+    /* the width: K's when K and V agree on one, else wk's (the checks then name the odd one) */
+    const int agree = K && V && K->ndim == 2 && V->ndim == 2 && K->shape[1] == V->shape[1];
+    const int64_t D = agree ? K->shape[1] : weight_rows(wk);
     const fcl_weight *ws[2] = {wk, wv};
-    if ((s = check_act(ctx, op, V, "V", Lk, D, Ctx->dtype)) ||
-        (s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, Ctx->dtype)) ||
+    if ((s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, Ctx->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, Ctx->dtype)) ||
-        (s = check_out(ctx, op, K, "K", &Ctx, 1, ws, 2)) || (s = check_out(ctx, op, V, "V", &K, 1, ws, 2)) ||
-        (s = check_out(ctx, op, V, "V", &Ctx, 1, ws, 2)))
+        (s = check_act(ctx, op, K, "K", Lk, D, Ctx->dtype)) || (s = check_act(ctx, op, V, "V", Lk, D, Ctx->dtype)) ||
+        (s = check_out(ctx, op, K, "K", &Ctx, 1, ws, 2)) || (s = check_out(ctx, op, V, "V", &Ctx, 1, ws, 2)))
         return s;
+    if (fcl_overlaps(K, V))
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: outputs K and V overlap in the same buffer", op);
     if ((s = fcl_linear_enqueue(ctx, Ctx, wk, K, NULL)))
         return s;
     return fcl_linear_enqueue(ctx, Ctx, wv, V, event);
@@ -112,15 +120,21 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
     return s;
 }
 
-/* The checks shared by the two attention-with-projections ops (X, O, wq, wo, heads). */
+/* The checks shared by the two attention-with-projections ops (X, O, wq, wo, heads); the
+ * model width D comes from wq. */
 static fcl_status check_block(fcl_context ctx, const char *op, int num_heads, fcl_tensor X, const fcl_weight *wq,
                               const fcl_weight *wo, fcl_tensor O, int64_t *D)
 {
     fcl_status s = check_act(ctx, op, X, "X", -1, -1, -1);
     if (s != FCL_SUCCESS)
         return s;
-    *D = X->shape[1];
-    if (num_heads < 1 || *D % num_heads != 0)
+    /* a square wq gives the width; else X does (and wq's check names wq) */
+    *D = weight_rows(wq) > 0 && wq->w->shape[1] == wq->w->shape[0] ? weight_rows(wq) : X->shape[1];
+    if ((s = check_act(ctx, op, X, "X", -1, *D, -1)))
+        return s;
+    if (num_heads < 1)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: num_heads %d must be >= 1", op, num_heads);
+    if (*D % num_heads != 0)
         return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: num_heads %d does not divide D %lld", op, num_heads, (long long)*D);
     if (*D / num_heads > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: head_dim %lld exceeds the limit %d", op,
