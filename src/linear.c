@@ -63,14 +63,61 @@ fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, c
 
 static const char *const linear_sources[] = {"common", "linear"};
 
-/* The program of cl/linear.cl for activations `act`, weights `wdt`, with or without bias. */
-static fcl_status linear_kernel(fcl_context ctx, fcl_dtype act, fcl_dtype wdt, int bias, const char *name,
-                                cl_kernel *k)
+/* One strided GEMM of cl/linear.cl: C[m, n] (+)= sum_k A[m, k] B[k, n] (* scale) (+ bias[n]). */
+typedef struct gemm_job {
+    int64_t M, N, K;
+    cl_mem a;
+    fcl_dtype a_dtype;
+    cl_long a_off, a_sm, a_sk;
+    cl_mem b;
+    fcl_dtype b_dtype;
+    cl_long b_off, b_sk, b_sn;
+    fcl_tensor scale; /* I8 B only */
+    int scale_on;     /* 1: indexed by n, 2: by k */
+    fcl_tensor bias;  /* [N] in A's dtype, or NULL */
+    cl_mem c;
+    fcl_dtype c_dtype; /* F32 or A's dtype */
+    cl_long c_off, c_sm, c_sn;
+    int accumulate;
+} gemm_job;
+
+/* The program of cl/linear.cl for a GEMM's dtypes and epilogue. */
+static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const char *name, cl_kernel *k)
 {
-    char opts[128];
-    snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DW_DTYPE=%d -DHAS_BIAS=%d -DTILE=%d", (int)act,
-             wdt == FCL_I8 ? 3 : (int)wdt, bias, LINEAR_TILE);
+    char opts[160];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DTILE=%d",
+             (int)g->a_dtype, g->b_dtype == FCL_I8 ? 3 : (int)g->b_dtype, g->c_dtype == FCL_F32, g->scale_on,
+             g->bias != NULL, g->accumulate, LINEAR_TILE);
     return fcl_get_kernel(ctx, linear_sources, 2, opts, name, k);
+}
+
+static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event)
+{
+    cl_kernel k;
+    fcl_status s = linear_kernel(ctx, g, "gemm", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    const cl_mem dummy = g->c; /* absent scale / bias: never read */
+    const cl_mem bufs[5] = {g->a, g->b, g->scale ? g->scale->buffer : dummy, g->bias ? g->bias->buffer : dummy,
+                            g->c};
+    const cl_int ints[3] = {(cl_int)g->M, (cl_int)g->N, (cl_int)g->K};
+    const cl_long longs[13] = {g->a_off, g->a_sm, g->a_sk, g->b_off, g->b_sk, g->b_sn, g->c_off, g->c_sm, g->c_sn,
+                               g->bias ? g->bias->offset : 0, g->bias ? g->bias->strides[0] : 0,
+                               g->scale ? g->scale->offset : 0, g->scale ? g->scale->strides[0] : 0};
+    cl_int err = CL_SUCCESS;
+    cl_uint arg = 0;
+    for (int i = 0; i < 5 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
+    for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
+    for (int i = 0; i < 13 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
+    const size_t t = LINEAR_TILE;
+    const size_t global[2] = {((size_t)g->N + t - 1) / t * t, ((size_t)g->M + t - 1) / t * t}, local[2] = {t, t};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM");
 }
 
 const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight)
@@ -117,7 +164,8 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
     if (!w->bias)
         return FCL_SUCCESS;
     cl_kernel k;
-    fcl_status s = linear_kernel(ctx, X->dtype, X->dtype, 1, "linear_bias", &k);
+    const gemm_job bias_prog = {.a_dtype = X->dtype, .b_dtype = X->dtype, .c_dtype = X->dtype, .bias = w->bias};
+    fcl_status s = linear_kernel(ctx, &bias_prog, "linear_bias", &k);
     if (s != FCL_SUCCESS)
         return s;
     const cl_int ints[2] = {(cl_int)M, (cl_int)N};
@@ -138,34 +186,55 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
 
 fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
 {
-    const fcl_dtype wdt = w->w->dtype;
 #ifdef FLASHCL_HAVE_CLBLAST
-    if (strncmp(fcl_projection_path(ctx, X->dtype, wdt), "clblast", 7) == 0)
+    if (strncmp(fcl_projection_path(ctx, X->dtype, w->w->dtype), "clblast", 7) == 0)
         return clblast_linear(ctx, X, w, Y, event);
 #endif
+    const gemm_job g = {.M = X->shape[0], .N = Y->shape[1], .K = X->shape[1], .a = X->buffer, .a_dtype = X->dtype,
+                        .a_off = X->offset, .a_sm = X->strides[0], .a_sk = 1, .b = w->w->buffer,
+                        .b_dtype = w->w->dtype, .b_off = w->w->offset, .b_sk = 1, .b_sn = w->w->strides[0],
+                        .scale = w->scale, .scale_on = 1, .bias = w->bias, .c = Y->buffer, .c_dtype = Y->dtype,
+                        .c_off = Y->offset, .c_sm = Y->strides[0], .c_sn = 1};
+    return gemm_enqueue(ctx, &g, event);
+}
+
+fcl_status fcl_linear_grad_input(fcl_context ctx, fcl_tensor G, const fcl_weight *w, fcl_tensor Y, int accumulate)
+{
+    const gemm_job g = {.M = G->shape[0], .N = Y->shape[1], .K = G->shape[1], .a = G->buffer, .a_dtype = G->dtype,
+                        .a_off = G->offset, .a_sm = G->strides[0], .a_sk = 1, .b = w->w->buffer,
+                        .b_dtype = w->w->dtype, .b_off = w->w->offset, .b_sk = w->w->strides[0], .b_sn = 1,
+                        .scale = w->scale, .scale_on = 2, .c = Y->buffer, .c_dtype = Y->dtype, .c_off = Y->offset,
+                        .c_sm = Y->strides[0], .c_sn = 1, .accumulate = accumulate};
+    return gemm_enqueue(ctx, &g, NULL);
+}
+
+fcl_status fcl_linear_grad_weight(fcl_context ctx, fcl_tensor G, fcl_tensor X, fcl_tensor dW)
+{
+    const gemm_job g = {.M = G->shape[1], .N = X->shape[1], .K = G->shape[0], .a = G->buffer, .a_dtype = G->dtype,
+                        .a_off = G->offset, .a_sm = 1, .a_sk = G->strides[0], .b = X->buffer, .b_dtype = X->dtype,
+                        .b_off = X->offset, .b_sk = X->strides[0], .b_sn = 1, .c = dW->buffer, .c_dtype = dW->dtype,
+                        .c_off = dW->offset, .c_sm = dW->strides[0], .c_sn = 1, .accumulate = 1};
+    return gemm_enqueue(ctx, &g, NULL);
+}
+
+fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
+{
+    const gemm_job prog = {.a_dtype = G->dtype, .b_dtype = G->dtype, .c_dtype = db->dtype, .accumulate = 1};
     cl_kernel k;
-    fcl_status s = linear_kernel(ctx, X->dtype, wdt, w->bias != NULL, "linear", &k);
+    fcl_status s = linear_kernel(ctx, &prog, "column_sums", &k);
     if (s != FCL_SUCCESS)
         return s;
-    const cl_mem dummy = Y->buffer; /* absent scale / bias: never read */
-    const cl_mem bufs[5] = {X->buffer, w->w->buffer, w->scale ? w->scale->buffer : dummy,
-                            w->bias ? w->bias->buffer : dummy, Y->buffer};
-    const int64_t M = X->shape[0], K = X->shape[1], N = Y->shape[1];
-    const cl_int ints[3] = {(cl_int)M, (cl_int)N, (cl_int)K};
-    const cl_long longs[10] = {X->offset, X->strides[0], w->w->offset, w->w->strides[0], Y->offset, Y->strides[0],
-                               w->bias ? w->bias->offset : 0, w->bias ? w->bias->strides[0] : 0,
-                               w->scale ? w->scale->offset : 0, w->scale ? w->scale->strides[0] : 0};
-    cl_int err = CL_SUCCESS;
-    cl_uint arg = 0;
-    for (int i = 0; i < 5 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
-    for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
-    for (int i = 0; i < 10 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
-    const size_t t = LINEAR_TILE;
-    const size_t global[2] = {((size_t)N + t - 1) / t * t, ((size_t)M + t - 1) / t * t}, local[2] = {t, t};
+    const cl_int ints[2] = {(cl_int)G->shape[0], (cl_int)G->shape[1]};
+    const cl_long longs[4] = {G->offset, G->strides[0], db->offset, db->strides[0]};
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &G->buffer);
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
-    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection kernel");
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &db->buffer);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    const size_t global[1] = {((size_t)G->shape[1] + 31) / 32 * 32}, local[1] = {32};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, global, local, 0, NULL, NULL);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the bias-gradient kernel");
 }
