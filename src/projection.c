@@ -4,9 +4,10 @@
 #include "forward_launch.h"
 #include "linear.h"
 #include "op_checks.h"
+#include "projection.h"
 
 /* A 2-D activation [rows, cols] of ctx in dtype `dt` (dt < 0: any float dtype). */
-static fcl_status check_act(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int64_t rows,
+fcl_status fcl_proj_check_act(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int64_t rows,
                             int64_t cols, int dt)
 {
     fcl_status s = fcl_check_tensor(ctx, op, t, name, 2);
@@ -25,7 +26,7 @@ static fcl_status check_act(fcl_context ctx, const char *op, fcl_tensor t, const
 }
 
 /* out overlaps none of ins[0..n) nor any tensor of the weights. */
-static fcl_status check_out(fcl_context ctx, const char *op, fcl_tensor out, const char *name, const fcl_tensor *ins,
+fcl_status fcl_proj_check_out(fcl_context ctx, const char *op, fcl_tensor out, const char *name, const fcl_tensor *ins,
                             int n, const fcl_weight *const *ws, int nw)
 {
     for (int i = 0; i < n; i++)
@@ -39,7 +40,7 @@ static fcl_status check_out(fcl_context ctx, const char *op, fcl_tensor out, con
 
 /* Rows (output features) of a weight, or -1 when it is not a usable 2-D tensor yet (its own
  * check then reports it). */
-static int64_t weight_rows(const fcl_weight *w)
+int64_t fcl_proj_weight_rows(const fcl_weight *w)
 {
     return w && w->w && w->w->ndim == 2 ? w->w->shape[0] : -1;
 }
@@ -51,18 +52,18 @@ fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk,
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
-    fcl_status s = check_act(ctx, op, Ctx, "Ctx", -1, -1, -1);
+    fcl_status s = fcl_proj_check_act(ctx, op, Ctx, "Ctx", -1, -1, -1);
     if (s != FCL_SUCCESS)
         return s;
     const int64_t Lk = Ctx->shape[0], Dc = Ctx->shape[1];
     /* the width: K's when K and V agree on one, else wk's (the checks then name the odd one) */
     const int agree = K && V && K->ndim == 2 && V->ndim == 2 && K->shape[1] == V->shape[1];
-    const int64_t D = agree ? K->shape[1] : weight_rows(wk);
+    const int64_t D = agree ? K->shape[1] : fcl_proj_weight_rows(wk);
     const fcl_weight *ws[2] = {wk, wv};
     if ((s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, Ctx->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, Ctx->dtype)) ||
-        (s = check_act(ctx, op, K, "K", Lk, D, Ctx->dtype)) || (s = check_act(ctx, op, V, "V", Lk, D, Ctx->dtype)) ||
-        (s = check_out(ctx, op, K, "K", &Ctx, 1, ws, 2)) || (s = check_out(ctx, op, V, "V", &Ctx, 1, ws, 2)))
+        (s = fcl_proj_check_act(ctx, op, K, "K", Lk, D, Ctx->dtype)) || (s = fcl_proj_check_act(ctx, op, V, "V", Lk, D, Ctx->dtype)) ||
+        (s = fcl_proj_check_out(ctx, op, K, "K", &Ctx, 1, ws, 2)) || (s = fcl_proj_check_out(ctx, op, V, "V", &Ctx, 1, ws, 2)))
         return s;
     if (fcl_overlaps(K, V))
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: outputs K and V overlap in the same buffer", op);
@@ -72,7 +73,7 @@ fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk,
 }
 
 /* The [1, L, H, D / H] view of a 2-D activation [L, D] (last-dim contiguous). */
-static struct fcl_tensor_s heads_view(fcl_tensor t, int64_t H)
+struct fcl_tensor_s fcl_proj_heads_view(fcl_tensor t, int64_t H)
 {
     struct fcl_tensor_s v = *t;
     const int64_t L = t->shape[0], D = t->shape[1];
@@ -108,7 +109,8 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
     const int64_t shape[2] = {Lq, D};
     struct fcl_tensor_s q = fcl_scratch_view(ctx, qa, X->dtype, 2, shape), a = q;
     a.offset = Lq * D; /* the attention output follows Q in the same buffer */
-    struct fcl_tensor_s q4 = heads_view(&q, H), k4 = heads_view(K, H), v4 = heads_view(V, H), a4 = heads_view(&a, H);
+    struct fcl_tensor_s q4 = fcl_proj_heads_view(&q, H), k4 = fcl_proj_heads_view(K, H);
+    struct fcl_tensor_s v4 = fcl_proj_heads_view(V, H), a4 = fcl_proj_heads_view(&a, H);
     job.Q = &q4;
     job.K = &k4;
     job.V = &v4;
@@ -122,15 +124,15 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
 
 /* The checks shared by the two attention-with-projections ops (X, O, wq, wo, heads); the
  * model width D comes from wq. */
-static fcl_status check_block(fcl_context ctx, const char *op, int num_heads, fcl_tensor X, const fcl_weight *wq,
+fcl_status fcl_proj_check_block(fcl_context ctx, const char *op, int num_heads, fcl_tensor X, const fcl_weight *wq,
                               const fcl_weight *wo, fcl_tensor O, int64_t *D)
 {
-    fcl_status s = check_act(ctx, op, X, "X", -1, -1, -1);
+    fcl_status s = fcl_proj_check_act(ctx, op, X, "X", -1, -1, -1);
     if (s != FCL_SUCCESS)
         return s;
     /* a square wq gives the width; else X does (and wq's check names wq) */
-    *D = weight_rows(wq) > 0 && wq->w->shape[1] == wq->w->shape[0] ? weight_rows(wq) : X->shape[1];
-    if ((s = check_act(ctx, op, X, "X", -1, *D, -1)))
+    *D = fcl_proj_weight_rows(wq) > 0 && wq->w->shape[1] == wq->w->shape[0] ? fcl_proj_weight_rows(wq) : X->shape[1];
+    if ((s = fcl_proj_check_act(ctx, op, X, "X", -1, *D, -1)))
         return s;
     if (num_heads < 1)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: num_heads %d must be >= 1", op, num_heads);
@@ -140,9 +142,9 @@ static fcl_status check_block(fcl_context ctx, const char *op, int num_heads, fc
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: head_dim %lld exceeds the limit %d", op,
                         (long long)(*D / num_heads), FCL_MAX_HEAD_DIM);
     const fcl_weight *ws[2] = {wq, wo};
-    if ((s = check_act(ctx, op, O, "O", X->shape[0], *D, X->dtype)) ||
+    if ((s = fcl_proj_check_act(ctx, op, O, "O", X->shape[0], *D, X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wq", wq, *D, *D, X->dtype)) ||
-        (s = fcl_check_weight(ctx, op, "wo", wo, *D, *D, X->dtype)) || (s = check_out(ctx, op, O, "O", &X, 1, ws, 2)))
+        (s = fcl_check_weight(ctx, op, "wo", wo, *D, *D, X->dtype)) || (s = fcl_proj_check_out(ctx, op, O, "O", &X, 1, ws, 2)))
         return s;
     return FCL_SUCCESS;
 }
@@ -156,17 +158,17 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
     int64_t D;
-    fcl_status s = check_block(ctx, op, num_heads, X, wq, wo, O, &D);
+    fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, wq, wo, O, &D);
     if (s != FCL_SUCCESS)
         return s;
     fcl_tensor src = Ctx ? Ctx : X;
-    if (Ctx && (s = check_act(ctx, op, Ctx, "Ctx", -1, -1, X->dtype)))
+    if (Ctx && (s = fcl_proj_check_act(ctx, op, Ctx, "Ctx", -1, -1, X->dtype)))
         return s;
     const int64_t Lk = src->shape[0], Dc = src->shape[1];
     const fcl_weight *ws[2] = {wk, wv};
     if ((s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, X->dtype)) ||
-        (s = check_out(ctx, op, O, "O", &src, 1, ws, 2)))
+        (s = fcl_proj_check_out(ctx, op, O, "O", &src, 1, ws, 2)))
         return s;
     cl_int err;
     const size_t bytes = (size_t)(Lk * D) * fcl_dtype_size(X->dtype);
@@ -192,12 +194,12 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
     int64_t D;
-    fcl_status s = check_block(ctx, op, num_heads, X, wq, wo, O, &D);
-    if (s || (s = check_act(ctx, op, K, "K", -1, D, X->dtype)) ||
-        (s = check_act(ctx, op, V, "V", K->shape[0], D, X->dtype)))
+    fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, wq, wo, O, &D);
+    if (s || (s = fcl_proj_check_act(ctx, op, K, "K", -1, D, X->dtype)) ||
+        (s = fcl_proj_check_act(ctx, op, V, "V", K->shape[0], D, X->dtype)))
         return s;
     const fcl_tensor ins[2] = {K, V};
-    if ((s = check_out(ctx, op, O, "O", ins, 2, NULL, 0)))
+    if ((s = fcl_proj_check_out(ctx, op, O, "O", ins, 2, NULL, 0)))
         return s;
     return attend_and_project(ctx, op, params, num_heads, X, K, V, wq, wo, O, event);
 }
