@@ -125,7 +125,7 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
 /* The checks shared by the two attention-with-projections ops (X, O, wq, wo, heads); the
  * model width D comes from wq. */
 fcl_status fcl_proj_check_block(fcl_context ctx, const char *op, int num_heads, fcl_tensor X, const fcl_weight *wq,
-                              const fcl_weight *wo, fcl_tensor O, int64_t *D)
+                                const fcl_weight *wo, fcl_tensor O, const char *o_name, int64_t *D)
 {
     fcl_status s = fcl_proj_check_act(ctx, op, X, "X", -1, -1, -1);
     if (s != FCL_SUCCESS)
@@ -142,9 +142,9 @@ fcl_status fcl_proj_check_block(fcl_context ctx, const char *op, int num_heads, 
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: head_dim %lld exceeds the limit %d", op,
                         (long long)(*D / num_heads), FCL_MAX_HEAD_DIM);
     const fcl_weight *ws[2] = {wq, wo};
-    if ((s = fcl_proj_check_act(ctx, op, O, "O", X->shape[0], *D, X->dtype)) ||
+    if ((s = fcl_proj_check_act(ctx, op, O, o_name, X->shape[0], *D, X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wq", wq, *D, *D, X->dtype)) ||
-        (s = fcl_check_weight(ctx, op, "wo", wo, *D, *D, X->dtype)) || (s = fcl_proj_check_out(ctx, op, O, "O", &X, 1, ws, 2)))
+        (s = fcl_check_weight(ctx, op, "wo", wo, *D, *D, X->dtype)) || (s = fcl_proj_check_out(ctx, op, O, o_name, &X, 1, ws, 2)))
         return s;
     return FCL_SUCCESS;
 }
@@ -158,7 +158,7 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
     int64_t D;
-    fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, wq, wo, O, &D);
+    fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, wq, wo, O, "O", &D);
     if (s != FCL_SUCCESS)
         return s;
     fcl_tensor src = Ctx ? Ctx : X;
@@ -194,7 +194,7 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
     int64_t D;
-    fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, wq, wo, O, &D);
+    fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, wq, wo, O, "O", &D);
     if (s || (s = fcl_proj_check_act(ctx, op, K, "K", -1, D, X->dtype)) ||
         (s = fcl_proj_check_act(ctx, op, V, "V", K->shape[0], D, X->dtype)))
         return s;

@@ -15,9 +15,9 @@ fcl_status fcl_proj_check_out(fcl_context ctx, const char *op, fcl_tensor out, c
 int64_t fcl_proj_weight_rows(const fcl_weight *w);
 /* The [1, L, H, D / H] view of a 2-D activation [L, D]. */
 struct fcl_tensor_s fcl_proj_heads_view(fcl_tensor t, int64_t H);
-/* X [Lq, D], O [Lq, D] in X's dtype, wq and wo [D, D], num_heads dividing D (D from a square
- * wq, else X); *D gets the width. */
+/* X [Lq, D], O (an output named o_name) [Lq, D] in X's dtype, wq and wo [D, D], num_heads
+ * dividing D (D from a square wq, else X); *D gets the width. */
 fcl_status fcl_proj_check_block(fcl_context ctx, const char *op, int num_heads, fcl_tensor X, const fcl_weight *wq,
-                                const fcl_weight *wo, fcl_tensor O, int64_t *D);
+                                const fcl_weight *wo, fcl_tensor O, const char *o_name, int64_t *D);
 
 #endif

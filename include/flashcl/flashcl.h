@@ -497,6 +497,34 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
                                                   const fcl_weight *wo, fcl_tensor O,
                                                   cl_event *event);
 
+/* Gradient outputs of one projection: dw like the weight ([N, K], F32 or the activations'
+ * dtype; for I8 weights the gradient of the dequantised weight w[n, k] * scale[n]) and db [N]
+ * (same dtype as dw), both accumulated into (the caller zeros them). */
+typedef struct fcl_weight_grad {
+    fcl_tensor dw;
+    fcl_tensor db;
+} fcl_weight_grad;
+
+/*
+ * Backward of fcl_attention_qkvo_forward, recompute-based (it runs the forward again): pass the
+ * same params, num_heads, X, Ctx and weights, and dO [Lq, D], the gradient of O.
+ *  dX [Lq, D] overwritten; for self-attention (Ctx NULL) it includes the K and V paths:
+ *      dX = dQ Wq + dK Wk + dV Wv.  dCtx [Lk, D_ctx] overwritten = dK Wk + dV Wv; NULL exactly
+ *      when Ctx is NULL.
+ *  gq, gk, gv, go: dw accumulated with dQ^T X, dK^T C, dV^T C, dO^T A (C = Ctx or X, A the
+ *      attention output); db accumulated with the column sums; db must be given exactly when
+ *      the forward's weight has a bias (and NULL otherwise), else FCL_ERR_INVALID_ARGUMENT.
+ * Causal- and mask-excluded positions contribute nothing. Deterministic (no atomics). Outputs
+ * must not overlap the inputs or each other. Scratch is allocated per call.
+ */
+fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *params, int num_heads,
+                                       fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq,
+                                       const fcl_weight *wk, const fcl_weight *wv,
+                                       const fcl_weight *wo, fcl_tensor dO, fcl_tensor dX,
+                                       fcl_tensor dCtx, const fcl_weight_grad *gq,
+                                       const fcl_weight_grad *gk, const fcl_weight_grad *gv,
+                                       const fcl_weight_grad *go, cl_event *event);
+
 #ifdef __cplusplus
 }
 #endif
