@@ -9,7 +9,7 @@
  *
  * Specialisation (-D): FCL_DTYPE (A and bias: common.cl); W_DTYPE (B: 0 f32, 1 f16, 2 bf16,
  * 3 i8); C_F32 (C is f32, else FCL_DTYPE); SCALE_ON (I8 B's row scale indexed by 1 n, 2 k);
- * HAS_BIAS; ACCUMULATE; TILE.
+ * HAS_BIAS; ACCUMULATE; TILE; ONE_ITEM (CPUs: one work-item per ROWS x COLS block).
  */
 
 #if W_DTYPE == 0
@@ -38,6 +38,51 @@ typedef store_t c_t;
 #define STOREC(p, i, x) STORE(p, i, x)
 #endif
 
+#if ONE_ITEM
+/* CPUs: one work-item per ROWS x COLS block, loops along n with independent accumulators (the
+ * compiler vectorises them); B's row k of the block is converted once per k. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void gemm(__global const store_t *A, __global const w_t *B, __global const float *scale,
+          __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
+          const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
+          const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
+          const long bias_s, const long s_off, const long s_s)
+{
+    const int n0 = get_group_id(0) * COLS, m0 = get_group_id(1) * ROWS;
+    float acc[ROWS][COLS], bk[COLS];
+    for (int m = 0; m < ROWS; m++)
+        for (int n = 0; n < COLS; n++)
+            acc[m][n] = 0.0f;
+    for (int k = 0; k < K; k++) {
+        for (int n = 0; n < COLS; n++) {
+            bk[n] = n0 + n < N ? LOADW(B, b_off + k * b_sk + (n0 + n) * b_sn) : 0.0f;
+#if W_DTYPE == 3 && SCALE_ON == 2
+            bk[n] *= scale[s_off + k * s_s];
+#endif
+        }
+        for (int m = 0; m < ROWS; m++) {
+            const float a = m0 + m < M ? LOAD(A, a_off + (m0 + m) * a_sm + k * a_sk) : 0.0f;
+            for (int n = 0; n < COLS; n++)
+                acc[m][n] = fma(a, bk[n], acc[m][n]);
+        }
+    }
+    for (int m = 0; m < ROWS && m0 + m < M; m++)
+        for (int n = 0; n < COLS && n0 + n < N; n++) {
+            float x = acc[m][n];
+#if W_DTYPE == 3 && SCALE_ON == 1
+            x *= scale[s_off + (n0 + n) * s_s];
+#endif
+#if HAS_BIAS
+            x += LOAD(bias, bias_off + (n0 + n) * bias_s);
+#endif
+            const long c = c_off + (m0 + m) * c_sm + (n0 + n) * c_sn;
+#if ACCUMULATE
+            x += LOADC(C, c);
+#endif
+            STOREC(C, c, x);
+        }
+}
+#else
 __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
 void gemm(__global const store_t *A, __global const w_t *B, __global const float *scale,
           __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
@@ -78,6 +123,7 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
 #endif
     STOREC(C, c, acc);
 }
+#endif
 
 /* db[n] (+)= sum_m G[m, n] (column sums: the bias gradients), one work-item per column. */
 __kernel void column_sums(__global const store_t *G, __global c_t *db, const int M, const int N,

@@ -11,6 +11,15 @@
 #endif
 
 #define LINEAR_TILE 16
+#define CPU_ROWS 8  /* one_item blocks: rows x columns of C per work-item */
+#define CPU_COLS 32
+
+/* CPUs without a loop cap take the one-work-item GEMM (loops along n, vectorised by the
+ * compiler); GPUs and llvmpipe the tiled one. */
+static int one_item(fcl_context ctx)
+{
+    return ctx->info.type == FCL_DEVICE_CPU && fcl_device_loop_limit(ctx) == 0;
+}
 
 fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, const fcl_weight *w, int64_t N,
                             int64_t K, fcl_dtype act)
@@ -84,11 +93,12 @@ typedef struct gemm_job {
 /* The program of cl/linear.cl for a GEMM's dtypes and epilogue. */
 static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const char *name, cl_kernel *k)
 {
-    char opts[160];
+    char opts[224];
     snprintf(opts, sizeof opts,
-             "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DTILE=%d",
+             "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DTILE=%d "
+             "-DONE_ITEM=%d -DROWS=%d -DCOLS=%d",
              (int)g->a_dtype, g->b_dtype == FCL_I8 ? 3 : (int)g->b_dtype, g->c_dtype == FCL_F32, g->scale_on,
-             g->bias != NULL, g->accumulate, LINEAR_TILE);
+             g->bias != NULL, g->accumulate, LINEAR_TILE, one_item(ctx), CPU_ROWS, CPU_COLS);
     return fcl_get_kernel(ctx, linear_sources, 2, opts, name, k);
 }
 
@@ -113,8 +123,10 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
         err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
     for (int i = 0; i < 13 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
-    const size_t t = LINEAR_TILE;
-    const size_t global[2] = {((size_t)g->N + t - 1) / t * t, ((size_t)g->M + t - 1) / t * t}, local[2] = {t, t};
+    const size_t t = LINEAR_TILE, cpu = (size_t)one_item(ctx);
+    const size_t global[2] = {cpu ? ((size_t)g->N + CPU_COLS - 1) / CPU_COLS : ((size_t)g->N + t - 1) / t * t,
+                              cpu ? ((size_t)g->M + CPU_ROWS - 1) / CPU_ROWS : ((size_t)g->M + t - 1) / t * t};
+    const size_t local[2] = {cpu ? 1 : t, cpu ? 1 : t};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM");
