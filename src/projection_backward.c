@@ -67,14 +67,16 @@ static fcl_status validate(fcl_context ctx, int num_heads, fcl_tensor X, fcl_ten
             return s;
     const fcl_tensor outs[10] = {dX, dCtx, g[0]->dw, g[0]->db, g[1]->dw, g[1]->db, g[2]->dw, g[2]->db, g[3]->dw,
                                  g[3]->db};
+    static const char *const out_names[10] = {"dX", "dCtx", "gq.dw", "gq.db", "gk.dw", "gk.db", "gv.dw", "gv.db",
+                                              "go.dw", "go.db"};
     const fcl_tensor ins[3] = {X, Ctx, dO};
     for (int i = 0; i < 10; i++) {
-        if (outs[i] && (s = fcl_proj_check_out(ctx, op, outs[i], i < 2 ? (i ? "dCtx" : "dX") : "a gradient", ins, 3,
-                                               w, 4)))
+        if (outs[i] && (s = fcl_proj_check_out(ctx, op, outs[i], out_names[i], ins, 3, w, 4)))
             return s;
         for (int k = i + 1; k < 10; k++)
             if (fcl_overlaps(outs[i], outs[k]))
-                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: two outputs overlap in the same buffer", op);
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: outputs %s and %s overlap in the same buffer", op,
+                                out_names[i], out_names[k]);
     }
     return FCL_SUCCESS;
 }
