@@ -202,14 +202,15 @@ void bench_print_sgemm(const bench_env *env, const sgemm_result *r);
 int bench_lib_error(const bench_env *env, const char *what, fcl_status s);
 
 /* bench_util.c */
-/* Host inputs: q [nq], k and v [nk] random (fixed seeds, rounded to dtype), o [nq] NaN (a row
- * the kernel does not write fails the check). 0, or -1 when out of memory (then call free). */
 double bench_now_ms(void);
 double bench_median(double *x, int n); /* sorts x */
 uint64_t bench_rng_next(uint64_t *state); /* splitmix64 */
 /* Uniform values in [-1, 1), rounded to dtype so host and device data agree exactly. */
 void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype);
-int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk);
+/* Host inputs: q [nq], k and v [nk] random (fixed seeds, rounded to dtype; with kv_period > 0
+ * k and v repeat a random block of that many elements, for multi-GB caches), o [nq] NaN (a row
+ * the kernel does not write fails the check). 0, or -1 when out of memory (then call free). */
+int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk, size_t kv_period);
 void bench_host_free(bench_host *h);
 /* Visible (query, key) pairs of one (batch, head). */
 double bench_visible_pairs(const bench_case *c);

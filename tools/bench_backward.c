@@ -163,7 +163,7 @@ int bench_backward(const bench_env *env, const bench_case *c, bench_result *r)
     f.dout = malloc(sizeof(float) * nq);
     f.dk = malloc(sizeof(float) * nk);
     f.dv = malloc(sizeof(float) * nk);
-    if (bench_host_alloc(&f.h, c->dtype, nq, nk) || !f.dout || !f.dk || !f.dv) {
+    if (bench_host_alloc(&f.h, c->dtype, nq, nk, 0) || !f.dout || !f.dk || !f.dv) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }

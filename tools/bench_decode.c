@@ -9,15 +9,11 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define CHECK_ROWS 16
 /* The caches repeat a random block of this many elements: multi-GB caches are filled at
  * memcpy speed (values do not change the kernel's work), and the check reads the same data. */
 #define CACHE_PERIOD ((size_t)1 << 22)
-#define SEED_Q 0xDEC0u
-#define SEED_K 0xDEC1u
-#define SEED_V 0xDEC2u
 
 bench_case bench_decode_default(const bench_env *env)
 {
@@ -105,32 +101,6 @@ static void check(const bench_case *c, const float *q, const float *k, const flo
     free(naive);
 }
 
-/* A random block of CACHE_PERIOD elements repeated over x[n]. */
-static void fill_periodic(float *x, size_t n, uint64_t seed, fcl_dtype dt)
-{
-    const size_t block = n < CACHE_PERIOD ? n : CACHE_PERIOD;
-    bench_fill_random(x, block, seed, dt);
-    for (size_t at = block; at < n; at += block)
-        memcpy(x + at, x, sizeof(float) * (n - at < block ? n - at : block));
-}
-
-/* Host arrays: q random, k and v periodic, o NaN; 0, or -1 when out of memory. */
-static int host_alloc(bench_host *h, fcl_dtype dt, size_t nq, size_t nk)
-{
-    h->q = malloc(nq * sizeof(float));
-    h->k = malloc(nk * sizeof(float));
-    h->v = malloc(nk * sizeof(float));
-    h->o = malloc(nq * sizeof(float));
-    if (!h->q || !h->k || !h->v || !h->o)
-        return -1;
-    bench_fill_random(h->q, nq, SEED_Q, dt);
-    fill_periodic(h->k, nk, SEED_K, dt);
-    fill_periodic(h->v, nk, SEED_V, dt);
-    for (size_t i = 0; i < nq; i++)
-        h->o[i] = NAN;
-    return 0;
-}
-
 int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
 {
     dec_data f = {0};
@@ -139,7 +109,7 @@ int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
     r->op = "decode";
     r->c = *c;
     r->c.causal = 1;
-    if (host_alloc(&f.h, c->dtype, nq, nk)) {
+    if (bench_host_alloc(&f.h, c->dtype, nq, nk, CACHE_PERIOD)) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }

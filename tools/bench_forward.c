@@ -92,7 +92,7 @@ int bench_forward(const bench_env *env, const bench_case *c, bench_result *r)
     int rc = 0;
     r->op = "forward";
     r->c = *c;
-    if (bench_host_alloc(&f.h, c->dtype, nq, nk)) {
+    if (bench_host_alloc(&f.h, c->dtype, nq, nk, 0)) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }

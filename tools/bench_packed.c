@@ -99,7 +99,7 @@ int bench_packed_qkv(const bench_env *env, const bench_case *c, int seqs, int ma
         r->c.sq = r->c.sk = f.pk.longest;
         r->c.bhsd = 0;
     }
-    if (!f.pk.cu || bench_host_alloc(&f.h, c->dtype, n, n)) {
+    if (!f.pk.cu || bench_host_alloc(&f.h, c->dtype, n, n, 0)) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }

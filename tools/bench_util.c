@@ -65,7 +65,16 @@ void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype)
     }
 }
 
-int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk)
+/* A random block of `period` elements (0: all of x) repeated over x[n]. */
+static void fill_periodic(float *x, size_t n, size_t period, uint64_t seed, fcl_dtype dtype)
+{
+    const size_t block = period && period < n ? period : n;
+    bench_fill_random(x, block, seed, dtype);
+    for (size_t at = block; at < n; at += block)
+        memcpy(x + at, x, sizeof(float) * (n - at < block ? n - at : block));
+}
+
+int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk, size_t kv_period)
 {
     h->q = malloc(nq * sizeof(float));
     h->k = malloc(nk * sizeof(float));
@@ -74,8 +83,8 @@ int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk)
     if (!h->q || !h->k || !h->v || !h->o)
         return -1;
     bench_fill_random(h->q, nq, SEED_Q, dtype);
-    bench_fill_random(h->k, nk, SEED_K, dtype);
-    bench_fill_random(h->v, nk, SEED_V, dtype);
+    fill_periodic(h->k, nk, kv_period, SEED_K, dtype);
+    fill_periodic(h->v, nk, kv_period, SEED_V, dtype);
     for (size_t i = 0; i < nq; i++)
         h->o[i] = NAN;
     return 0;

@@ -77,7 +77,7 @@ int bench_varlen(const bench_env *env, const bench_case *c, int seqs, int max_le
         r->c.sq = r->c.sk = f.pk.longest;
         r->c.bhsd = 0;
     }
-    if (!f.pk.cu || bench_host_alloc(&f.h, c->dtype, nq, nk)) {
+    if (!f.pk.cu || bench_host_alloc(&f.h, c->dtype, nq, nk, 0)) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }
