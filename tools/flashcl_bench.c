@@ -251,8 +251,8 @@ static const suite_pack k_pack_gpu[] = {
     {1, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
 };
 
-/* The default suite: forward, packed, backward and decode cases sized for the device type,
- * then the copy-bandwidth and SGEMM ceilings. */
+/* The default suite: forward, packed, backward, decode and projection (qkvo) cases sized for
+ * the device type, then the copy-bandwidth and SGEMM ceilings. */
 static int run_suite(const bench_env *env, const bench_opts *o)
 {
     const bench_case *cases = env->is_gpu ? k_suite_gpu : k_suite_cpu;
@@ -275,6 +275,12 @@ static int run_suite(const bench_env *env, const bench_opts *o)
     size_t nd = env->is_gpu ? sizeof k_decode_gpu / sizeof *k_decode_gpu : sizeof k_decode_cpu / sizeof *k_decode_cpu;
     for (size_t i = 0; i < nd; i++)
         rc = worse(rc, run_case(env, &k_decode, &dec[i]));
+    const bench_case layer = bench_qkvo_default(env);
+    for (int i = 0; i < 2; i++) { /* one layer with f16 and with i8 (W8A16) weights */
+        bench_result r;
+        memset(&r, 0, sizeof r);
+        rc = worse(rc, report(env, bench_qkvo(env, &layer, i ? FCL_I8 : FCL_F16, &r), &r));
+    }
     op_copy(env, o);
     return worse(rc, op_sgemm(env, o));
 }
