@@ -5,7 +5,7 @@
 
 /* Starts a backward call: clears the error, and when *O is NULL (recomputed) requires LSE to
  * be NULL too and points *O at o_like, a bufferless stand-in with dO's shape and dtype, so the
- * forward problem's checks apply unchanged (the op passes NULL on to the launch). */
+ * forward problem's checks apply to dO (named so); the op passes NULL on to the launch. */
 static fcl_status begin(fcl_context ctx, const char *op, fcl_tensor *O, fcl_tensor dO, fcl_tensor LSE,
                         struct fcl_tensor_s *o_like)
 {
@@ -24,6 +24,9 @@ static fcl_status begin(fcl_context ctx, const char *op, fcl_tensor *O, fcl_tens
     *O = o_like;
     return FCL_SUCCESS;
 }
+
+/* Messages name the stand-in by the tensor the caller gave. */
+#define O_NAME(O, stand_in) ((O) == (stand_in) ? "dO" : "O")
 
 /* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input. */
 static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
@@ -48,7 +51,7 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
     static const char *const op = "fcl_attention_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
-    if (s || (s = fcl_check_dense_problem(ctx, op, Q, K, V, O, LSE)) ||
+    if (s || (s = fcl_check_dense_problem(ctx, op, Q, K, V, O, O_NAME(O, &o_like), LSE)) ||
         (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV, params, NULL, NULL)))
         return s;
     fcl_backward_job job = {
@@ -75,7 +78,7 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
     if (s || (s = fcl_check_varlen_problem(ctx, op, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                           max_seqlen_k, O, LSE)) ||
+                                           max_seqlen_k, O, O_NAME(O, &o_like), LSE)) ||
         (s = check_grads(ctx, op, Q, K, V, O, dO, LSE, dQ, dK, dV, params, cu_seqlens_q, cu_seqlens_k)))
         return s;
     const int64_t Tq = Q->shape[0], Tk = K->shape[0];
@@ -102,7 +105,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
     static const char *const op = "fcl_attention_packed_qkv_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
-    if (s || (s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, LSE)))
+    if (s || (s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, O_NAME(O, &o_like), LSE)))
         return s;
     static const char *const names[2] = {"dO", "dQKV"};
     const fcl_tensor inputs[7] = {QKV, O, dO, LSE, params ? params->key_mask : NULL,

@@ -54,7 +54,7 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
         return s;
     const int64_t B = Q->shape[0], Lq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
     if ((s = fcl_check_kv_cache(ctx, op, cache, B, kv)) ||
-        (s = fcl_check_attention_dtypes(ctx, op, Q, cache->k, cache->v, O, LSE)) ||
+        (s = fcl_check_attention_dtypes(ctx, op, Q, cache->k, cache->v, O, "O", LSE)) ||
         (s = fcl_check_heads(ctx, op, Hq, kv->Hkv, D, kv->D)))
         return s;
     if (!fcl_same_shape(O, Q->shape))
@@ -91,17 +91,15 @@ typedef struct decode_plan {
 
 /* Key tiles one work-item may run under the device's loop cap (0 when there is none, -1 when
  * not even one fits); loop iterations per tile and per launch counted generously. */
-static long tiles_under_cap(fcl_context ctx, const decode_plan *p)
+static long tiles_under_cap(fcl_context ctx, const decode_plan *p, long *per_tile_out, long *fixed_out)
 {
-    const long limit = fcl_device_loop_limit(ctx);
-    if (limit <= 0)
-        return 0;
     const long n = p->t.block_n, r = p->t.rows, w = p->t.wg, h = p->hdp;
     const long per_tile = (n * h + w - 1) / w + (r * n + w - 1) / w * (h + 1) + r * n * (w == 1 ? h : 0) + 2 * n * r +
                           (r * h + w - 1) / w * (n + 1) + 16;
     const long fixed = 3 * ((r * h + w - 1) / w) + 64;
-    const long cap = (limit * 3 / 4 - fixed) / per_tile;
-    return cap >= 1 ? cap : -1;
+    *per_tile_out = per_tile;
+    *fixed_out = fixed;
+    return fcl_tiles_under_loop_cap(ctx, per_tile, fixed);
 }
 
 /* Splits so that B * Hkv * row_blocks * splits fills the device (waves per compute unit), and,
@@ -115,7 +113,8 @@ static fcl_status plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t b
     long splits = (target + base - 1) / base;
     splits = splits < 1 ? 1 : splits > tiles ? tiles : splits;
     long split_tiles = (tiles + splits - 1) / splits;
-    const long cap = tiles_under_cap(ctx, p);
+    long per_tile, fixed;
+    const long cap = tiles_under_cap(ctx, p, &per_tile, &fixed);
     if (cap > 0 && split_tiles > cap)
         split_tiles = cap;
     p->split_keys = (int)(split_tiles * n);
@@ -190,11 +189,11 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     for (;;) {
         if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, vec, &p, k)))
             return s;
-        if (tiles_under_cap(ctx, &p) >= 0)
+        long per_tile, fixed;
+        if (tiles_under_cap(ctx, &p, &per_tile, &fixed) >= 0)
             break;
         if (p.t.block_n == 1 && p.t.rows == 1)
-            return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one key tile needs more loop iterations than device "
-                            "\"%s\" allows", op, ctx->info.name);
+            return fcl_loop_cap_error(ctx, op, "key", per_tile, fixed);
         if (p.t.block_n >= p.t.rows)
             p.t.block_n /= 2;
         else
@@ -210,15 +209,13 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
 
     cl_int err = CL_SUCCESS;
     const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)p.n_splits * (size_t)(p.hdp + 2);
-    cl_mem part = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, part_floats * sizeof(float), NULL, &err);
+    /* kept by the context: a generation loop allocates nothing per step */
+    cl_mem part = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
-    if (err == CL_SUCCESS && mask)
-        mask_lens = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)B * sizeof(cl_int), NULL, &err);
-    if (err != CL_SUCCESS) {
-        if (part)
-            clReleaseMemObject(part);
-        return fcl_fail_cl(ctx, err, "clCreateBuffer (decode scratch)");
-    }
+    if (part && mask)
+        mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (size_t)B * sizeof(cl_int), &s);
+    if (!part || (mask && !mask_lens))
+        return s;
     const cl_mem dummy = O->buffer; /* bound to absent inputs; never read */
     const cl_mem lens_buf = mask ? mask_lens : lens ? lens->buffer : dummy;
     const cl_long mask_v[3] = {mask ? mask->offset : 0, mask && mask->ndim == 2 ? mask->strides[0] : 0,
@@ -295,8 +292,5 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
         if (err == CL_SUCCESS)
             err = clEnqueueNDRangeKernel(ctx->queue, k[2], 2, NULL, g, l, 0, NULL, event);
     }
-    clReleaseMemObject(part); /* freed once the kernels that use them complete */
-    if (mask_lens)
-        clReleaseMemObject(mask_lens);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the decode kernels");
 }

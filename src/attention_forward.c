@@ -11,7 +11,7 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
-    fcl_status s = fcl_check_dense_problem(ctx, op, Q, K, V, O, LSE);
+    fcl_status s = fcl_check_dense_problem(ctx, op, Q, K, V, O, "O", LSE);
     if (s != FCL_SUCCESS)
         return s;
     fcl_forward_job job = {

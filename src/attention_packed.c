@@ -11,7 +11,7 @@ fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_para
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
-    fcl_status s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, LSE);
+    fcl_status s = fcl_check_packed_problem(ctx, op, QKV, seq_bounds, O, "O", LSE);
     if (s != FCL_SUCCESS)
         return s;
     /* Q, K and V are the three slices of dim 1: views of QKV at offsets 0, 1 and 2 steps of

@@ -17,7 +17,7 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
     fcl_status s = fcl_check_varlen_problem(ctx, op, Q, K, V, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                            max_seqlen_k, O, LSE);
+                                            max_seqlen_k, O, "O", LSE);
     if (s != FCL_SUCCESS)
         return s;
     fcl_forward_job job = {

@@ -47,20 +47,12 @@ static fcl_status get_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp
     }
 }
 
-/* Tiles per launch so that a work-item stays under the device's loop cap (all tiles when
- * there is none); `per_tile` and `fixed` count a work-item's loop iterations generously. */
+/* Tiles per launch so that a work-item stays under the device's loop cap (0: all tiles). */
 static fcl_status tiles_per_launch(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed,
                                    long *out)
 {
-    const long limit = fcl_device_loop_limit(ctx);
-    *out = 0;
-    if (limit <= 0)
-        return FCL_SUCCESS;
-    *out = (limit * 3 / 4 - fixed) / per_tile;
-    if (*out < 1)
-        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one %s tile needs %ld loop iterations, more than device "
-                        "\"%s\" allows (%ld)", op, what, per_tile + fixed, ctx->info.name, limit);
-    return FCL_SUCCESS;
+    *out = fcl_tiles_under_loop_cap(ctx, per_tile, fixed);
+    return *out < 0 ? fcl_loop_cap_error(ctx, op, what, per_tile, fixed) : FCL_SUCCESS;
 }
 
 /* A device buffer of n floats, or NULL with a message. */

@@ -188,6 +188,7 @@ void fcl_context_release(fcl_context ctx)
         clReleaseCommandQueue(ctx->queue);
     }
     fcl_program_cache_release(ctx);
+    fcl_scratch_release(ctx);
     if (ctx->cl_ctx)
         clReleaseContext(ctx->cl_ctx);
     if (ctx->device)

@@ -44,19 +44,15 @@ static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, 
 static fcl_status chunk_for_loop_limit(fcl_context ctx, const char *op, const fcl_forward_tiles *t, int hdp,
                                        int64_t Sk, int64_t *chunk_keys)
 {
-    const long limit = fcl_device_loop_limit(ctx);
-    if (limit <= 0)
-        return FCL_SUCCESS;
     const long m = t->rows, n = t->block_n, wg = t->block_m / t->rows;
     /* loop iterations per key tile and outside the tile loop, counted generously */
     const long per_tile = (n * hdp + wg - 1) / wg + n + m * (n + 1) + hdp * (1 + m * (n + 1)) +
                           m * (2 + 2 * n + hdp + n * hdp) + 8;
     const long fixed = m * (3 * hdp + 8) + (t->block_m * hdp + wg - 1) / wg + t->block_m + 64;
-    const long tiles_per_chunk = (limit * 3 / 4 - fixed) / per_tile;
-    if (tiles_per_chunk < 1)
-        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one key tile needs %ld loop iterations, "
-                        "more than device \"%s\" allows (%ld)", op, per_tile + fixed, ctx->info.name, limit);
-    if (tiles_per_chunk * n < Sk)
+    const long tiles_per_chunk = fcl_tiles_under_loop_cap(ctx, per_tile, fixed);
+    if (tiles_per_chunk < 0)
+        return fcl_loop_cap_error(ctx, op, "key", per_tile, fixed);
+    if (tiles_per_chunk > 0 && tiles_per_chunk * n < Sk)
         *chunk_keys = tiles_per_chunk * n;
     return FCL_SUCCESS;
 }

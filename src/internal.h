@@ -9,6 +9,10 @@
 
 typedef struct fcl_program_entry fcl_program_entry; /* program_cache.c */
 
+/* Scratch slots kept by a context across calls (grow-only device buffers), one per use so that
+ * no two uses in flight share one; reuse is safe because the queue is in-order. */
+enum { FCL_SCRATCH_DECODE_PARTIAL, FCL_SCRATCH_DECODE_LENS, FCL_SCRATCH_SLOTS };
+
 struct fcl_context_s {
     cl_context cl_ctx;
     cl_device_id device;
@@ -18,6 +22,8 @@ struct fcl_context_s {
     char *cache_dir;               /* NULL: disk cache off */
     fcl_cache_stats stats;
     fcl_program_entry *programs;   /* in-memory program cache (linked list) */
+    cl_mem scratch[FCL_SCRATCH_SLOTS]; /* see fcl_scratch_buffer */
+    size_t scratch_bytes[FCL_SCRATCH_SLOTS];
     char error[FCL_ERROR_MAX];
 };
 
@@ -63,6 +69,13 @@ fcl_status fcl_query_device_info(fcl_context ctx);
  * counted, never released: the caller owns the buffer). */
 struct fcl_tensor_s fcl_scratch_view(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim,
                                      const int64_t *shape);
+
+/* The context's scratch buffer of `slot`, at least `bytes` long (grown when smaller; the old
+ * one is released and freed once the commands using it complete). Owned by the context, valid
+ * until the next request of the same slot; NULL with *s set on failure. */
+cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, size_t bytes, fcl_status *s);
+/* Releases every scratch buffer of ctx. */
+void fcl_scratch_release(fcl_context ctx);
 
 /* Tensor helpers for op validation. */
 int fcl_tensor_is_f_activation(fcl_dtype d); /* F32, F16 or BF16 */

@@ -98,12 +98,12 @@ int fcl_overlaps(fcl_tensor a, fcl_tensor b)
 }
 
 fcl_status fcl_check_attention_dtypes(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
-                                      fcl_tensor O, fcl_tensor LSE)
+                                      fcl_tensor O, const char *o_name, fcl_tensor LSE)
 {
     if (!fcl_tensor_is_f_activation(Q->dtype))
         return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: Q dtype %s is not f32, f16 or bf16", op, fcl_dtype_name(Q->dtype));
     const fcl_tensor same[3] = {K, V, O};
-    const char *names[3] = {"K", "V", O->buffer ? "O" : "dO"}; /* bufferless O: see problem_checks.c */
+    const char *names[3] = {"K", "V", o_name};
     for (int i = 0; i < 3; i++)
         if (same[i]->dtype != Q->dtype)
             return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s differs from Q dtype %s", op, names[i],

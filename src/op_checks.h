@@ -15,9 +15,9 @@ fcl_status fcl_shape_error(fcl_context ctx, const char *op, const char *name, fc
  * of one dtype, shape and nested strides (interleaved K/V halves do not overlap), else by their
  * byte ranges. */
 int fcl_overlaps(fcl_tensor a, fcl_tensor b);
-/* Q is F32/F16/BF16; K, V, O have Q's dtype; LSE (may be NULL) is F32. */
+/* Q is F32/F16/BF16; K, V, O have Q's dtype; LSE (may be NULL) is F32. O is called o_name. */
 fcl_status fcl_check_attention_dtypes(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
-                                      fcl_tensor O, fcl_tensor LSE);
+                                      fcl_tensor O, const char *o_name, fcl_tensor LSE);
 /* Q and K head dims agree, Hq % Hkv == 0 and D <= FCL_MAX_HEAD_DIM. */
 fcl_status fcl_check_heads(fcl_context ctx, const char *op, int64_t Hq, int64_t Hkv, int64_t Dq, int64_t Dk);
 /* An I32 tensor of ctx with `ndim` dims (index inputs: prefix sums, bounds). */

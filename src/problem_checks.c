@@ -2,22 +2,15 @@
  * and backward ops of each layout. */
 #include "problem_checks.h"
 
-/* The name of O in messages: a backward called with O = NULL checks a bufferless stand-in
- * shaped like dO (attention_backward.c), and then the tensor the caller gave is dO. */
-static const char *o_name(fcl_tensor O)
-{
-    return O && !O->buffer ? "dO" : "O";
-}
-
 fcl_status fcl_check_dense_problem(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
-                                   fcl_tensor O, fcl_tensor LSE)
+                                   fcl_tensor O, const char *o_name, fcl_tensor LSE)
 {
     fcl_status s;
     if ((s = fcl_check_tensor(ctx, op, Q, "Q", 4)) || (s = fcl_check_tensor(ctx, op, K, "K", 4)) ||
-        (s = fcl_check_tensor(ctx, op, V, "V", 4)) || (s = fcl_check_tensor(ctx, op, O, o_name(O), 4)) ||
+        (s = fcl_check_tensor(ctx, op, V, "V", 4)) || (s = fcl_check_tensor(ctx, op, O, o_name, 4)) ||
         (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 3))))
         return s;
-    if ((s = fcl_check_attention_dtypes(ctx, op, Q, K, V, O, LSE)) != FCL_SUCCESS)
+    if ((s = fcl_check_attention_dtypes(ctx, op, Q, K, V, O, o_name, LSE)) != FCL_SUCCESS)
         return s;
     const int64_t B = Q->shape[0], Sq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
     const int64_t Sk = K->shape[1], Hkv = K->shape[2];
@@ -29,7 +22,7 @@ fcl_status fcl_check_dense_problem(fcl_context ctx, const char *op, fcl_tensor Q
     if (!fcl_same_shape(V, kshape))
         return fcl_shape_error(ctx, op, "V", V, "like K", kshape, 4);
     if (!fcl_same_shape(O, Q->shape))
-        return fcl_shape_error(ctx, op, o_name(O), O, "like Q", Q->shape, 4);
+        return fcl_shape_error(ctx, op, o_name, O, "like Q", Q->shape, 4);
     const int64_t lshape[3] = {B, Hq, Sq};
     if (LSE && !fcl_same_shape(LSE, lshape))
         return fcl_shape_error(ctx, op, "LSE", LSE, "[B, Hq, Sq] =", lshape, 3);
@@ -45,16 +38,16 @@ fcl_status fcl_check_dense_problem(fcl_context ctx, const char *op, fcl_tensor Q
 
 fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                                     fcl_tensor cu_q, fcl_tensor cu_k, int max_q, int max_k, fcl_tensor O,
-                                    fcl_tensor LSE)
+                                    const char *o_name, fcl_tensor LSE)
 {
     fcl_status s;
     if ((s = fcl_check_tensor(ctx, op, Q, "Q", 3)) || (s = fcl_check_tensor(ctx, op, K, "K", 3)) ||
-        (s = fcl_check_tensor(ctx, op, V, "V", 3)) || (s = fcl_check_tensor(ctx, op, O, o_name(O), 3)) ||
+        (s = fcl_check_tensor(ctx, op, V, "V", 3)) || (s = fcl_check_tensor(ctx, op, O, o_name, 3)) ||
         (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 2))) ||
         (s = fcl_check_index_tensor(ctx, op, cu_q, "cu_seqlens_q", 1)) ||
         (s = fcl_check_index_tensor(ctx, op, cu_k, "cu_seqlens_k", 1)))
         return s;
-    if ((s = fcl_check_attention_dtypes(ctx, op, Q, K, V, O, LSE)) != FCL_SUCCESS)
+    if ((s = fcl_check_attention_dtypes(ctx, op, Q, K, V, O, o_name, LSE)) != FCL_SUCCESS)
         return s;
     const int64_t Tq = Q->shape[0], Hq = Q->shape[1], D = Q->shape[2], Tk = K->shape[0], Hkv = K->shape[1];
     if ((s = fcl_check_heads(ctx, op, Hq, Hkv, D, K->shape[2])) != FCL_SUCCESS)
@@ -62,7 +55,7 @@ fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor 
     if (!fcl_same_shape(V, K->shape))
         return fcl_shape_error(ctx, op, "V", V, "like K", K->shape, 3);
     if (!fcl_same_shape(O, Q->shape))
-        return fcl_shape_error(ctx, op, o_name(O), O, "like Q", Q->shape, 3);
+        return fcl_shape_error(ctx, op, o_name, O, "like Q", Q->shape, 3);
     const int64_t lshape[2] = {Hq, Tq};
     if (LSE && !fcl_same_shape(LSE, lshape))
         return fcl_shape_error(ctx, op, "LSE", LSE, "[Hq, total_q] =", lshape, 2);
@@ -84,14 +77,14 @@ fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor 
 }
 
 fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor QKV, fcl_tensor bounds,
-                                    fcl_tensor O, fcl_tensor LSE)
+                                    fcl_tensor O, const char *o_name, fcl_tensor LSE)
 {
     fcl_status s;
-    if ((s = fcl_check_tensor(ctx, op, QKV, "QKV", 4)) || (s = fcl_check_tensor(ctx, op, O, o_name(O), 3)) ||
+    if ((s = fcl_check_tensor(ctx, op, QKV, "QKV", 4)) || (s = fcl_check_tensor(ctx, op, O, o_name, 3)) ||
         (LSE && (s = fcl_check_tensor(ctx, op, LSE, "LSE", 2))) ||
         (s = fcl_check_index_tensor(ctx, op, bounds, "seq_bounds", 2)))
         return s;
-    if ((s = fcl_check_attention_dtypes(ctx, op, QKV, QKV, QKV, O, LSE)) != FCL_SUCCESS)
+    if ((s = fcl_check_attention_dtypes(ctx, op, QKV, QKV, QKV, O, o_name, LSE)) != FCL_SUCCESS)
         return s;
     const int64_t L = QKV->shape[0], H = QKV->shape[2], D = QKV->shape[3];
     if (QKV->shape[1] != 3)
@@ -101,7 +94,7 @@ fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor 
         return s;
     const int64_t oshape[3] = {L, H, D}, lshape[2] = {H, L}, bshape[2] = {L, 2};
     if (!fcl_same_shape(O, oshape))
-        return fcl_shape_error(ctx, op, o_name(O), O, "[L, H, D] =", oshape, 3);
+        return fcl_shape_error(ctx, op, o_name, O, "[L, H, D] =", oshape, 3);
     if (LSE && !fcl_same_shape(LSE, lshape))
         return fcl_shape_error(ctx, op, "LSE", LSE, "[H, L] =", lshape, 2);
     if (!fcl_same_shape(bounds, bshape))

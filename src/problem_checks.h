@@ -1,6 +1,6 @@
 /* Checks of an attention problem's forward tensors (Q, K, V, O, LSE), one per layout, shared
- * by the forward and backward ops; each failure sets a message starting with `op`. O may be
- * the backward's bufferless stand-in for O = NULL (shaped like dO); messages then name dO. */
+ * by the forward and backward ops; each failure sets a message starting with `op`. Messages
+ * call O `o_name` (the backward checks dO's shape there when O is NULL). */
 #ifndef FLASHCL_PROBLEM_CHECKS_H
 #define FLASHCL_PROBLEM_CHECKS_H
 
@@ -8,14 +8,14 @@
 
 /* Q, O [B, Sq, Hq, D]; K, V [B, Sk, Hkv, D]; LSE NULL or F32 [B, Hq, Sq]. */
 fcl_status fcl_check_dense_problem(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
-                                   fcl_tensor O, fcl_tensor LSE);
+                                   fcl_tensor O, const char *o_name, fcl_tensor LSE);
 /* Q, O [total_q, Hq, D]; K, V [total_k, Hkv, D]; LSE NULL or [Hq, total_q]; I32 prefix sums
  * [B + 1] each; max_seqlen_q/k >= 0. */
 fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                                     fcl_tensor cu_q, fcl_tensor cu_k, int max_q, int max_k, fcl_tensor O,
-                                    fcl_tensor LSE);
+                                    const char *o_name, fcl_tensor LSE);
 /* QKV [L, 3, H, D]; O [L, H, D]; LSE NULL or [H, L]; seq_bounds I32 [L, 2]. */
 fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor QKV, fcl_tensor bounds,
-                                    fcl_tensor O, fcl_tensor LSE);
+                                    fcl_tensor O, const char *o_name, fcl_tensor LSE);
 
 #endif

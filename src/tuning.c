@@ -49,6 +49,21 @@ long fcl_device_loop_limit(fcl_context ctx)
     return entry_for(&ctx->info, 0)->loop_limit;
 }
 
+long fcl_tiles_under_loop_cap(fcl_context ctx, long per_tile, long fixed)
+{
+    const long limit = fcl_device_loop_limit(ctx);
+    if (limit <= 0)
+        return 0;
+    const long n = (limit * 3 / 4 - fixed) / per_tile;
+    return n >= 1 ? n : -1;
+}
+
+fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed)
+{
+    return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one %s tile needs %ld loop iterations, more than device \"%s\" "
+                    "allows (%ld)", op, what, per_tile + fixed, ctx->info.name, fcl_device_loop_limit(ctx));
+}
+
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {
     fcl_forward_tiles t = entry_for(&ctx->info, head_dim_pad)->forward;

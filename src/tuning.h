@@ -53,4 +53,12 @@ int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad);
  * run the chunked path everywhere). */
 long fcl_device_loop_limit(fcl_context ctx);
 
+/* Tiles one work-item may run per launch under the device's loop cap, given the loop iterations
+ * of a tile and outside the tile loop (counted generously; 3/4 of the cap is used): 0 when the
+ * device has no cap, -1 when not even one tile fits. */
+long fcl_tiles_under_loop_cap(fcl_context ctx, long per_tile, long fixed);
+
+/* FCL_ERR_UNSUPPORTED: "<op>: one <what> tile needs N loop iterations, more than ... allows". */
+fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed);
+
 #endif

@@ -2,10 +2,8 @@
  * length = the cache length Sk) on random inputs (fixed seeds; the caches repeat a 4M-element
  * random block), timed by bench_time; GB/s count
  * the K and V bytes read (B * Sk * Hkv * D * 2 * dtype size); checked on sampled query rows
- * against the float64 forward reference (causal, bottom-right: the Sq queries are the last
- * positions). */
+ * by bench_check_forward (causal, bottom-right: the Sq queries are the last positions). */
 #include "bench.h"
-#include "ref_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -69,38 +67,6 @@ static fcl_status enqueue_decode(void *arg, cl_event *ev)
     return fcl_attention_decode(c->ctx, &c->p, c->f->tq, &c->f->cache, c->len, NULL, NULL, c->f->to, NULL, ev);
 }
 
-/* CHECK_ROWS rows spread over (batch, query, head) against the float64 reference. */
-static void check(const bench_case *c, const float *q, const float *k, const float *v, const float *o,
-                  bench_result *r)
-{
-    ref_attn_problem p = {.B = c->b, .Sq = c->sq, .Sk = c->sk, .Hq = c->hq, .Hkv = c->hkv, .D = c->d,
-                          .causal = 1, .window_left = c->window_left, .window_right = -1, .softcap = c->softcap};
-    const long total = (long)c->b * c->sq * c->hq;
-    const long n = total < CHECK_ROWS ? total : CHECK_ROWS;
-    double *ref = malloc(sizeof(double) * (size_t)c->d);
-    float *naive = malloc(sizeof(float) * (size_t)c->d);
-    double err = 0.0, nerr = 0.0;
-    for (long s = 0; ref && naive && s < n; s++) {
-        const long row = s * (total - 1) / (n > 1 ? n - 1 : 1); /* evenly spread, first and last included */
-        const int h = (int)(row % c->hq), i = (int)(row / c->hq % c->sq), b = (int)(row / c->hq / c->sq);
-        ref_attention_row(&p, q, k, v, b, i, h, ref, NULL);
-        ref_attention_row_naive(&p, c->dtype, q, k, v, b, i, h, naive, NULL);
-        const float *got = o + (((size_t)b * c->sq + i) * c->hq + h) * c->d;
-        for (int d = 0; d < c->d; d++) {
-            const double e = isnan(got[d]) ? INFINITY : fabs((double)got[d] - ref[d]);
-            const double ne = fabs((double)naive[d] - ref[d]);
-            err = e > err ? e : err;
-            nerr = ne > nerr ? ne : nerr;
-        }
-    }
-    r->rows_total = total;
-    r->rows_checked = ref && naive ? n : 0;
-    r->max_err = r->rows_checked ? err : NAN;
-    r->err_bound = r->rows_checked ? 2.0 * nerr + 1e-5 : NAN;
-    free(ref);
-    free(naive);
-}
-
 int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
 {
     dec_data f = {0};
@@ -125,11 +91,9 @@ int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
             rc = bench_lib_error(env, "reading O", st);
     }
     if (!rc) {
-        check(&r->c, f.h.q, f.h.k, f.h.v, f.h.o, r);
-        r->has_nan = 0;
-        for (size_t i = 0; i < nq; i++)
-            r->has_nan |= isnan(f.h.o[i]);
-        r->ok = !r->has_nan && (r->rows_checked == 0 || r->max_err <= r->err_bound);
+        /* decode is the causal forward with Sq = the query rows, Sk = the cache length */
+        bench_check_in in = {.c = &r->c, .q = f.h.q, .k = f.h.k, .v = f.h.v, .o = f.h.o, .check_rows = CHECK_ROWS};
+        bench_check_forward(&in, r);
         const double bytes = 2.0 * (double)nk * (double)fcl_dtype_size(c->dtype);
         r->gbps = bytes / (r->ms * 1e-3) * 1e-9;
         r->ms_event = NAN; /* the event covers only the last of the op's kernels */

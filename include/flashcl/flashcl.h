@@ -432,7 +432,8 @@ fcl_status fcl_kv_cache_append(fcl_context ctx, const fcl_kv_cache *cache, fcl_t
  *  O    [B, Lq, Hq, D] overwritten;  LSE  F32 [B, Hq, Lq] or NULL, overwritten.
  * A query row with no visible key (length 0, or p < 0) writes O = 0 and LSE = -inf. The split
  * count depends on the device and on len (host form) or L_max (device forms), never on the
- * device values. Scratch for the partial states is allocated per call.
+ * device values. Scratch for the partial states is kept by the context (allocated on the first
+ * call, grown when a larger problem needs it), so a generation loop allocates nothing per step.
  */
 fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
                                 const fcl_kv_cache *cache, int64_t len, fcl_tensor lens,
