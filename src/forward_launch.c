@@ -4,6 +4,7 @@
 #include "tuning.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const forward_sources[] = {"common", "attention_forward"};
@@ -13,30 +14,107 @@ int fcl_pad_head_dim(int64_t D)
     return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
 }
 
-/* Builds (or finds) the kernel variant; halves BLOCK_M if the compiled kernel cannot run
- * BLOCK_M / ROWS work-items (register pressure on GPUs). */
-static fcl_status get_forward_kernel(fcl_context ctx, fcl_dtype dtype, int hdp, int layout,
-                                     const fcl_attn_resolved *r, fcl_forward_tiles *tiles, cl_kernel *out)
+/* The kernel variant chosen for one launch: its work-group shape and key tile. */
+typedef struct forward_variant {
+    cl_kernel kernel;
+    int block_m, block_n;
+    size_t wg_size;
+    int mma;                 /* the tensor-core kernel (never chunked) */
+    fcl_forward_tiles tiles; /* the portable kernel's tiles */
+} forward_variant;
+
+/* The tensor-core kernel applies: NVIDIA compute capability >= 8.0, F16/BF16, a table entry,
+ * no loop cap, and FLASHCL_FORWARD_PATH is not "portable". */
+static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_mma_tiles *tiles)
 {
+    const char *env = getenv("FLASHCL_FORWARD_PATH");
+    if ((env && strcmp(env, "portable") == 0) || ctx->info.nv_cc_major < 8 || hdp > 256 ||
+        (dtype != FCL_F16 && dtype != FCL_BF16) || fcl_device_loop_limit(ctx) != 0)
+        return 0;
+    *tiles = fcl_tune_forward_mma(ctx, hdp);
+    return tiles->block_m > 0;
+}
+
+const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
+{
+    fcl_mma_tiles t;
+    if (!ctx)
+        return NULL;
+    return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
+}
+
+/* Rows of the view start at 16-byte boundaries: offset and the batch / seq / head strides are
+ * multiples of 8 (16-bit) elements. */
+static int rows_aligned(fcl_tensor t, const int dims[3])
+{
+    if (t->offset % 8)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (dims[i] >= 0 && t->strides[dims[i]] % 8)
+            return 0;
+    return 1;
+}
+
+/* Builds (or finds) the portable kernel variant; halves BLOCK_M if the compiled kernel cannot
+ * run BLOCK_M / ROWS work-items (register pressure on GPUs). */
+static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward"};
+    const fcl_attn_resolved *r = &job->params;
+    fcl_forward_tiles *tiles = &v->tiles;
+    *tiles = fcl_tune_forward(ctx, hdp);
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DSMEM_FLOATS=%d "
                  "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
-                 (int)dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows, fcl_forward_smem_floats(tiles, hdp),
-                 layout, r->softcap > 0.0f, r->mask != NULL,
+                 (int)job->dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows,
+                 fcl_forward_smem_floats(tiles, hdp), job->layout, r->softcap > 0.0f, r->mask != NULL,
                  r->alibi != NULL);
-        fcl_status s = fcl_get_kernel(ctx, forward_sources, 2, opts, "attention_forward", out);
+        fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", &v->kernel);
         if (s != FCL_SUCCESS)
             return s;
         size_t wg = 0;
-        cl_int err = clGetKernelWorkGroupInfo(*out, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+        cl_int err = clGetKernelWorkGroupInfo(v->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
         if (err != CL_SUCCESS)
             return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
         if (wg >= (size_t)(tiles->block_m / tiles->rows) || tiles->block_m == tiles->rows)
-            return FCL_SUCCESS;
+            break;
         tiles->block_m /= 2;
     }
+    v->mma = 0;
+    v->block_m = tiles->block_m;
+    v->block_n = tiles->block_n;
+    v->wg_size = (size_t)(tiles->block_m / tiles->rows);
+    return FCL_SUCCESS;
+}
+
+static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_mma_tiles *t,
+                                 forward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_mma"};
+    const fcl_attn_resolved *r = &job->params;
+    char opts[256];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d -DLAYOUT=%d "
+             "-DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+             (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
+             rows_aligned(job->K, job->k_dims) && rows_aligned(job->V, job->v_dims), job->layout,
+             r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
+    fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", &v->kernel);
+    if (s != FCL_SUCCESS)
+        return s;
+    size_t wg = 0;
+    cl_int err = clGetKernelWorkGroupInfo(v->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    if (err != CL_SUCCESS)
+        return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+    v->mma = 1;
+    v->block_m = t->block_m;
+    v->block_n = t->block_n;
+    v->wg_size = (size_t)(t->block_m / (16 * t->m_tiles) * 32);
+    if (wg < v->wg_size) /* too many registers for this work-group shape: the portable kernel */
+        return get_portable_kernel(ctx, job, hdp, v);
+    return FCL_SUCCESS;
 }
 
 /* On devices that cap the loop iterations of a work-item, the keys are processed in chunks
@@ -69,16 +147,18 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
 {
     const fcl_attn_resolved *r = &job->params;
     const int hdp = fcl_pad_head_dim(job->D);
-    fcl_forward_tiles tiles = fcl_tune_forward(ctx, hdp);
-    cl_kernel kernel;
-    fcl_status s = get_forward_kernel(ctx, job->dtype, hdp, job->layout, r, &tiles, &kernel);
+    forward_variant v;
+    fcl_mma_tiles mma_tiles;
+    fcl_status s = mma_applies(ctx, job->dtype, hdp, &mma_tiles) ? get_mma_kernel(ctx, job, hdp, &mma_tiles, &v)
+                                                                  : get_portable_kernel(ctx, job, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
+    cl_kernel kernel = v.kernel;
     /* Keys are counted from the tile grid's origin: a varlen sequence may start up to
      * BLOCK_N - 1 keys after it. */
-    const int64_t span = job->sk + (job->layout == FCL_LAYOUT_VARLEN ? tiles.block_n - 1 : 0);
+    const int64_t span = job->sk + (job->layout == FCL_LAYOUT_VARLEN ? v.block_n - 1 : 0);
     int64_t chunk_keys = span > 0 ? span : 1;
-    if ((s = chunk_for_loop_limit(ctx, job->op, &tiles, hdp, chunk_keys, &chunk_keys)) != FCL_SUCCESS)
+    if (!v.mma && (s = chunk_for_loop_limit(ctx, job->op, &v.tiles, hdp, chunk_keys, &chunk_keys)) != FCL_SUCCESS)
         return s;
     const int64_t n_chunks = span > 0 ? (span + chunk_keys - 1) / chunk_keys : 1;
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
@@ -128,8 +208,8 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
         err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &seqs[i]);
     for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &totals[i]);
-    size_t local[3] = {(size_t)(tiles.block_m / tiles.rows), 1, 1};
-    size_t global[3] = {(size_t)((job->sq + tiles.block_m - 1) / tiles.block_m) * local[0], (size_t)job->Hq,
+    size_t local[3] = {v.wg_size, 1, 1};
+    size_t global[3] = {(size_t)((job->sq + v.block_m - 1) / v.block_m) * local[0], (size_t)job->Hq,
                         (size_t)job->grid_b};
     for (int64_t c = 0; c < n_chunks && err == CL_SUCCESS && global[0] > 0; c++) {
         const int64_t hi = ((c + 1) * chunk_keys < span ? (c + 1) * chunk_keys : span) - 1;

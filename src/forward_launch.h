@@ -30,7 +30,8 @@ int fcl_pad_head_dim(int64_t D);
 /* Offset and the strides of dims d[0..2] of t into out (0 for an absent dim or tensor). */
 void fcl_view_params(fcl_tensor t, const int d[3], cl_long out[4]);
 
-/* Builds (or finds) the kernel variant and enqueues the launch(es). */
+/* Builds (or finds) the kernel variant (tensor-core or portable, see fcl_attention_forward_path)
+ * and enqueues the launch(es). */
 fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_event *event);
 
 #endif

@@ -277,6 +277,16 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
                                  cl_event *event);
 
 /*
+ * Which forward kernel runs for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
+ * and packed forwards alike, and the backward's recompute): "nvidia-mma" (tensor cores through
+ * inline PTX mma.sync: NVIDIA compute capability >= 8.0, F16 or BF16) or "portable" (any OpenCL
+ * device; also where FLASHCL_FORWARD_PATH=portable). Both meet the same tolerance; results
+ * differ in rounding (the tensor-core path rounds the probabilities to the storage dtype before
+ * P V). Static string; NULL for a NULL ctx. Thread-safe.
+ */
+const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
+
+/*
  * Variable-length forward: B sequences packed back to back, no padding, one launch.
  *  Q    [total_q, Hq, D], K and V [total_k, Hkv, D]  dtypes and GQA as fcl_attention_forward
  *  cu_seqlens_q, cu_seqlens_k  I32 [B + 1] device prefix sums: sequence b is Q rows

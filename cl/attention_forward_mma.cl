@@ -1,0 +1,336 @@
+/*
+ * Attention forward on NVIDIA tensor cores (compute capability >= 8.0), through inline PTX:
+ * the same online softmax, arguments, layouts and key-tile grid as the portable
+ * attention_forward.cl, with S = Q K^T and O += P V as mma.sync m16n8k16 (F16 or BF16 inputs,
+ * FP32 accumulation). F16 and BF16 storage only.
+ *
+ * A work-group of BLOCK_M / (16 * M_TILES) warps computes BLOCK_M query rows of one (batch,
+ * head); each warp owns M_TILES tiles of 16 rows, keeping their Q fragments, the tile's scores
+ * and the output accumulators in registers (the mma fragment layouts). K and V tiles of
+ * BLOCK_N keys are staged in local memory as the raw 16-bit storage values, rows padded by 8
+ * halves so that ldmatrix reads them without bank conflicts, and shared by the warps. With
+ * ASYNC_COPY (every K and V row 16-byte aligned: the host checks the views) the tiles travel
+ * by cp.async: V of tile j is loaded while the warps compute Q K_j^T and its softmax, K of tile
+ * j + 1 while they compute P V_j. Otherwise the same schedule with plain loads.
+ *
+ * The probabilities enter P V rounded to the storage dtype (as in FlashAttention); the row sums
+ * stay in FP32. Keys of a tile that a row cannot see contribute exactly nothing, and masked-out
+ * keys' V is never read (zeros instead). No key chunking: the host takes this path only on
+ * devices without a loop cap, with key_lo .. key_hi the whole key range.
+ *
+ * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); BLOCK_M, BLOCK_N
+ * (multiples of 16), M_TILES; ASYNC_COPY; HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ */
+
+#if FCL_DTYPE == 1
+#define MMA_IN "f16"
+#elif FCL_DTYPE == 2
+#define MMA_IN "bf16"
+#else
+#error "the tensor-core forward takes F16 or BF16"
+#endif
+
+#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
+#define NWARPS (BLOCK_M / (16 * M_TILES))
+#define WG_SIZE (NWARPS * 32)
+#define KSTEPS (HEAD_DIM_PAD / 16) /* k16 steps of Q K^T */
+#define NT_S (BLOCK_N / 8)         /* n8 tiles of a tile's scores */
+#define NT_O (HEAD_DIM_PAD / 8)    /* n8 tiles of the output rows */
+#define ROW_HALVES (HEAD_DIM_PAD + 8)
+#define CHUNKS (HEAD_DIM_PAD / 8)  /* 16-byte chunks of a K or V row */
+
+/* c += a b for one m16n8k16 tile: a row-major 16x16 (4 registers of 2 values), b column-major
+ * 16x8 (2 registers), c 16x8 FP32 (4 values per lane). */
+inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 16-bit matrices from local memory; lane l gives the address of row l % 8 of matrix
+ * l / 8 (16-byte aligned). TRANS delivers them transposed. */
+inline void ldmatrix_x4(uint *r, __local const ushort *row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint)(size_t)row)
+                 : "memory");
+}
+
+inline void ldmatrix_x4_trans(uint *r, __local const ushort *row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint)(size_t)row)
+                 : "memory");
+}
+
+/* Two floats rounded to the storage dtype, packed as one mma operand register (lo first). */
+inline uint pack_pair(float lo, float hi)
+{
+    uint r;
+    asm("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+inline float shuffle_xor(float x, int lane_mask)
+{
+    float r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(lane_mask));
+    return r;
+}
+
+/* The max / sum over the 4 lanes that hold one row of an mma accumulator. */
+inline float quad_max(float x)
+{
+    x = fmax(x, shuffle_xor(x, 1));
+    return fmax(x, shuffle_xor(x, 2));
+}
+
+inline float quad_sum(float x)
+{
+    x += shuffle_xor(x, 1);
+    return x + shuffle_xor(x, 2);
+}
+
+/* 16 bytes (8 halves) of one K or V row into local memory: the first `bytes` from src, zeros
+ * after (bytes 0: all zeros, src not read). */
+inline void copy_chunk(__local ushort *dst, __global const ushort *src, int bytes)
+{
+#if ASYNC_COPY
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src), "r"(bytes)
+                 : "memory");
+#else
+    for (int e = 0; e < 8; e++)
+        dst[e] = 2 * e < bytes ? src[e] : (ushort)0;
+#endif
+}
+
+/* Waits for this work-item's copies, then for the whole group. */
+inline void copies_landed(void)
+{
+#if ASYNC_COPY
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Rows j0 .. j0 + BLOCK_N - 1 of K or V (rows outside [g_lo, g_hi], masked-out rows when
+ * use_mask, and columns past head_dim become zeros). */
+inline void load_tile(__local ushort *tile, __global const ushort *src, long base, long row_stride, int j0,
+                      int g_lo, int g_hi, int head_dim, int use_mask, __global const float *mask, long mask_row0,
+                      long mask_ss, int lid)
+{
+    for (int idx = lid; idx < BLOCK_N * CHUNKS; idx += WG_SIZE) {
+        const int n = idx / CHUNKS, d = (idx - n * CHUNKS) * 8;
+        const int j = j0 + n;
+        bool in = j >= g_lo && j <= g_hi;
+        if (in && use_mask)
+            in = mask[mask_row0 + (long)j * mask_ss] > 0.5f;
+        const int bytes = in ? 2 * clamp(head_dim - d, 0, 8) : 0;
+        copy_chunk(tile + n * ROW_HALVES + d, bytes > 0 ? src + base + (long)j * row_stride + d : src, bytes);
+    }
+#if ASYNC_COPY
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void attention_forward(FORWARD_KERNEL_ARGS)
+{
+    __local ushort Ks[BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
+    __local ushort Vs[BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
+#if HAS_MASK
+    __local float Ms[BLOCK_N];
+#endif
+    __global const ushort *Qu = (__global const ushort *)Q;
+    __global const ushort *Ku = (__global const ushort *)K;
+    __global const ushort *Vu = (__global const ushort *)V;
+    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+    const int g = lane >> 2, t = lane & 3; /* the fragment row (and row + 8) and column pair */
+    const int i0 = get_group_id(0) * BLOCK_M;
+    const int h = get_global_id(1);
+    const int b = get_global_id(2);
+    const int hk = h / group;
+    FORWARD_SEQUENCE_SETUP
+    const int shift = sk - sq; /* query i sits at absolute position i + shift */
+    const int i_last = min(i0 + BLOCK_M, sq) - 1;
+    int g_lo, g_hi;
+    forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q,
+                       cu_q_off, seq_ss, &g_lo, &g_hi);
+
+#if HAS_LOGIT_MODS
+    const float qscale = scale;
+#else
+    const float qscale = scale * FCL_LOG2E;
+#endif
+#if HAS_ALIBI
+    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
+#endif
+
+    /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. */
+    uint qf[M_TILES][KSTEPS][4];
+    float acc[M_TILES][NT_O][4];
+    float m[M_TILES][2], l[M_TILES][2];
+    int jlo[M_TILES][2], jhi[M_TILES][2];
+    int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this lane's rows see */
+    for (int mt = 0; mt < M_TILES; mt++) {
+        for (int hr = 0; hr < 2; hr++) {
+            const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
+            const long qrow = qo + b * q_sb + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss + h * q_sh;
+            for (int ks = 0; ks < KSTEPS; ks++)
+                for (int half = 0; half < 2; half++) {
+                    const int d = ks * 16 + half * 8 + 2 * t;
+                    const uint lo = sq > 0 && d < head_dim ? Qu[qrow + d] : 0u;
+                    const uint hi = sq > 0 && d + 1 < head_dim ? Qu[qrow + d + 1] : 0u;
+                    qf[mt][ks][hr + 2 * half] = lo | hi << 16;
+                }
+            m[mt][hr] = -INFINITY;
+            l[mt][hr] = 0.0f; /* this lane's share of the row sum; the quad's total at the end */
+            forward_row_keys(i, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss,
+                             &jlo[mt][hr], &jhi[mt][hr]);
+            lo_max = max(lo_max, jlo[mt][hr]);
+            hi_min = min(hi_min, jhi[mt][hr]);
+        }
+        for (int nt = 0; nt < NT_O; nt++)
+            for (int e = 0; e < 4; e++)
+                acc[mt][nt][e] = 0.0f;
+    }
+
+    const long kbase = ko + b * k_sb + hk * k_sh;
+    const long vbase = vo + b * v_sb + hk * v_sh;
+    const long mrow = mo + b * mask_sb;
+    const int j_first = g_lo - (g_lo + k_align) % BLOCK_N; /* g_lo rounded down to the grid */
+    if (g_lo <= g_hi) {
+        load_tile(Ks, Ku, kbase, k_ss, j_first, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss, lid);
+#if HAS_MASK
+        for (int n = lid; n < BLOCK_N; n += WG_SIZE)
+            Ms[n] = j_first + n >= g_lo && j_first + n <= g_hi ? mask[mrow + (long)(j_first + n) * mask_ss] : 0.0f;
+#endif
+    }
+    for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BLOCK_N) {
+        copies_landed(); /* K_j is in; every warp is done with V_{j-1} */
+        load_tile(Vs, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss, lid);
+
+        float s[M_TILES][NT_S][4];
+        for (int mt = 0; mt < M_TILES; mt++)
+            for (int nt = 0; nt < NT_S; nt++)
+                for (int e = 0; e < 4; e++)
+                    s[mt][nt][e] = 0.0f;
+        for (int ks = 0; ks < KSTEPS; ks++)
+            for (int np = 0; np < NT_S / 2; np++) {
+                /* matrices: keys +0 / +8 of this 16-key pair x columns +0 / +8 of this k step */
+                uint kb[4];
+                ldmatrix_x4(kb, Ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * ROW_HALVES + ks * 16 +
+                                    ((lane >> 3) & 1) * 8);
+                for (int mt = 0; mt < M_TILES; mt++) {
+                    mma_16816(s[mt][2 * np], qf[mt][ks], kb[0], kb[1]);
+                    mma_16816(s[mt][2 * np + 1], qf[mt][ks], kb[2], kb[3]);
+                }
+            }
+
+        /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile. */
+        const bool whole = !HAS_MASK && j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min;
+        for (int mt = 0; mt < M_TILES; mt++)
+            for (int hr = 0; hr < 2; hr++) {
+#if HAS_ALIBI
+                const int p = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr + shift;
+#endif
+                float tile_max = -INFINITY;
+                for (int nt = 0; nt < NT_S; nt++)
+                    for (int c = 0; c < 2; c++) {
+                        float x = s[mt][nt][2 * hr + c] * qscale;
+#if HAS_SOFTCAP
+                        x = softcap * tanh(x / softcap);
+#endif
+#if HAS_LOGIT_MODS
+                        x *= FCL_LOG2E;
+#endif
+                        const int n = nt * 8 + 2 * t + c, j = j0 + n;
+#if HAS_ALIBI
+                        x -= slope * (float)abs(p - j);
+#endif
+                        if (!whole) {
+                            bool visible = j >= jlo[mt][hr] && j <= jhi[mt][hr];
+#if HAS_MASK
+                            visible = visible && Ms[n] > 0.5f;
+#endif
+                            x = visible ? x : -INFINITY;
+                        }
+                        s[mt][nt][2 * hr + c] = x;
+                        tile_max = fmax(tile_max, x);
+                    }
+                /* A tile with no visible key leaves the row unchanged (alpha 1, p 0). */
+                const float m_new = fmax(m[mt][hr], quad_max(tile_max));
+                const float alpha = m_new == -INFINITY ? 1.0f : native_exp2(m[mt][hr] - m_new);
+                const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+                m[mt][hr] = m_new;
+                float sum = 0.0f;
+                for (int nt = 0; nt < NT_S; nt++)
+                    for (int c = 0; c < 2; c++) {
+                        const float pn = native_exp2(s[mt][nt][2 * hr + c] - m_use);
+                        s[mt][nt][2 * hr + c] = pn;
+                        sum += pn;
+                    }
+                l[mt][hr] = l[mt][hr] * alpha + sum;
+                for (int nt = 0; nt < NT_O; nt++)
+                    for (int c = 0; c < 2; c++)
+                        acc[mt][nt][2 * hr + c] *= alpha;
+            }
+
+        copies_landed(); /* V_j is in; every warp is done with K_j and Ms */
+        const int j_next = j0 + BLOCK_N;
+        if (j_next <= g_hi) {
+            load_tile(Ks, Ku, kbase, k_ss, j_next, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss, lid);
+#if HAS_MASK
+            for (int n = lid; n < BLOCK_N; n += WG_SIZE)
+                Ms[n] = j_next + n <= g_hi ? mask[mrow + (long)(j_next + n) * mask_ss] : 0.0f;
+#endif
+        }
+
+        /* O += P V: the score accumulators of key tiles 2 kk and 2 kk + 1 are exactly the A
+         * fragment of keys 16 kk .. 16 kk + 15. */
+        for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+            uint pa[M_TILES][4];
+            for (int mt = 0; mt < M_TILES; mt++) {
+                pa[mt][0] = pack_pair(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = pack_pair(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = pack_pair(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = pack_pair(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+            for (int dp = 0; dp < NT_O / 2; dp++) {
+                /* matrices: keys +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
+                uint vb[4];
+                ldmatrix_x4_trans(vb, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROW_HALVES + dp * 16 +
+                                          (lane >> 4) * 8);
+                for (int mt = 0; mt < M_TILES; mt++) {
+                    mma_16816(acc[mt][2 * dp], pa[mt], vb[0], vb[1]);
+                    mma_16816(acc[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+                }
+            }
+        }
+    }
+
+    /* Epilogue: rows normalised in registers and stored; a row that saw no key writes O = 0 and
+     * LSE = -inf. */
+    for (int mt = 0; mt < M_TILES; mt++)
+        for (int hr = 0; hr < 2; hr++) {
+            const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
+            const float lsum = quad_sum(l[mt][hr]);
+            if (i >= sq)
+                continue;
+            const float inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+            const long orow = oo + b * o_sb + (long)i * o_ss + h * o_sh;
+            for (int nt = 0; nt < NT_O; nt++)
+                for (int c = 0; c < 2; c++) {
+                    const int d = nt * 8 + 2 * t + c;
+                    if (d < head_dim)
+                        STORE(O, orow + d, lsum > 0.0f ? acc[mt][nt][2 * hr + c] * inv_l : 0.0f);
+                }
+            if (write_lse && t == 0)
+                LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
+                    lsum > 0.0f ? (m[mt][hr] + log2(lsum)) * FCL_LN2 : -INFINITY;
+        }
+}
