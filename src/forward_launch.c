@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const forward_sources[] = {"common", "attention_forward"};
-
 int fcl_pad_head_dim(int64_t D)
 {
     return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);

@@ -12,18 +12,20 @@ typedef struct tuning_entry {
     int max_head_dim_pad;  /* the entry's forward tiles apply up to this padded head dim */
     long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
     fcl_forward_tiles forward;
+    fcl_mma_tiles mma;
     fcl_backward_tiles backward;
     fcl_decode_tiles decode;
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {16, 16}, {16, 16, 16, 1}},
-    /* H200, 2026-11-29 sweep (docs/perf.md): 128x32 best at D 64, 32x32 at D 128 */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {32, 32}, {32, 16, 128, 8}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {32, 32}, {32, 16, 128, 8}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {32, 32}, {32, 16, 64, 4}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {32, 32}, {32, 16, 1, 2}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {16, 16}, {16, 16, 16, 1}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
+    /* H200, 2026-11-29 sweep (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2}, {32, 32}, {32, 16, 128, 8}},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 1}, {32, 32}, {32, 16, 128, 8}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 1}, {32, 32}, {32, 16, 128, 8}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0}, {32, 32}, {32, 16, 64, 4}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0}, {32, 32}, {32, 16, 1, 2}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -81,6 +83,25 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
     while (t.block_m > t.rows && ((uint64_t)(fcl_forward_smem_floats(&t, head_dim_pad) + t.block_n) * 4 > budget ||
                                   (size_t)(t.block_m / t.rows) > ctx->info.max_work_group_size))
         t.block_m /= 2;
+    return t;
+}
+
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
+{
+    fcl_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->mma;
+    const char *env = getenv("FLASHCL_MMA_TILES");
+    int m, n, mt;
+    if (t.block_m > 0 && env && sscanf(env, "%d,%d,%d", &m, &n, &mt) == 3 && mt > 0 && m > 0 &&
+        m % (16 * mt) == 0 && n > 0 && n % 16 == 0) {
+        t.block_m = m;
+        t.block_n = n;
+        t.m_tiles = mt;
+    }
+    /* K and V tiles of block_n rows of head_dim_pad + 8 halves, and the mask row */
+    while (t.block_n > 16 && (uint64_t)t.block_n * (4 * (head_dim_pad + 8) + 4) > ctx->info.local_mem_bytes)
+        t.block_n /= 2;
+    if ((size_t)(t.block_m / (16 * (t.m_tiles > 0 ? t.m_tiles : 1)) * 32) > ctx->info.max_work_group_size)
+        t.block_m = 0;
     return t;
 }
 

@@ -16,6 +16,17 @@ typedef struct fcl_forward_tiles {
  * the local array fits in half the device's local memory and M / R fits its work-group limit. */
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_mma_tiles {
+    int block_m;      /* query rows per work-group (multiple of 16 * m_tiles); 0: no tensor-core path */
+    int block_n;      /* keys per local-memory tile (multiple of 16) */
+    int m_tiles;      /* 16-row mma tiles per warp; the work-group has block_m / (16 m_tiles) warps */
+} fcl_mma_tiles;
+
+/* Tiles of the NVIDIA tensor-core forward (cl/attention_forward_mma.cl) at padded head dim
+ * `head_dim_pad`: the device's table entry, then FLASHCL_MMA_TILES="M,N,T" if set; N halved
+ * until the K and V tiles fit the local memory. block_m 0 where the table has no such path. */
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad);
+
 typedef struct fcl_backward_tiles {
     int block_m;      /* query rows per tile; the dQ kernel's work-group size */
     int block_n;      /* keys per tile; the dK/dV kernel's work-group size */
