@@ -43,7 +43,7 @@
  * 16x8 (2 registers), c 16x8 FP32 (4 values per lane). */
 inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
+    __asm__ __volatile__("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -53,7 +53,7 @@ inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
  * l / 8 (16-byte aligned). TRANS delivers them transposed. */
 inline void ldmatrix_x4(uint *r, __local const ushort *row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+    __asm__ __volatile__("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"((uint)(size_t)row)
                  : "memory");
@@ -61,7 +61,7 @@ inline void ldmatrix_x4(uint *r, __local const ushort *row)
 
 inline void ldmatrix_x4_trans(uint *r, __local const ushort *row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+    __asm__ __volatile__("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"((uint)(size_t)row)
                  : "memory");
@@ -71,14 +71,14 @@ inline void ldmatrix_x4_trans(uint *r, __local const ushort *row)
 inline uint pack_pair(float lo, float hi)
 {
     uint r;
-    asm("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    __asm__("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
 
 inline float shuffle_xor(float x, int lane_mask)
 {
     float r;
-    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(lane_mask));
+    __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(lane_mask));
     return r;
 }
 
@@ -100,9 +100,10 @@ inline float quad_sum(float x)
 inline void copy_chunk(__local ushort *dst, __global const ushort *src, int bytes)
 {
 #if ASYNC_COPY
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src), "r"(bytes)
+    __asm__ __volatile__("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src), "r"(bytes)
                  : "memory");
 #else
+    #pragma unroll
     for (int e = 0; e < 8; e++)
         dst[e] = 2 * e < bytes ? src[e] : (ushort)0;
 #endif
@@ -112,7 +113,7 @@ inline void copy_chunk(__local ushort *dst, __global const ushort *src, int byte
 inline void copies_landed(void)
 {
 #if ASYNC_COPY
-    asm volatile("cp.async.wait_all;" ::: "memory");
+    __asm__ __volatile__("cp.async.wait_all;" ::: "memory");
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 }
@@ -133,7 +134,7 @@ inline void load_tile(__local ushort *tile, __global const ushort *src, long bas
         copy_chunk(tile + n * ROW_HALVES + d, bytes > 0 ? src + base + (long)j * row_stride + d : src, bytes);
     }
 #if ASYNC_COPY
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    __asm__ __volatile__("cp.async.commit_group;" ::: "memory");
 #endif
 }
 
@@ -176,16 +177,20 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     float m[M_TILES][2], l[M_TILES][2];
     int jlo[M_TILES][2], jhi[M_TILES][2];
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this lane's rows see */
+    #pragma unroll
     for (int mt = 0; mt < M_TILES; mt++) {
+        #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
             const long qrow = qo + b * q_sb + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss + h * q_sh;
+            #pragma unroll
             for (int ks = 0; ks < KSTEPS; ks++)
-                for (int half = 0; half < 2; half++) {
-                    const int d = ks * 16 + half * 8 + 2 * t;
+                #pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    const int d = ks * 16 + hf * 8 + 2 * t;
                     const uint lo = sq > 0 && d < head_dim ? Qu[qrow + d] : 0u;
                     const uint hi = sq > 0 && d + 1 < head_dim ? Qu[qrow + d + 1] : 0u;
-                    qf[mt][ks][hr + 2 * half] = lo | hi << 16;
+                    qf[mt][ks][hr + 2 * hf] = lo | hi << 16;
                 }
             m[mt][hr] = -INFINITY;
             l[mt][hr] = 0.0f; /* this lane's share of the row sum; the quad's total at the end */
@@ -194,7 +199,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             lo_max = max(lo_max, jlo[mt][hr]);
             hi_min = min(hi_min, jhi[mt][hr]);
         }
+        #pragma unroll
         for (int nt = 0; nt < NT_O; nt++)
+            #pragma unroll
             for (int e = 0; e < 4; e++)
                 acc[mt][nt][e] = 0.0f;
     }
@@ -215,16 +222,22 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         load_tile(Vs, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss, lid);
 
         float s[M_TILES][NT_S][4];
+        #pragma unroll
         for (int mt = 0; mt < M_TILES; mt++)
+            #pragma unroll
             for (int nt = 0; nt < NT_S; nt++)
+                #pragma unroll
                 for (int e = 0; e < 4; e++)
                     s[mt][nt][e] = 0.0f;
+        #pragma unroll
         for (int ks = 0; ks < KSTEPS; ks++)
+            #pragma unroll
             for (int np = 0; np < NT_S / 2; np++) {
                 /* matrices: keys +0 / +8 of this 16-key pair x columns +0 / +8 of this k step */
                 uint kb[4];
                 ldmatrix_x4(kb, Ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * ROW_HALVES + ks * 16 +
                                     ((lane >> 3) & 1) * 8);
+                #pragma unroll
                 for (int mt = 0; mt < M_TILES; mt++) {
                     mma_16816(s[mt][2 * np], qf[mt][ks], kb[0], kb[1]);
                     mma_16816(s[mt][2 * np + 1], qf[mt][ks], kb[2], kb[3]);
@@ -233,13 +246,17 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
         /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile. */
         const bool whole = !HAS_MASK && j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min;
+        #pragma unroll
         for (int mt = 0; mt < M_TILES; mt++)
+            #pragma unroll
             for (int hr = 0; hr < 2; hr++) {
 #if HAS_ALIBI
                 const int p = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr + shift;
 #endif
                 float tile_max = -INFINITY;
+                #pragma unroll
                 for (int nt = 0; nt < NT_S; nt++)
+                    #pragma unroll
                     for (int c = 0; c < 2; c++) {
                         float x = s[mt][nt][2 * hr + c] * qscale;
 #if HAS_SOFTCAP
@@ -268,14 +285,18 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 const float m_use = m_new == -INFINITY ? 0.0f : m_new;
                 m[mt][hr] = m_new;
                 float sum = 0.0f;
+                #pragma unroll
                 for (int nt = 0; nt < NT_S; nt++)
+                    #pragma unroll
                     for (int c = 0; c < 2; c++) {
                         const float pn = native_exp2(s[mt][nt][2 * hr + c] - m_use);
                         s[mt][nt][2 * hr + c] = pn;
                         sum += pn;
                     }
                 l[mt][hr] = l[mt][hr] * alpha + sum;
+                #pragma unroll
                 for (int nt = 0; nt < NT_O; nt++)
+                    #pragma unroll
                     for (int c = 0; c < 2; c++)
                         acc[mt][nt][2 * hr + c] *= alpha;
             }
@@ -292,19 +313,23 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
         /* O += P V: the score accumulators of key tiles 2 kk and 2 kk + 1 are exactly the A
          * fragment of keys 16 kk .. 16 kk + 15. */
+        #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; kk++) {
             uint pa[M_TILES][4];
+            #pragma unroll
             for (int mt = 0; mt < M_TILES; mt++) {
                 pa[mt][0] = pack_pair(s[mt][2 * kk][0], s[mt][2 * kk][1]);
                 pa[mt][1] = pack_pair(s[mt][2 * kk][2], s[mt][2 * kk][3]);
                 pa[mt][2] = pack_pair(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
                 pa[mt][3] = pack_pair(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
             }
+            #pragma unroll
             for (int dp = 0; dp < NT_O / 2; dp++) {
                 /* matrices: keys +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
                 uint vb[4];
                 ldmatrix_x4_trans(vb, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROW_HALVES + dp * 16 +
                                           (lane >> 4) * 8);
+                #pragma unroll
                 for (int mt = 0; mt < M_TILES; mt++) {
                     mma_16816(acc[mt][2 * dp], pa[mt], vb[0], vb[1]);
                     mma_16816(acc[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
@@ -315,7 +340,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
     /* Epilogue: rows normalised in registers and stored; a row that saw no key writes O = 0 and
      * LSE = -inf. */
+    #pragma unroll
     for (int mt = 0; mt < M_TILES; mt++)
+        #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
             const float lsum = quad_sum(l[mt][hr]);
@@ -323,7 +350,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 continue;
             const float inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
             const long orow = oo + b * o_sb + (long)i * o_ss + h * o_sh;
+            #pragma unroll
             for (int nt = 0; nt < NT_O; nt++)
+                #pragma unroll
                 for (int c = 0; c < 2; c++) {
                     const int d = nt * 8 + 2 * t + c;
                     if (d < head_dim)

@@ -226,7 +226,9 @@ void support_fix_tiles(int on)
     if (on) {
         setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
         setenv("FLASHCL_BACKWARD_TILES", "16,16", 1);
+        setenv("FLASHCL_FORWARD_PATH", "portable", 1); /* the tiles above are the portable kernel's */
     } else {
+        unsetenv("FLASHCL_FORWARD_PATH");
         unsetenv("FLASHCL_FORWARD_TILES");
         unsetenv("FLASHCL_BACKWARD_TILES");
     }

@@ -45,7 +45,8 @@ fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const 
 unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 
 /* The chunked-launch switches (see FLASHCL_LOOP_LIMIT in src/tuning.h): support_fix_tiles(1)
- * pins the forward tiles to 16x16x1 and the backward tiles to 16x16 on every device,
+ * pins the portable forward kernel (FLASHCL_FORWARD_PATH=portable: the tensor-core kernel is
+ * never chunked) with tiles 16x16x1 and the backward tiles to 16x16 on every device,
  * support_force_chunks(1) then caps the loop iterations at 20000, i.e. a few tiles per
  * launch; (0) undoes each. */
 void support_fix_tiles(int on);

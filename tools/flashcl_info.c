@@ -145,6 +145,8 @@ static int print_default(cl_platform_id *plats, cl_uint np)
     printf("Projection GEMMs (activations / weights): f32/f32 %s, f16/f16 %s, bf16/bf16 %s, f16/i8 %s\n",
            fcl_projection_path(ctx, FCL_F32, FCL_F32), fcl_projection_path(ctx, FCL_F16, FCL_F16),
            fcl_projection_path(ctx, FCL_BF16, FCL_BF16), fcl_projection_path(ctx, FCL_F16, FCL_I8));
+    printf("Attention forward kernel (D 128): f32 %s, f16 %s, bf16 %s\n", fcl_attention_forward_path(ctx, FCL_F32, 128),
+           fcl_attention_forward_path(ctx, FCL_F16, 128), fcl_attention_forward_path(ctx, FCL_BF16, 128));
     fcl_context_release(ctx);
     return 0;
 }
