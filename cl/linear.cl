@@ -2,14 +2,13 @@
  * The GEMM of the projection ops, on strided operands:
  *   C[m, n] = (ACCUMULATE ? C[m, n] : 0) + sum_k A[m, k] B[k, n] (* scale) (+ bias[n])
  * with FP32 accumulation. Strides make the transposes: y = x W^T (A = x, B[k, n] = W[n, k]),
- * dx = dy W (B = W), dW += dy^T x (A[m, k] = dy[k, m], B = x). One work-group computes a
- * TILE x TILE block of C, one element per work-item, staging TILE x TILE tiles of A and B in
- * local memory; B is converted in registers (I8: dequantised with its row scale, never expanded
- * in device memory).
+ * dx = dy W (B = W), dW += dy^T x (A[m, k] = dy[k, m], B = x). B is converted to float as it is
+ * read (I8: dequantised with its row scale, never expanded in device memory).
  *
  * Specialisation (-D): FCL_DTYPE (A and bias: common.cl); W_DTYPE (B: 0 f32, 1 f16, 2 bf16,
  * 3 i8); C_F32 (C is f32, else FCL_DTYPE); SCALE_ON (I8 B's row scale indexed by 1 n, 2 k);
- * HAS_BIAS; ACCUMULATE; TILE; ONE_ITEM (CPUs: one work-item per ROWS x COLS block).
+ * HAS_BIAS; ACCUMULATE; ONE_ITEM (CPUs: one work-item per ROWS x COLS block), else the tiled
+ * kernel's TM, TN, TK, WM, WN, VW, A_K1, B_K1 (see there; values from fcl_tune_gemm).
  */
 
 #if W_DTYPE == 0
@@ -83,47 +82,199 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
         }
 }
 #else
-__kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
+/* GPUs and llvmpipe: register-blocked tiles (CLBlast's Xgemm scheme). A work-group of
+ * DIM_N x DIM_M work-items computes a TM x TN block of C, each work-item WM x WN outputs held in
+ * registers. Per TK-deep slice of K, the work-group stages A[TM, TK] and B[TK, TN] in local
+ * memory as float (B converted, I8 dequantised on the way in), k-major so a work-item reads its
+ * WM (WN) operands as WM / VW (WN / VW) vectors; while it multiplies one slice it has already
+ * fetched the next into registers. Work-item (tn, tm) owns rows (i * DIM_M + tm) * VW + u and
+ * columns (j * DIM_N + tn) * VW + w of the block (neighbouring work-items read neighbouring
+ * vectors: no bank conflicts, and the stores of a row are contiguous). A_K1 / B_K1 (the
+ * operand's k stride is 1) only choose which way the tile loads run, so that neighbouring
+ * work-items read neighbouring addresses; any strides give the right result. Partial tiles at
+ * any M, N, K edge load zeros and skip their stores. */
+#define DIM_M (TM / WM)
+#define DIM_N (TN / WN)
+#define NT (DIM_M * DIM_N)
+#define A_LOADS ((TM * TK + NT - 1) / NT) /* tile elements per work-item */
+#define B_LOADS ((TN * TK + NT - 1) / NT)
+#define AS_ROW (TM + VW) /* floats per k row of the local tiles: padded by one vector */
+#define BS_ROW (TN + VW)
+
+#if VW == 1
+typedef float floatv;
+#elif VW == 2
+typedef float2 floatv;
+#elif VW == 4
+typedef float4 floatv;
+#else
+#error "VW must be 1, 2 or 4"
+#endif
+typedef union {
+    floatv v;
+    float s[VW];
+} vec_u;
+
+/* Work-item t's elements of the A tile at (m0, k0) into r (zeros outside M x K). */
+inline void gemm_fetch_a(__global const store_t *A, const long a_off, const long a_sm, const long a_sk,
+                         const int M, const int K, const int m0, const int k0, const int t, float *r)
+{
+#pragma unroll
+    for (int l = 0; l < A_LOADS; l++) {
+        const int e = t + l * NT;
+#if A_K1
+        const int m = e / TK, k = e % TK;
+#else
+        const int m = e % TM, k = e / TM;
+#endif
+        r[l] = (A_LOADS * NT == TM * TK || e < TM * TK) && m0 + m < M && k0 + k < K
+                   ? LOAD(A, a_off + (m0 + m) * a_sm + (k0 + k) * a_sk)
+                   : 0.0f;
+    }
+}
+
+/* Work-item t's elements of the B tile at (k0, n0) into r, as float (I8 with SCALE_ON 2:
+ * times the scale of row k). */
+inline void gemm_fetch_b(__global const w_t *B, __global const float *scale, const long b_off, const long b_sk,
+                         const long b_sn, const long s_off, const long s_s, const int N, const int K, const int n0,
+                         const int k0, const int t, float *r)
+{
+#pragma unroll
+    for (int l = 0; l < B_LOADS; l++) {
+        const int e = t + l * NT;
+#if B_K1
+        const int n = e / TK, k = e % TK;
+#else
+        const int n = e % TN, k = e / TN;
+#endif
+        float b = 0.0f;
+        if ((B_LOADS * NT == TN * TK || e < TN * TK) && n0 + n < N && k0 + k < K) {
+            b = LOADW(B, b_off + (k0 + k) * b_sk + (n0 + n) * b_sn);
+#if W_DTYPE == 3 && SCALE_ON == 2
+            b *= scale[s_off + (k0 + k) * s_s];
+#endif
+        }
+        r[l] = b;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(DIM_N, DIM_M, 1)))
 void gemm(__global const store_t *A, __global const w_t *B, __global const float *scale,
           __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
           const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
           const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
           const long bias_s, const long s_off, const long s_s)
 {
-    __local float As[TILE][TILE + 1]; /* As[m][k] */
-    __local float Bs[TILE][TILE + 1]; /* Bs[n][k] */
-    const int tn = get_local_id(0), tm = get_local_id(1);
-    const int n0 = get_group_id(0) * TILE, m0 = get_group_id(1) * TILE;
-    const int n = n0 + tn, m = m0 + tm;
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += TILE) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const int k = k0 + tn; /* work-item (tn, tm) loads A[m0 + tm, k] and B[k, n0 + tm] */
-        As[tm][tn] = m0 + tm < M && k < K ? LOAD(A, a_off + (m0 + tm) * a_sm + k * a_sk) : 0.0f;
-        float b = n0 + tm < N && k < K ? LOADW(B, b_off + k * b_sk + (n0 + tm) * b_sn) : 0.0f;
-#if W_DTYPE == 3 && SCALE_ON == 2
-        b = k < K ? b * scale[s_off + k * s_s] : 0.0f;
+    __local floatv As[TK][AS_ROW / VW]; /* As[k][m], m in vectors of VW */
+    __local floatv Bs[TK][BS_ROW / VW]; /* Bs[k][n] */
+    __local float *const as = (__local float *)As, *const bs = (__local float *)Bs;
+    const int tn = get_local_id(0), tm = get_local_id(1), t = tm * DIM_N + tn;
+    const int n0 = get_group_id(0) * TN, m0 = get_group_id(1) * TM;
+    float acc[WM][WN], ra[A_LOADS], rb[B_LOADS];
+#pragma unroll
+    for (int i = 0; i < WM; i++)
+#pragma unroll
+        for (int j = 0; j < WN; j++)
+            acc[i][j] = 0.0f;
+    gemm_fetch_a(A, a_off, a_sm, a_sk, M, K, m0, 0, t, ra);
+    gemm_fetch_b(B, scale, b_off, b_sk, b_sn, s_off, s_s, N, K, n0, 0, t, rb);
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice is consumed */
+#pragma unroll
+        for (int l = 0; l < A_LOADS; l++) {
+            const int e = t + l * NT;
+#if A_K1
+            const int m = e / TK, k = e % TK;
+#else
+            const int m = e % TM, k = e / TM;
 #endif
-        Bs[tm][tn] = b;
+            if (A_LOADS * NT == TM * TK || e < TM * TK)
+                as[k * AS_ROW + m] = ra[l];
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; l++) {
+            const int e = t + l * NT;
+#if B_K1
+            const int n = e / TK, k = e % TK;
+#else
+            const int n = e % TN, k = e / TN;
+#endif
+            if (B_LOADS * NT == TN * TK || e < TN * TK)
+                bs[k * BS_ROW + n] = rb[l];
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < TILE; kk++)
-            acc = fma(As[tm][kk], Bs[tn][kk], acc);
+        if (k0 + TK < K) { /* the next slice, in flight while this one is multiplied */
+            gemm_fetch_a(A, a_off, a_sm, a_sk, M, K, m0, k0 + TK, t, ra);
+            gemm_fetch_b(B, scale, b_off, b_sk, b_sn, s_off, s_s, N, K, n0, k0 + TK, t, rb);
+        }
+#pragma unroll
+        for (int k = 0; k < TK; k++) {
+            vec_u a[WM / VW], b[WN / VW];
+#pragma unroll
+            for (int i = 0; i < WM / VW; i++)
+                a[i].v = As[k][i * DIM_M + tm];
+#pragma unroll
+            for (int j = 0; j < WN / VW; j++)
+                b[j].v = Bs[k][j * DIM_N + tn];
+#pragma unroll
+            for (int i = 0; i < WM; i++)
+#pragma unroll
+                for (int j = 0; j < WN; j++)
+                    acc[i][j] = fma(a[i / VW].s[i % VW], b[j / VW].s[j % VW], acc[i][j]);
+        }
     }
-    if (m >= M || n >= N)
-        return;
+    /* epilogue: per column the I8 row scale and the bias, then the stores inside M x N */
+    float post_mul[WN], post_add[WN];
+#pragma unroll
+    for (int j = 0; j < WN; j++) {
+        const int n = n0 + ((j / VW) * DIM_N + tn) * VW + j % VW;
+        post_mul[j] = 1.0f;
+        post_add[j] = 0.0f;
+        if (n < N) {
 #if W_DTYPE == 3 && SCALE_ON == 1
-    acc *= scale[s_off + n * s_s];
+            post_mul[j] = scale[s_off + n * s_s];
 #endif
 #if HAS_BIAS
-    acc += LOAD(bias, bias_off + n * bias_s);
+            post_add[j] = LOAD(bias, bias_off + n * bias_s);
 #endif
-    const long c = c_off + m * c_sm + n * c_sn;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < WM; i++) {
+        const int m = m0 + ((i / VW) * DIM_M + tm) * VW + i % VW;
+        if (m >= M)
+            continue;
+#pragma unroll
+        for (int j = 0; j < WN; j++) {
+            const int n = n0 + ((j / VW) * DIM_N + tn) * VW + j % VW;
+            if (n >= N)
+                continue;
+            const long c = c_off + m * c_sm + n * c_sn;
+            float x = fma(acc[i][j], post_mul[j], post_add[j]);
 #if ACCUMULATE
-    acc += LOADC(C, c);
+            x += LOADC(C, c);
 #endif
-    STOREC(C, c, acc);
+            STOREC(C, c, x);
+        }
+    }
 }
 #endif
+
+/* C[m, n] = (ACCUMULATE ? C[m, n] : 0) + T[m * N + n]: the last step of a GEMM split along K
+ * (loop-capped devices) whose C is not F32, the parts summed in the F32 T. */
+__kernel void gemm_finish(__global const float *T, __global c_t *C, const int M, const int N, const long c_off,
+                          const long c_sm, const long c_sn)
+{
+    const int n = get_global_id(0), m = get_global_id(1);
+    if (m >= M || n >= N)
+        return;
+    const long c = c_off + m * c_sm + n * c_sn;
+    float x = T[(long)m * N + n];
+#if ACCUMULATE
+    x += LOADC(C, c);
+#endif
+    STOREC(C, c, x);
+}
 
 /* db[n] (+)= sum_m G[m, n] (column sums: the bias gradients), one work-item per column. */
 __kernel void column_sums(__global const store_t *G, __global c_t *db, const int M, const int N,

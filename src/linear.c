@@ -10,7 +10,6 @@
 #include <clblast_c.h>
 #endif
 
-#define LINEAR_TILE 16
 #define CPU_ROWS 8  /* one_item blocks: rows x columns of C per work-item */
 #define CPU_COLS 32
 
@@ -83,6 +82,7 @@ typedef struct gemm_job {
     cl_long b_off, b_sk, b_sn;
     fcl_tensor scale; /* I8 B only */
     int scale_on;     /* 1: indexed by n, 2: by k */
+    cl_long scale_k0; /* SCALE_ON 2: scale rows skipped (the start of a K chunk) */
     fcl_tensor bias;  /* [N] in A's dtype, or NULL */
     cl_mem c;
     fcl_dtype c_dtype; /* F32 or A's dtype */
@@ -90,31 +90,52 @@ typedef struct gemm_job {
     int accumulate;
 } gemm_job;
 
-/* The program of cl/linear.cl for a GEMM's dtypes and epilogue. */
-static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const char *name, cl_kernel *k)
+/* The program of cl/linear.cl for a GEMM's dtypes, epilogue and tiles (the tiled variant's
+ * load directions from the operands' k strides). */
+static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, const char *name,
+                                cl_kernel *k)
 {
-    char opts[224];
+    char opts[320];
     snprintf(opts, sizeof opts,
-             "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DTILE=%d "
-             "-DONE_ITEM=%d -DROWS=%d -DCOLS=%d",
+             "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DONE_ITEM=%d "
+             "-DROWS=%d -DCOLS=%d -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d -DVW=%d -DA_K1=%d -DB_K1=%d",
              (int)g->a_dtype, g->b_dtype == FCL_I8 ? 3 : (int)g->b_dtype, g->c_dtype == FCL_F32, g->scale_on,
-             g->bias != NULL, g->accumulate, LINEAR_TILE, one_item(ctx), CPU_ROWS, CPU_COLS);
+             g->bias != NULL, g->accumulate, one_item(ctx), CPU_ROWS, CPU_COLS, t->tile_m, t->tile_n, t->tile_k,
+             t->wpt_m, t->wpt_n, t->vw, g->a_sk == 1, g->b_sk == 1);
     return fcl_get_kernel(ctx, linear_sources, 2, opts, name, k);
 }
 
-static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event)
+/* Tile elements of A (TM x TK) or B (TK x TN) that each work-item of the tiled kernel loads. */
+static long tile_loads(const fcl_gemm_tiles *t, int rows)
+{
+    const long items = (long)(t->tile_m / t->wpt_m) * (t->tile_n / t->wpt_n);
+    return ((long)rows * t->tile_k + items - 1) / items;
+}
+
+/* Loop iterations of a tiled-kernel work-item (counted generously, as if no loop were
+ * unrolled): per K slice, and outside the slice loop. */
+static void gemm_loop_counts(const fcl_gemm_tiles *t, long *per_slice, long *fixed)
+{
+    const long loads = tile_loads(t, t->tile_m) + tile_loads(t, t->tile_n), wm = t->wpt_m, wn = t->wpt_n;
+    *per_slice = 2 * loads + (long)t->tile_k * (1 + wm / t->vw + wn / t->vw + wm + wm * wn) + 1;
+    *fixed = loads + 2 * (wm + wm * wn) + wn + 8;
+}
+
+/* One launch of the GEMM kernel for g. */
+static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_event *event)
 {
     cl_kernel k;
-    fcl_status s = linear_kernel(ctx, g, "gemm", &k);
+    fcl_status s = linear_kernel(ctx, g, t, "gemm", &k);
     if (s != FCL_SUCCESS)
         return s;
     const cl_mem dummy = g->c; /* absent scale / bias: never read */
     const cl_mem bufs[5] = {g->a, g->b, g->scale ? g->scale->buffer : dummy, g->bias ? g->bias->buffer : dummy,
                             g->c};
     const cl_int ints[3] = {(cl_int)g->M, (cl_int)g->N, (cl_int)g->K};
+    const cl_long s_s = g->scale ? g->scale->strides[0] : 0;
     const cl_long longs[13] = {g->a_off, g->a_sm, g->a_sk, g->b_off, g->b_sk, g->b_sn, g->c_off, g->c_sm, g->c_sn,
                                g->bias ? g->bias->offset : 0, g->bias ? g->bias->strides[0] : 0,
-                               g->scale ? g->scale->offset : 0, g->scale ? g->scale->strides[0] : 0};
+                               g->scale ? g->scale->offset + g->scale_k0 * s_s : 0, s_s};
     cl_int err = CL_SUCCESS;
     cl_uint arg = 0;
     for (int i = 0; i < 5 && err == CL_SUCCESS; i++)
@@ -123,13 +144,91 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
         err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
     for (int i = 0; i < 13 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
-    const size_t t = LINEAR_TILE, cpu = (size_t)one_item(ctx);
-    const size_t global[2] = {cpu ? ((size_t)g->N + CPU_COLS - 1) / CPU_COLS : ((size_t)g->N + t - 1) / t * t,
-                              cpu ? ((size_t)g->M + CPU_ROWS - 1) / CPU_ROWS : ((size_t)g->M + t - 1) / t * t};
-    const size_t local[2] = {cpu ? 1 : t, cpu ? 1 : t};
+    size_t global[2], local[2];
+    if (one_item(ctx)) {
+        global[0] = ((size_t)g->N + CPU_COLS - 1) / CPU_COLS;
+        global[1] = ((size_t)g->M + CPU_ROWS - 1) / CPU_ROWS;
+        local[0] = local[1] = 1;
+    } else {
+        local[0] = (size_t)(t->tile_n / t->wpt_n);
+        local[1] = (size_t)(t->tile_m / t->wpt_m);
+        global[0] = ((size_t)g->N + (size_t)t->tile_n - 1) / (size_t)t->tile_n * local[0];
+        global[1] = ((size_t)g->M + (size_t)t->tile_m - 1) / (size_t)t->tile_m * local[1];
+    }
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM");
+}
+
+/* C = (accumulate ? C : 0) + T for g's C, T [M, N] F32 contiguous: the end of a K-split GEMM. */
+static fcl_status gemm_finish(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_mem T,
+                              cl_event *event)
+{
+    cl_kernel k;
+    fcl_status s = linear_kernel(ctx, g, t, "gemm_finish", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    const cl_int ints[2] = {(cl_int)g->M, (cl_int)g->N};
+    const cl_long longs[3] = {g->c_off, g->c_sm, g->c_sn};
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &T);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &g->c);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < 3 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    const size_t global[2] = {((size_t)g->N + 15) / 16 * 16, (size_t)g->M}, local[2] = {16, 1};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM's last step");
+}
+
+/* Enqueues g: one launch, or under a loop cap (llvmpipe) launches over chunks of K that sum
+ * into C when it is F32, else into an F32 temporary that gemm_finish adds to C (one rounding,
+ * as in one launch). The bias goes with the first chunk. */
+static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event)
+{
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+    long per_slice, fixed;
+    gemm_loop_counts(&t, &per_slice, &fixed);
+    const long slices = one_item(ctx) ? 0 : fcl_tiles_under_loop_cap(ctx, per_slice, fixed);
+    if (slices < 0)
+        return fcl_loop_cap_error(ctx, "projection GEMM", "K", per_slice, fixed);
+    const int64_t kc = slices * t.tile_k;
+    if (slices == 0 || g->K <= kc)
+        return gemm_launch(ctx, g, &t, event);
+    cl_mem T = NULL;
+    gemm_job part = *g;
+    if (g->c_dtype != FCL_F32) {
+        cl_int err;
+        T = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)(g->M * g->N) * sizeof(float), NULL, &err);
+        if (!T)
+            return fcl_fail_cl(ctx, err, "clCreateBuffer (projection GEMM partial sums)");
+        part.c = T;
+        part.c_dtype = FCL_F32;
+        part.c_off = 0;
+        part.c_sm = g->N;
+        part.c_sn = 1;
+        part.accumulate = 0;
+    }
+    fcl_status s = FCL_SUCCESS;
+    for (int64_t k0 = 0; k0 < g->K && s == FCL_SUCCESS; k0 += kc) {
+        part.K = g->K - k0 < kc ? g->K - k0 : kc;
+        part.a_off = g->a_off + k0 * g->a_sk;
+        part.b_off = g->b_off + k0 * g->b_sk;
+        part.scale_k0 = g->scale_on == 2 ? g->scale_k0 + k0 : g->scale_k0;
+        if (k0 > 0) {
+            part.bias = NULL;
+            part.accumulate = 1;
+        }
+        s = gemm_launch(ctx, &part, &t, !T && k0 + kc >= g->K ? event : NULL);
+    }
+    if (T) {
+        if (s == FCL_SUCCESS)
+            s = gemm_finish(ctx, g, &t, T, event);
+        clReleaseMemObject(T); /* freed once the launches using it complete */
+    }
+    return s;
 }
 
 const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight)
@@ -177,7 +276,8 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
         return FCL_SUCCESS;
     cl_kernel k;
     const gemm_job bias_prog = {.a_dtype = X->dtype, .b_dtype = X->dtype, .c_dtype = X->dtype, .bias = w->bias};
-    fcl_status s = linear_kernel(ctx, &bias_prog, "linear_bias", &k);
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+    fcl_status s = linear_kernel(ctx, &bias_prog, &t, "linear_bias", &k);
     if (s != FCL_SUCCESS)
         return s;
     const cl_int ints[2] = {(cl_int)M, (cl_int)N};
@@ -229,18 +329,22 @@ fcl_status fcl_linear_grad_weight(fcl_context ctx, fcl_tensor G, fcl_tensor X, f
     return gemm_enqueue(ctx, &g, NULL);
 }
 
-fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
+/* One launch of column_sums: out[n] (+)= sum of G's rows m0 .. m0 + rows - 1, out F32 or G's
+ * dtype at (off, stride). */
+static fcl_status column_sums_launch(fcl_context ctx, fcl_tensor G, int64_t m0, int64_t rows, cl_mem out,
+                                     fcl_dtype out_dtype, cl_long off, cl_long stride, int accumulate)
 {
-    const gemm_job prog = {.a_dtype = G->dtype, .b_dtype = G->dtype, .c_dtype = db->dtype, .accumulate = 1};
+    const gemm_job prog = {.a_dtype = G->dtype, .b_dtype = G->dtype, .c_dtype = out_dtype, .accumulate = accumulate};
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
     cl_kernel k;
-    fcl_status s = linear_kernel(ctx, &prog, "column_sums", &k);
+    fcl_status s = linear_kernel(ctx, &prog, &t, "column_sums", &k);
     if (s != FCL_SUCCESS)
         return s;
-    const cl_int ints[2] = {(cl_int)G->shape[0], (cl_int)G->shape[1]};
-    const cl_long longs[4] = {G->offset, G->strides[0], db->offset, db->strides[0]};
+    const cl_int ints[2] = {(cl_int)rows, (cl_int)G->shape[1]};
+    const cl_long longs[4] = {G->offset + m0 * G->strides[0], G->strides[0], off, stride};
     cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &G->buffer);
     if (err == CL_SUCCESS)
-        err = clSetKernelArg(k, 1, sizeof(cl_mem), &db->buffer);
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &out);
     for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
     for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
@@ -249,4 +353,34 @@ fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, global, local, 0, NULL, NULL);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the bias-gradient kernel");
+}
+
+fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
+{
+    /* a work-item loops over the rows: under a loop cap, launches over chunks of rows, summed
+     * in db when it is F32, else in an F32 temporary added to db at the end (one rounding) */
+    const long cap = fcl_tiles_under_loop_cap(ctx, 1, 4);
+    const int64_t M = G->shape[0], N = G->shape[1], chunk = cap > 0 && cap < M ? cap : M;
+    if (chunk == M || db->dtype == FCL_F32) {
+        fcl_status s = FCL_SUCCESS;
+        for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
+            s = column_sums_launch(ctx, G, m0, M - m0 < chunk ? M - m0 : chunk, db->buffer, db->dtype, db->offset,
+                                   db->strides[0], 1);
+        return s;
+    }
+    cl_int err;
+    cl_mem T = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)N * sizeof(float), NULL, &err);
+    if (!T)
+        return fcl_fail_cl(ctx, err, "clCreateBuffer (bias-gradient partial sums)");
+    fcl_status s = FCL_SUCCESS;
+    for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
+        s = column_sums_launch(ctx, G, m0, M - m0 < chunk ? M - m0 : chunk, T, FCL_F32, 0, 1, m0 > 0);
+    if (s == FCL_SUCCESS) {
+        const gemm_job fin = {.M = 1, .N = N, .a_dtype = G->dtype, .b_dtype = G->dtype, .c = db->buffer,
+                              .c_dtype = db->dtype, .c_off = db->offset, .c_sn = db->strides[0], .accumulate = 1};
+        const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+        s = gemm_finish(ctx, &fin, &t, T, NULL);
+    }
+    clReleaseMemObject(T); /* freed once the launches using it complete */
+    return s;
 }
