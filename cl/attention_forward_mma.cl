@@ -8,10 +8,10 @@
  * head); each warp owns M_TILES tiles of 16 rows, keeping their Q fragments, the tile's scores
  * and the output accumulators in registers (the mma fragment layouts). K and V tiles of
  * BLOCK_N keys are staged in local memory as the raw 16-bit storage values, rows padded by 8
- * halves so that ldmatrix reads them without bank conflicts, and shared by the warps. With
- * ASYNC_COPY (every K and V row 16-byte aligned: the host checks the views) the tiles travel
- * by cp.async: V of tile j is loaded while the warps compute Q K_j^T and its softmax, K of tile
- * j + 1 while they compute P V_j. Otherwise the same schedule with plain loads.
+ * halves so that ldmatrix reads them without bank conflicts, and shared by the warps. Two
+ * stages: tile t + 2 is copied into tile t's stage while the warps compute tile t + 1, so every
+ * copy has a whole tile of compute to land; with ASYNC_COPY (every K and V row 16-byte
+ * aligned: the host checks the views) by cp.async, otherwise by plain loads and stores.
  *
  * The probabilities enter P V rounded to the storage dtype (as in FlashAttention); the row sums
  * stay in FP32. Keys of a tile that a row cannot see contribute exactly nothing, and masked-out
@@ -43,28 +43,36 @@
  * 16x8 (2 registers), c 16x8 FP32 (4 values per lane). */
 inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
 {
-    __asm__ __volatile__("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
+    __asm__("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Four 8x8 16-bit matrices from local memory; lane l gives the address of row l % 8 of matrix
- * l / 8 (16-byte aligned). TRANS delivers them transposed. */
-inline void ldmatrix_x4(uint *r, __local const ushort *row)
+/* Four 8x8 16-bit matrices from local memory; lane l gives the shared-memory address of row
+ * l % 8 of matrix l / 8 (16-byte aligned). TRANS delivers them transposed. */
+inline void ldmatrix_x4(uint *r, uint addr)
 {
-    __asm__ __volatile__("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint)(size_t)row)
-                 : "memory");
+    __asm__("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+            : "r"(addr)
+            : "memory");
 }
 
-inline void ldmatrix_x4_trans(uint *r, __local const ushort *row)
+inline void ldmatrix_x4_trans(uint *r, uint addr)
 {
-    __asm__ __volatile__("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint)(size_t)row)
-                 : "memory");
+    __asm__("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+            : "r"(addr)
+            : "memory");
+}
+
+/* x, opaque to the compiler: addresses derived from it inside a loop are computed there (one
+ * add each) instead of being hoisted out of the loop into dozens of live registers. */
+inline uint opaque(uint x)
+{
+    __asm__ __volatile__("mov.b32 %0, %0;" : "+r"(x));
+    return x;
 }
 
 /* Two floats rounded to the storage dtype, packed as one mma operand register (lo first). */
@@ -95,6 +103,14 @@ inline float quad_sum(float x)
     return x + shuffle_xor(x, 2);
 }
 
+/* 2^x, flushing subnormal results to zero (one MUFU instruction). */
+inline float exp2_ftz(float x)
+{
+    float r;
+    __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
 /* 16 bytes (8 halves) of one K or V row into local memory: the first `bytes` from src, zeros
  * after (bytes 0: all zeros, src not read). */
 inline void copy_chunk(__local ushort *dst, __global const ushort *src, int bytes)
@@ -109,11 +125,15 @@ inline void copy_chunk(__local ushort *dst, __global const ushort *src, int byte
 #endif
 }
 
-/* Waits for this work-item's copies, then for the whole group. */
-inline void copies_landed(void)
+/* Waits until this work-item's copies of the older of its two outstanding tiles have landed
+ * (all of them when `all`), then for the whole group. */
+inline void copies_landed(int all)
 {
 #if ASYNC_COPY
-    __asm__ __volatile__("cp.async.wait_all;" ::: "memory");
+    if (all)
+        __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory");
+    else
+        __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory");
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 }
@@ -133,18 +153,38 @@ inline void load_tile(__local ushort *tile, __global const ushort *src, long bas
         const int bytes = in ? 2 * clamp(head_dim - d, 0, 8) : 0;
         copy_chunk(tile + n * ROW_HALVES + d, bytes > 0 ? src + base + (long)j * row_stride + d : src, bytes);
     }
+}
+
+/* Closes this work-item's copies issued since the last call into one group (possibly empty). */
+inline void commit_copies(void)
+{
 #if ASYNC_COPY
     __asm__ __volatile__("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+/* Starts the copies of key tile j0 (K, V, and with a mask its values into Ms) into one stage. */
+inline void issue_tile(__local ushort *Kst, __local ushort *Vst, __global const ushort *Ku,
+                       __global const ushort *Vu, long kbase, long vbase, long k_ss, long v_ss, int j0, int g_lo,
+                       int g_hi, int head_dim, __local float *Ms, __global const float *mask, long mrow,
+                       long mask_ss, int lid)
+{
+    load_tile(Kst, Ku, kbase, k_ss, j0, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss, lid);
+    load_tile(Vst, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss, lid);
+#if HAS_MASK
+    for (int n = lid; n < BLOCK_N; n += WG_SIZE)
+        Ms[n] = j0 + n >= g_lo && j0 + n <= g_hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
 #endif
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
-    __local ushort Ks[BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
-    __local ushort Vs[BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
+    /* two stages of K and V tiles (and mask values): tile t lives in stage t % 2 */
+    __local ushort Ks[2][BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
+    __local ushort Vs[2][BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
 #if HAS_MASK
-    __local float Ms[BLOCK_N];
+    __local float Ms[2][BLOCK_N];
 #endif
     __global const ushort *Qu = (__global const ushort *)Q;
     __global const ushort *Ku = (__global const ushort *)K;
@@ -162,10 +202,13 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q,
                        cu_q_off, seq_ss, &g_lo, &g_hi);
 
+    /* A negative scale is applied as |scale| on negated queries (exact), so that the scores'
+     * maximum is the maximum of the raw products: p = 2^(s * sfac - m) is then one FFMA. */
+    const uint q_sign = scale < 0.0f ? 0x80008000u : 0u;
 #if HAS_LOGIT_MODS
-    const float qscale = scale;
+    const float qscale = fabs(scale), sfac = 1.0f;
 #else
-    const float qscale = scale * FCL_LOG2E;
+    const float qscale = fabs(scale) * FCL_LOG2E, sfac = qscale;
 #endif
 #if HAS_ALIBI
     const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
@@ -190,7 +233,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                     const int d = ks * 16 + hf * 8 + 2 * t;
                     const uint lo = sq > 0 && d < head_dim ? Qu[qrow + d] : 0u;
                     const uint hi = sq > 0 && d + 1 < head_dim ? Qu[qrow + d + 1] : 0u;
-                    qf[mt][ks][hr + 2 * hf] = lo | hi << 16;
+                    qf[mt][ks][hr + 2 * hf] = (lo | hi << 16) ^ q_sign;
                 }
             m[mt][hr] = -INFINITY;
             l[mt][hr] = 0.0f; /* this lane's share of the row sum; the quad's total at the end */
@@ -210,16 +253,23 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const long vbase = vo + b * v_sb + hk * v_sh;
     const long mrow = mo + b * mask_sb;
     const int j_first = g_lo - (g_lo + k_align) % BLOCK_N; /* g_lo rounded down to the grid */
-    if (g_lo <= g_hi) {
-        load_tile(Ks, Ku, kbase, k_ss, j_first, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss, lid);
+    const int n_tiles = g_lo <= g_hi ? (g_hi - j_first) / BLOCK_N + 1 : 0;
+    /* Tiles 0 and 1 in flight before the loop; tile t + 2 is issued once every warp is done
+     * with tile t, so each copy has a whole tile's compute to land. */
+    for (int tt = 0; tt < 2; tt++) {
+        if (tt < n_tiles)
+            issue_tile(Ks[tt], Vs[tt], Ku, Vu, kbase, vbase, k_ss, v_ss, j_first + tt * BLOCK_N, g_lo, g_hi, head_dim,
 #if HAS_MASK
-        for (int n = lid; n < BLOCK_N; n += WG_SIZE)
-            Ms[n] = j_first + n >= g_lo && j_first + n <= g_hi ? mask[mrow + (long)(j_first + n) * mask_ss] : 0.0f;
+                       Ms[tt],
+#else
+                       0,
 #endif
+                       mask, mrow, mask_ss, lid);
+        commit_copies();
     }
-    for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BLOCK_N) {
-        copies_landed(); /* K_j is in; every warp is done with V_{j-1} */
-        load_tile(Vs, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss, lid);
+    for (int tile = 0; tile < n_tiles; tile++) {
+        const int j0 = j_first + tile * BLOCK_N, st = tile & 1;
+        copies_landed(tile + 1 == n_tiles); /* tile is in (tile + 1 may still be in flight) */
 
         float s[M_TILES][NT_S][4];
         #pragma unroll
@@ -229,14 +279,16 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     s[mt][nt][e] = 0.0f;
+        /* this lane's ldmatrix row: key (lane & 7) + 8 (lane / 16), column 8 ((lane / 8) & 1) */
+        const uint k_lane =
+            opaque((uint)(size_t)(Ks[st] + ((lane >> 4) * 8 + (lane & 7)) * ROW_HALVES + ((lane >> 3) & 1) * 8));
         #pragma unroll
         for (int ks = 0; ks < KSTEPS; ks++)
             #pragma unroll
             for (int np = 0; np < NT_S / 2; np++) {
                 /* matrices: keys +0 / +8 of this 16-key pair x columns +0 / +8 of this k step */
                 uint kb[4];
-                ldmatrix_x4(kb, Ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * ROW_HALVES + ks * 16 +
-                                    ((lane >> 3) & 1) * 8);
+                ldmatrix_x4(kb, k_lane + 2 * (np * 16 * ROW_HALVES + ks * 16));
                 #pragma unroll
                 for (int mt = 0; mt < M_TILES; mt++) {
                     mma_16816(s[mt][2 * np], qf[mt][ks], kb[0], kb[1]);
@@ -244,7 +296,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 }
             }
 
-        /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile. */
+        /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile; s holds the raw
+         * products (or, with logit mods, the transformed scores in log2 units, sfac 1). */
         const bool whole = !HAS_MASK && j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min;
         #pragma unroll
         for (int mt = 0; mt < M_TILES; mt++)
@@ -258,21 +311,22 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 for (int nt = 0; nt < NT_S; nt++)
                     #pragma unroll
                     for (int c = 0; c < 2; c++) {
-                        float x = s[mt][nt][2 * hr + c] * qscale;
+                        float x = s[mt][nt][2 * hr + c];
+                        const int n = nt * 8 + 2 * t + c, j = j0 + n;
+#if HAS_LOGIT_MODS
+                        x *= qscale;
 #if HAS_SOFTCAP
                         x = softcap * tanh(x / softcap);
 #endif
-#if HAS_LOGIT_MODS
                         x *= FCL_LOG2E;
-#endif
-                        const int n = nt * 8 + 2 * t + c, j = j0 + n;
 #if HAS_ALIBI
                         x -= slope * (float)abs(p - j);
+#endif
 #endif
                         if (!whole) {
                             bool visible = j >= jlo[mt][hr] && j <= jhi[mt][hr];
 #if HAS_MASK
-                            visible = visible && Ms[n] > 0.5f;
+                            visible = visible && Ms[st][n] > 0.5f;
 #endif
                             x = visible ? x : -INFINITY;
                         }
@@ -280,16 +334,16 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                         tile_max = fmax(tile_max, x);
                     }
                 /* A tile with no visible key leaves the row unchanged (alpha 1, p 0). */
-                const float m_new = fmax(m[mt][hr], quad_max(tile_max));
-                const float alpha = m_new == -INFINITY ? 1.0f : native_exp2(m[mt][hr] - m_new);
-                const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+                const float m_new = fmax(m[mt][hr], quad_max(tile_max) * sfac);
+                const float alpha = m_new == -INFINITY ? 1.0f : exp2_ftz(m[mt][hr] - m_new);
+                const float neg_m = m_new == -INFINITY ? 0.0f : -m_new;
                 m[mt][hr] = m_new;
                 float sum = 0.0f;
                 #pragma unroll
                 for (int nt = 0; nt < NT_S; nt++)
                     #pragma unroll
                     for (int c = 0; c < 2; c++) {
-                        const float pn = native_exp2(s[mt][nt][2 * hr + c] - m_use);
+                        const float pn = exp2_ftz(fma(s[mt][nt][2 * hr + c], sfac, neg_m));
                         s[mt][nt][2 * hr + c] = pn;
                         sum += pn;
                     }
@@ -301,18 +355,11 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                         acc[mt][nt][2 * hr + c] *= alpha;
             }
 
-        copies_landed(); /* V_j is in; every warp is done with K_j and Ms */
-        const int j_next = j0 + BLOCK_N;
-        if (j_next <= g_hi) {
-            load_tile(Ks, Ku, kbase, k_ss, j_next, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss, lid);
-#if HAS_MASK
-            for (int n = lid; n < BLOCK_N; n += WG_SIZE)
-                Ms[n] = j_next + n <= g_hi ? mask[mrow + (long)(j_next + n) * mask_ss] : 0.0f;
-#endif
-        }
-
         /* O += P V: the score accumulators of key tiles 2 kk and 2 kk + 1 are exactly the A
-         * fragment of keys 16 kk .. 16 kk + 15. */
+         * fragment of keys 16 kk .. 16 kk + 15. This lane's ldmatrix row: key (lane & 7) +
+         * 8 ((lane / 8) & 1), column 8 (lane / 16). */
+        const uint v_lane =
+            opaque((uint)(size_t)(Vs[st] + (((lane >> 3) & 1) * 8 + (lane & 7)) * ROW_HALVES + (lane >> 4) * 8));
         #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; kk++) {
             uint pa[M_TILES][4];
@@ -327,8 +374,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int dp = 0; dp < NT_O / 2; dp++) {
                 /* matrices: keys +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
                 uint vb[4];
-                ldmatrix_x4_trans(vb, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROW_HALVES + dp * 16 +
-                                          (lane >> 4) * 8);
+                ldmatrix_x4_trans(vb, v_lane + 2 * (kk * 16 * ROW_HALVES + dp * 16));
                 #pragma unroll
                 for (int mt = 0; mt < M_TILES; mt++) {
                     mma_16816(acc[mt][2 * dp], pa[mt], vb[0], vb[1]);
@@ -336,6 +382,17 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 }
             }
         }
+
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
+        if (tile + 2 < n_tiles)
+            issue_tile(Ks[st], Vs[st], Ku, Vu, kbase, vbase, k_ss, v_ss, j0 + 2 * BLOCK_N, g_lo, g_hi, head_dim,
+#if HAS_MASK
+                       Ms[st],
+#else
+                       0,
+#endif
+                       mask, mrow, mask_ss, lid);
+        commit_copies();
     }
 
     /* Epilogue: rows normalised in registers and stored; a row that saw no key writes O = 0 and

@@ -78,6 +78,7 @@ static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job
     fcl_forward_job fj = *f;
     fj.O = o_view;
     fj.LSE = lse_view;
+    fj.fp32_probs = 1;
     return fcl_forward_launch(ctx, &fj, NULL);
 }
 

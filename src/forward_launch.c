@@ -92,13 +92,15 @@ static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, in
 {
     static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_mma"};
     const fcl_attn_resolved *r = &job->params;
-    char opts[256];
-    snprintf(opts, sizeof opts,
-             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d -DLAYOUT=%d "
-             "-DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
-             (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
-             rows_aligned(job->K, job->k_dims) && rows_aligned(job->V, job->v_dims), job->layout,
-             r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
+    char opts[320];
+    int n = snprintf(opts, sizeof opts,
+                     "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d "
+                     "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+                     (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
+                     rows_aligned(job->K, job->k_dims) && rows_aligned(job->V, job->v_dims), job->layout,
+                     r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
+    if (t->max_regs > 0)
+        snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
     fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", &v->kernel);
     if (s != FCL_SUCCESS)
         return s;
@@ -147,8 +149,9 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     const int hdp = fcl_pad_head_dim(job->D);
     forward_variant v;
     fcl_mma_tiles mma_tiles;
-    fcl_status s = mma_applies(ctx, job->dtype, hdp, &mma_tiles) ? get_mma_kernel(ctx, job, hdp, &mma_tiles, &v)
-                                                                  : get_portable_kernel(ctx, job, hdp, &v);
+    fcl_status s = !job->fp32_probs && mma_applies(ctx, job->dtype, hdp, &mma_tiles)
+                       ? get_mma_kernel(ctx, job, hdp, &mma_tiles, &v)
+                       : get_portable_kernel(ctx, job, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
     cl_kernel kernel = v.kernel;

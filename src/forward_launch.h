@@ -21,6 +21,9 @@ typedef struct fcl_forward_job {
     int q_dims[3], k_dims[3], v_dims[3], o_dims[3]; /* dims holding batch, seq, head (-1: none) */
     int lse_dims[3];                                /* dims holding batch, head, seq (-1: none) */
     fcl_tensor seq_q, seq_k; /* varlen: cu_seqlens; packed: seq_bounds in seq_q */
+    int fp32_probs;          /* the portable kernel whatever the device: O is then the sum of FP32
+                              * probabilities times V, which the backward's delta = rowsum(dO * O)
+                              * assumes (set by the backward's own recomputes) */
     fcl_attn_resolved params;
 } fcl_forward_job;
 

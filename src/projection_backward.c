@@ -131,6 +131,7 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
     job.fwd.K = &v4[4];
     job.fwd.V = &v4[5];
     job.fwd.LSE = &lse;
+    job.fwd.fp32_probs = 1;
     job.dO = &v4[2];
     job.dQ = &v4[3];
     job.dK = &v4[6];

@@ -18,14 +18,15 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
-    /* H200, 2026-11-29 sweep (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2}, {32, 32}, {32, 16, 128, 8}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 1}, {32, 32}, {32, 16, 128, 8}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 1}, {32, 32}, {32, 16, 128, 8}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0}, {32, 32}, {32, 16, 64, 4}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0}, {32, 32}, {32, 16, 1, 2}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
+    /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
+     * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128 (2026-12-01) */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2, 0}, {32, 32}, {32, 16, 128, 8}},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 32, 2, 0}, {32, 32}, {32, 16, 128, 8}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 16, 1, 0}, {32, 32}, {32, 16, 128, 8}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0, 0}, {32, 32}, {32, 16, 64, 4}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0, 0}, {32, 32}, {32, 16, 1, 2}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -90,15 +91,16 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 {
     fcl_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->mma;
     const char *env = getenv("FLASHCL_MMA_TILES");
-    int m, n, mt;
-    if (t.block_m > 0 && env && sscanf(env, "%d,%d,%d", &m, &n, &mt) == 3 && mt > 0 && m > 0 &&
-        m % (16 * mt) == 0 && n > 0 && n % 16 == 0) {
+    int m, n, mt, regs = 0;
+    if (t.block_m > 0 && env && sscanf(env, "%d,%d,%d,%d", &m, &n, &mt, &regs) >= 3 && mt > 0 && m > 0 &&
+        m % (16 * mt) == 0 && n > 0 && n % 16 == 0 && regs >= 0) {
         t.block_m = m;
         t.block_n = n;
         t.m_tiles = mt;
+        t.max_regs = regs;
     }
-    /* K and V tiles of block_n rows of head_dim_pad + 8 halves, and the mask row */
-    while (t.block_n > 16 && (uint64_t)t.block_n * (4 * (head_dim_pad + 8) + 4) > ctx->info.local_mem_bytes)
+    /* two stages of K and V tiles of block_n rows of head_dim_pad + 8 halves, and of mask values */
+    while (t.block_n > 16 && (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8) > ctx->info.local_mem_bytes)
         t.block_n /= 2;
     if ((size_t)(t.block_m / (16 * (t.m_tiles > 0 ? t.m_tiles : 1)) * 32) > ctx->info.max_work_group_size)
         t.block_m = 0;
@@ -158,6 +160,79 @@ fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
             t.block_n /= 2;
         else
             t.rows /= 2;
+    }
+    return t;
+}
+
+/* ---- projection GEMM (cl/linear.cl, tiled variant) ---- */
+
+typedef struct gemm_entry {
+    const char *name;      /* as tuning_entry */
+    fcl_device_type type;
+    fcl_gemm_tiles tiles;
+} gemm_entry;
+
+/* NVIDIA: 64 x 128 blocks of 8 x 4 per work-item (256 work-items; H200 sweep, qkvo D 4096 L 2048,
+ * f16 / i8 weights, ms: 64x128x16 8x4 13.1 / 11.9, 128x64x16 8x4 13.4 / 12.2, 128x128x16 8x8
+ * 16.5 / 15.0, 64x64x16 4x4 15.1 / 13.0, TK 32 slower everywhere); other GPUs 64 x 64 of 4 x 4
+ * (256 work-items, within AMD's and Mali's limits); llvmpipe and the rest (CPUs on the tiled
+ * kernel under a loop cap) 32 x 32 of 2 x 2, which keep a work-item's loop count per K slice low
+ * (llvmpipe, qkvo L 256 D 512 f16: 2 x 2 took 0.6x the time of 4 x 4, 32 x 32 and 64 x 64 blocks
+ * alike). */
+static const gemm_entry gemm_table[] = {
+    {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}},
+    {"NVIDIA", FCL_DEVICE_GPU, {64, 128, 16, 8, 4, 4}},
+    {"", FCL_DEVICE_GPU, {64, 64, 16, 4, 4, 4}},
+    {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}},
+};
+
+int fcl_gemm_local_floats(const fcl_gemm_tiles *t)
+{
+    return t->tile_k * (t->tile_m + t->vw + t->tile_n + t->vw);
+}
+
+fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx)
+{
+    const gemm_entry *e = &gemm_table[sizeof gemm_table / sizeof gemm_table[0] - 1];
+    for (size_t i = 0; i < sizeof gemm_table / sizeof gemm_table[0]; i++) {
+        const gemm_entry *g = &gemm_table[i];
+        if ((!g->name[0] || strstr(ctx->info.name, g->name) || strstr(ctx->info.vendor, g->name)) &&
+            (g->type == FCL_DEVICE_OTHER || g->type == ctx->info.type)) {
+            e = g;
+            break;
+        }
+    }
+    fcl_gemm_tiles t = e->tiles;
+    const char *env = getenv("FLASHCL_GEMM_TILES");
+    fcl_gemm_tiles o = {0, 0, 0, 0, 0, 4};
+    const int got = env ? sscanf(env, "%d,%d,%d,%d,%d,%d", &o.tile_m, &o.tile_n, &o.tile_k, &o.wpt_m, &o.wpt_n,
+                                 &o.vw) : 0;
+    if ((got == 5 || got == 6) && o.tile_m > 0 && o.tile_n > 0 && o.tile_k > 0 && o.wpt_m > 0 && o.wpt_n > 0 &&
+        o.vw > 0 && o.tile_m % o.wpt_m == 0 && o.tile_n % o.wpt_n == 0)
+        t = o;
+    t.vw = t.vw >= 4 ? 4 : t.vw >= 2 ? 2 : 1;
+    while (t.wpt_m % t.vw || t.wpt_n % t.vw)
+        t.vw /= 2;
+    /* work-items along m and n: halve the larger until the work-group fits */
+    int dm = t.tile_m / t.wpt_m, dn = t.tile_n / t.wpt_n;
+    while ((size_t)dm * (size_t)dn > ctx->info.max_work_group_size && dm * dn > 1) {
+        if (dm >= dn)
+            dm /= 2;
+        else
+            dn /= 2;
+    }
+    t.tile_m = dm * t.wpt_m;
+    t.tile_n = dn * t.wpt_n;
+    const uint64_t budget = ctx->info.local_mem_bytes - 256;
+    while (t.tile_k > 1 && (uint64_t)fcl_gemm_local_floats(&t) * 4 > budget)
+        t.tile_k /= 2;
+    while ((dm > 1 || dn > 1) && (uint64_t)fcl_gemm_local_floats(&t) * 4 > budget) {
+        if (dm >= dn && dm > 1)
+            dm /= 2;
+        else
+            dn /= 2;
+        t.tile_m = dm * t.wpt_m;
+        t.tile_n = dn * t.wpt_n;
     }
     return t;
 }

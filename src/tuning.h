@@ -20,11 +20,12 @@ typedef struct fcl_mma_tiles {
     int block_m;      /* query rows per work-group (multiple of 16 * m_tiles); 0: no tensor-core path */
     int block_n;      /* keys per local-memory tile (multiple of 16) */
     int m_tiles;      /* 16-row mma tiles per warp; the work-group has block_m / (16 m_tiles) warps */
+    int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
 } fcl_mma_tiles;
 
 /* Tiles of the NVIDIA tensor-core forward (cl/attention_forward_mma.cl) at padded head dim
- * `head_dim_pad`: the device's table entry, then FLASHCL_MMA_TILES="M,N,T" if set; N halved
- * until the K and V tiles fit the local memory. block_m 0 where the table has no such path. */
+ * `head_dim_pad`: the device's table entry, then FLASHCL_MMA_TILES="M,N,T[,R]" if set; N halved
+ * until two stages of K and V tiles fit the local memory. block_m 0 where the table has no such path. */
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad);
 
 typedef struct fcl_backward_tiles {
@@ -71,5 +72,26 @@ long fcl_tiles_under_loop_cap(fcl_context ctx, long per_tile, long fixed);
 
 /* FCL_ERR_UNSUPPORTED: "<op>: one <what> tile needs N loop iterations, more than ... allows". */
 fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed);
+
+/* ---- projection GEMM (cl/linear.cl, tiled variant) ---- */
+
+typedef struct fcl_gemm_tiles {
+    int tile_m;       /* rows of C per work-group (TM) */
+    int tile_n;       /* columns of C per work-group (TN) */
+    int tile_k;       /* depth of the local-memory slices of A and B (TK) */
+    int wpt_m;        /* rows per work-item (WM); tile_m / wpt_m work-items along m */
+    int wpt_n;        /* columns per work-item (WN); tile_n / wpt_n work-items along n */
+    int vw;           /* local-memory read width (VW: 1, 2 or 4), divides wpt_m and wpt_n */
+} fcl_gemm_tiles;
+
+/* Tiles for the tiled projection GEMM on ctx's device: the GEMM table's entry for the device,
+ * then FLASHCL_GEMM_TILES="TM,TN,TK,WM,WN[,VW]" if set and valid (WM divides TM, WN divides
+ * TN), then clamped: vw to 4, 2 or 1 dividing wpt_m and wpt_n; the work-group
+ * (tile_m / wpt_m) * (tile_n / wpt_n) to the device's limit; the local tiles
+ * (fcl_gemm_local_floats) to the local memory, halving tile_k first. */
+fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx);
+
+/* Floats of the tiled GEMM's local arrays: TK rows of TM + VW and of TN + VW. */
+int fcl_gemm_local_floats(const fcl_gemm_tiles *t);
 
 #endif

@@ -104,7 +104,8 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     json_num("softcap", "%g", c->softcap);
     printf(",\"layout\":\"%s\",\"reps\":%d", layout_of(r), r->reps);
     if (strcmp(r->op, "decode") != 0) /* the forward kernel that ran (backward: its recompute) */
-        printf(",\"forward_path\":\"%s\"", fcl_attention_forward_path(env->ctx, c->dtype, c->d));
+        printf(",\"forward_path\":\"%s\"",
+               fcl_attention_forward_path(env->ctx, c->dtype, strcmp(r->op, "qkvo") ? c->d : c->d / c->hq));
     if (r->seqs)
         printf(",\"seqs\":%d,\"total_q\":%ld,\"total_k\":%ld,\"max_len\":%d", r->seqs, r->total_q,
                r->total_k, r->max_len);
