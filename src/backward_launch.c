@@ -78,7 +78,7 @@ static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job
     fcl_forward_job fj = *f;
     fj.O = o_view;
     fj.LSE = lse_view;
-    fj.fp32_probs = 1;
+    fj.fp32_probs = f->O == NULL; /* O recomputed: see fcl_forward_job; LSE alone: the forward's own path */
     return fcl_forward_launch(ctx, &fj, NULL);
 }
 

@@ -23,7 +23,7 @@ typedef struct fcl_forward_job {
     fcl_tensor seq_q, seq_k; /* varlen: cu_seqlens; packed: seq_bounds in seq_q */
     int fp32_probs;          /* the portable kernel whatever the device: O is then the sum of FP32
                               * probabilities times V, which the backward's delta = rowsum(dO * O)
-                              * assumes (set by the backward's own recomputes) */
+                              * assumes (set where a backward op recomputes O) */
     fcl_attn_resolved params;
 } fcl_forward_job;
 

@@ -814,7 +814,8 @@ Test(backward, chunks)
 /* The backward of one random problem into dQ and into dK, dV given as the two halves of one
  * [B, Sk, 2, Hkv, D] buffer (the fused dKV layout), with O and LSE NULL (both recomputed): the
  * gradients equal those of separate dK, dV buffers with the forward's O and LSE, bit for bit,
- * and no element of the fused buffer is left unwritten. */
+ * and no element of the fused buffer is left unwritten. A recomputed O always comes from the
+ * portable forward kernel (fcl_attention_forward_path), so the forward here is that one too. */
 Test(backward, interleaved_grads_and_o_null)
 {
     const int64_t B = 2, Sq = 37, Sk = 70, Hq = 4, Hkv = 2, D = 64;
@@ -833,7 +834,9 @@ Test(backward, interleaved_grads_and_o_null)
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
     p.causal = 1;
     support_poison(fused);
+    setenv("FLASHCL_FORWARD_PATH", "portable", 1);
     cr_assert(fcl_attention_forward(ctx, &p, q, k, v, o, lse, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    unsetenv("FLASHCL_FORWARD_PATH");
     cr_assert(fcl_attention_backward(ctx, &p, q, k, v, o, dout, lse, dq, dk, dv, NULL) == FCL_SUCCESS, "%s",
               fcl_last_error(ctx));
     cr_assert(fcl_attention_backward(ctx, &p, q, k, v, NULL, dout, NULL, dq2, dk2, dv2, NULL) == FCL_SUCCESS,

@@ -282,9 +282,10 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
  * cores through inline PTX mma.sync: NVIDIA compute capability >= 8.0, F16 or BF16) or
  * "portable" (any OpenCL device; also where FLASHCL_FORWARD_PATH=portable). Both meet the same
  * tolerance; results differ in rounding (the tensor-core path rounds the probabilities to the
- * storage dtype before P V). The backward ops' own recomputes always take the portable kernel,
- * whose O is the FP32-probability sum that their gradients assume. Static string; NULL for a
- * NULL ctx. Thread-safe.
+ * storage dtype before P V). Where a backward op recomputes O itself (O NULL, and
+ * fcl_attention_qkvo_backward) it takes the portable kernel, whose O is the FP32-probability
+ * sum that the gradients assume; a recomputed LSE alone comes from this path. Static string;
+ * NULL for a NULL ctx. Thread-safe.
  */
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
