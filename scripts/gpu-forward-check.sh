@@ -10,7 +10,8 @@
 # shapes, CLBlast SGEMM, and one table with the ratios (scripts/forward_table.py) in table.md.
 # Everything goes under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl.
 # Knobs: SEQS, DIMS, REPS, PATHS ("mma portable"), SKIP_TESTS=1, TESTS (ctest regex),
-# SWEEP="M,N,T ..." (FLASHCL_MMA_TILES settings timed at S 4096 into sweep.jsonl).
+# TUNE=1 (flashcl-bench --tune first, into tune.jsonl: the stored winners are then used by the
+# table), SWEEP="M,N,T ..." (FLASHCL_MMA_TILES settings timed at S 4096 into sweep.jsonl).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -35,6 +36,13 @@ for path in ${PATHS:-mma portable}; do
   [[ $rc == 0 ]] && passed="$passed $path"
 done
 echo "paths that passed the grid:${passed:- none}"
+
+if [[ "${TUNE:-0}" == 1 ]]; then
+  for path in $passed; do
+    FLASHCL_FORWARD_PATH=$(path_env "$path") "$bench" --tune --json > "$out/tune-$path.jsonl" 2>>"$out/errors.log"
+    cat "$out/tune-$path.jsonl"
+  done
+fi
 
 : > "$out/bench.jsonl"
 : > "$out/peer.jsonl"

@@ -2,6 +2,7 @@
 #include "device_select.h"
 #include "disk_cache.h"
 #include "internal.h"
+#include "tuned.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,7 @@ static fcl_status finish_create(fcl_context ctx, fcl_context *out)
         return s;
     }
     ctx->cache_dir = fcl_disk_cache_resolve_dir();
+    fcl_tuned_load(ctx);
     *out = ctx;
     return FCL_SUCCESS;
 }

@@ -13,6 +13,14 @@ typedef struct fcl_program_entry fcl_program_entry; /* program_cache.c */
  * no two uses in flight share one; reuse is safe because the queue is in-order. */
 enum { FCL_SCRATCH_DECODE_PARTIAL, FCL_SCRATCH_DECODE_LENS, FCL_SCRATCH_SLOTS };
 
+/* One tuned-tiles entry (src/tuned.c): kernel name, padded head dim, values. */
+#define FCL_TUNED_MAX 64
+typedef struct fcl_tuned_entry {
+    char kernel[16];
+    int head_dim_pad;
+    int values[4];
+} fcl_tuned_entry;
+
 struct fcl_context_s {
     cl_context cl_ctx;
     cl_device_id device;
@@ -24,6 +32,8 @@ struct fcl_context_s {
     fcl_program_entry *programs;   /* in-memory program cache (linked list) */
     cl_mem scratch[FCL_SCRATCH_SLOTS]; /* see fcl_scratch_buffer */
     size_t scratch_bytes[FCL_SCRATCH_SLOTS];
+    fcl_tuned_entry tuned[FCL_TUNED_MAX]; /* this device's tuned tiles, read from the disk cache */
+    int n_tuned;
     char error[FCL_ERROR_MAX];
 };
 

@@ -2,6 +2,9 @@
  * vendor substring and device type match wins (an empty substring matches any). */
 #include "tuning.h"
 
+#include "forward_launch.h"
+#include "tuned.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,12 @@ fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what,
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {
     fcl_forward_tiles t = entry_for(&ctx->info, head_dim_pad)->forward;
+    int tuned[3];
+    if (fcl_tuned_find(ctx, "forward", head_dim_pad, tuned)) {
+        t.block_m = tuned[0];
+        t.block_n = tuned[1];
+        t.rows = tuned[2];
+    }
     const char *env = getenv("FLASHCL_FORWARD_TILES");
     int m, n, r;
     if (env && sscanf(env, "%d,%d,%d", &m, &n, &r) == 3 && m > 0 && n > 0 && r > 0 && m % r == 0) {
@@ -90,6 +99,13 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 {
     fcl_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->mma;
+    int tuned[4];
+    if (t.block_m > 0 && fcl_tuned_find(ctx, "forward_mma", head_dim_pad, tuned)) {
+        t.block_m = tuned[0];
+        t.block_n = tuned[1];
+        t.m_tiles = tuned[2];
+        t.max_regs = tuned[3];
+    }
     const char *env = getenv("FLASHCL_MMA_TILES");
     int m, n, mt, regs = 0;
     if (t.block_m > 0 && env && sscanf(env, "%d,%d,%d,%d", &m, &n, &mt, &regs) >= 3 && mt > 0 && m > 0 &&
@@ -105,6 +121,29 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     if ((size_t)(t.block_m / (16 * (t.m_tiles > 0 ? t.m_tiles : 1)) * 32) > ctx->info.max_work_group_size)
         t.block_m = 0;
     return t;
+}
+
+fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values)
+{
+    const int want = fcl_tuned_value_count(kernel);
+    if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
+                        : want == 0 ? "unknown kernel (forward, forward_mma)" : n_values != want ? "wrong value count"
+                        : "head_dim outside [1, 256]");
+    const int hdp = fcl_pad_head_dim(head_dim);
+    if (want == 3) {
+        const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
+        values[0] = t.block_m;
+        values[1] = t.block_n;
+        values[2] = t.rows;
+    } else {
+        const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp);
+        values[0] = t.block_m;
+        values[1] = t.block_n;
+        values[2] = t.m_tiles;
+        values[3] = t.max_regs;
+    }
+    return FCL_SUCCESS;
 }
 
 int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad)

@@ -13,6 +13,7 @@
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
  *   bench_sgemm.c    CLBlast SGEMM on the same device (the ceiling)
  *   bench_report.c   the table and the JSON lines
+ *   bench_tune.c     --tune: the forward tile search, stored through fcl_tuning_save
  *   bench_util.c     clock, median, random numbers, host inputs, FLOP counts */
 #ifndef FLASHCL_BENCH_H
 #define FLASHCL_BENCH_H
@@ -53,6 +54,7 @@ typedef struct bench_opts {
     long sgemm_n;       /* 0: device default */
     int seqs, max_len;  /* varlen / packed_qkv packing; 0: device default */
     int weights;        /* qkvo: weight dtype (fcl_dtype), or -1 for the op's default */
+    int tune;           /* --tune: search and store the forward tiles */
 } bench_opts;
 
 /* What every op run gets. */
@@ -193,6 +195,12 @@ int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const ch
 
 /* bench_sgemm.c: times CLBlastSgemm (row-major n x n x n) on the env's queue. */
 void bench_sgemm(const bench_env *env, long n, sgemm_result *r);
+
+/* bench_tune.c: for each head dim (--d, else 64 and 128), times every candidate tile setting of
+ * the forward kernel that runs on this device (portable or tensor-core), checks each against the
+ * float64 reference, and stores the fastest that passes with fcl_tuning_save. Exit code as
+ * bench_forward; BENCH_EXIT_WRONG when no candidate passed. */
+int bench_tune(const bench_env *env, const bench_opts *o);
 
 /* bench_report.c */
 void bench_print_header(const bench_env *env);

@@ -40,6 +40,11 @@ void bench_usage(FILE *f)
         "                     random rows; 0 = none)\n"
         "  --sgemm-n N        CLBlast SGEMM size M=N=K (default 1024 on a CPU, 8192 on a GPU)\n"
         "  --json             one JSON object per line per case instead of the table\n"
+        "  --tune             search the forward kernel's tiles for this device (head dims --d,\n"
+        "                     default 64 and 128; --dtype, default f16): every candidate is\n"
+        "                     timed and checked against the float64 reference; the fastest that\n"
+        "                     passes is stored in the disk cache folder and used from then on\n"
+        "                     (fcl_tuning_save). Progress on stderr, one result line per head dim\n"
         "  -h, --help         this text\n"
         "\n"
         "  Time (ms): median wall clock of one call + fcl_finish; dev_ms / ms_event: median of\n"
@@ -174,6 +179,7 @@ static int apply_flag(const char *name, bench_opts *o)
 {
     if (!strcmp(name, "causal")) o->causal = 1;
     else if (!strcmp(name, "json")) o->json = 1;
+    else if (!strcmp(name, "tune")) o->tune = 1;
     else return -1;
     return 0;
 }

@@ -319,7 +319,9 @@ int main(int argc, char **argv)
     }
     init_env(&env, &o);
     bench_print_header(&env);
-    if (op)
+    if (o.tune)
+        rc = bench_tune(&env, &o);
+    else if (op)
         rc = op->run(&env, &o);
     else
         rc = bench_opts_has_case(&o) ? op_forward(&env, &o) : run_suite(&env, &o);

@@ -290,6 +290,28 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
 /*
+ * Tuned tiles: what `flashcl-bench --tune` finds, kept per device (name, vendor, driver and
+ * platform) as one entry of the disk cache folder, read by every later context on that device.
+ * Precedence: the built-in per-device table, then a tuned entry, then the FLASHCL_*_TILES
+ * environment variables; then the device's limits. `kernel`:
+ *   "forward"      3 values: query rows per work-group, keys per tile, rows per work-item
+ *                  (the portable forward kernel)
+ *   "forward_mma"  4 values: query rows per work-group (a multiple of 16 x the third), keys per
+ *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's)
+ *                  (the NVIDIA tensor-core forward)
+ * An entry serves every head dim with the same padded size (16, then multiples of 32).
+ * fcl_tuning_save stores `values` for `head_dim` (replacing an older entry) and uses them at
+ * once: FCL_ERR_INVALID_ARGUMENT for an unknown kernel, a wrong count, head_dim outside
+ * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
+ * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
+ * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
+ * values[0 .. n_values - 1] (forward_mma on a device without that kernel: block_m 0). Neither
+ * call enqueues anything. Not thread-safe with other calls on the same context.
+ */
+fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
+fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);
+
+/*
  * Variable-length forward: B sequences packed back to back, no padding, one launch.
  *  Q    [total_q, Hq, D], K and V [total_k, Hkv, D]  dtypes and GQA as fcl_attention_forward
  *  cu_seqlens_q, cu_seqlens_k  I32 [B + 1] device prefix sums: sequence b is Q rows

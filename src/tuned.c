@@ -1,0 +1,158 @@
+/* Tuned tiles, kept as one text entry of the disk cache per device (see tuned.h): lines
+ * "<kernel> <head_dim_pad> <values...>", written whole through the cache's atomic store, so a
+ * torn or corrupted file is never read (the cache's checksum rejects it). */
+#include "tuned.h"
+
+#include "disk_cache.h"
+#include "forward_launch.h"
+#include "sha256.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fcl_tuned_value_count(const char *kernel)
+{
+    if (!kernel)
+        return 0;
+    if (strcmp(kernel, "forward") == 0)
+        return 3;
+    if (strcmp(kernel, "forward_mma") == 0)
+        return 4;
+    return 0;
+}
+
+int fcl_tuned_values_valid(const char *kernel, const int *v)
+{
+    switch (fcl_tuned_value_count(kernel)) {
+    case 3: /* block_m, block_n, rows */
+        return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 1024 && v[2] > 0 && v[0] % v[2] == 0;
+    case 4: /* block_m, block_n, m_tiles, max_regs */
+        return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
+               v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255;
+    default:
+        return 0;
+    }
+}
+
+/* The entry's key: the device, its driver and platform (a driver update starts afresh). */
+static void tuned_key(fcl_context ctx, uint8_t key[32])
+{
+    fcl_sha256 s;
+    fcl_sha256_init(&s);
+    fcl_sha256_update_field(&s, "flashcl tuned tiles v1");
+    fcl_sha256_update_field(&s, ctx->info.name);
+    fcl_sha256_update_field(&s, ctx->info.vendor);
+    fcl_sha256_update_field(&s, ctx->info.driver_version);
+    fcl_sha256_update_field(&s, ctx->info.platform_name);
+    fcl_sha256_update_field(&s, ctx->info.platform_version);
+    fcl_sha256_final(&s, key);
+}
+
+static void parse(fcl_context ctx, const char *text, size_t len)
+{
+    ctx->n_tuned = 0;
+    size_t i = 0;
+    while (i < len && ctx->n_tuned < FCL_TUNED_MAX) {
+        size_t j = i;
+        while (j < len && text[j] != '\n')
+            j++;
+        char line[128];
+        const size_t n = j - i < sizeof line - 1 ? j - i : sizeof line - 1;
+        memcpy(line, text + i, n);
+        line[n] = '\0';
+        i = j + 1;
+        fcl_tuned_entry e = {{0}, 0, {0, 0, 0, 0}};
+        const int got = sscanf(line, "%15s %d %d %d %d %d", e.kernel, &e.head_dim_pad, &e.values[0], &e.values[1],
+                               &e.values[2], &e.values[3]);
+        const int want = fcl_tuned_value_count(e.kernel);
+        if (line[0] == '#' || want == 0 || got != 2 + want || e.head_dim_pad != fcl_pad_head_dim(e.head_dim_pad) ||
+            e.head_dim_pad > FCL_MAX_HEAD_DIM || !fcl_tuned_values_valid(e.kernel, e.values))
+            continue;
+        ctx->tuned[ctx->n_tuned++] = e;
+    }
+}
+
+void fcl_tuned_load(fcl_context ctx)
+{
+    ctx->n_tuned = 0;
+    if (!ctx->cache_dir)
+        return;
+    uint8_t key[32];
+    tuned_key(ctx, key);
+    unsigned char *bin = NULL;
+    size_t len = 0;
+    if (fcl_disk_cache_load(ctx->cache_dir, key, &bin, &len) == 1)
+        parse(ctx, (const char *)bin, len);
+    free(bin);
+}
+
+int fcl_tuned_find(fcl_context ctx, const char *kernel, int head_dim_pad, int *values)
+{
+    for (int i = 0; i < ctx->n_tuned; i++)
+        if (ctx->tuned[i].head_dim_pad == head_dim_pad && strcmp(ctx->tuned[i].kernel, kernel) == 0) {
+            memcpy(values, ctx->tuned[i].values, sizeof(int) * (size_t)fcl_tuned_value_count(kernel));
+            return 1;
+        }
+    return 0;
+}
+
+fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values)
+{
+    if (!ctx || !kernel || !values)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s is NULL",
+                        !ctx ? "ctx" : !kernel ? "kernel" : "values");
+    const int want = fcl_tuned_value_count(kernel);
+    if (want == 0)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, forward_mma)",
+                        kernel);
+    if (n_values != want)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s takes %d values, not %d", kernel, want,
+                        n_values);
+    if (head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: head_dim %d is outside [1, %d]", head_dim,
+                        FCL_MAX_HEAD_DIM);
+    int v[4] = {0, 0, 0, 0};
+    memcpy(v, values, sizeof(int) * (size_t)want);
+    if (!fcl_tuned_values_valid(kernel, v))
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %d,%d,%d%s are not valid %s tiles", v[0],
+                        v[1], v[2], want == 4 ? ",..." : "", kernel);
+    if (!ctx->cache_dir)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: the disk cache is off; tuned tiles live in its "
+                        "folder (FLASHCL_CACHE_DIR)");
+    const int hdp = fcl_pad_head_dim(head_dim);
+    int slot = 0;
+    while (slot < ctx->n_tuned && !(ctx->tuned[slot].head_dim_pad == hdp && strcmp(ctx->tuned[slot].kernel, kernel) == 0))
+        slot++;
+    if (slot == FCL_TUNED_MAX)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: %d tuned entries already", FCL_TUNED_MAX);
+    fcl_tuned_entry e = {{0}, hdp, {v[0], v[1], v[2], v[3]}};
+    snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
+    const fcl_tuned_entry old = ctx->tuned[slot];
+    const int old_n = ctx->n_tuned;
+    ctx->tuned[slot] = e;
+    if (slot == ctx->n_tuned)
+        ctx->n_tuned++;
+
+    char text[FCL_TUNED_MAX * 64 + 512];
+    int len = snprintf(text, sizeof text, "# flashcl tuned tiles for %s (%s, driver %s)\n", ctx->info.name,
+                       ctx->info.platform_name, ctx->info.driver_version);
+    if (len < 0 || (size_t)len >= sizeof text - 64 * FCL_TUNED_MAX)
+        len = 0; /* only the comment could be that long */
+    for (int i = 0; i < ctx->n_tuned; i++) {
+        const fcl_tuned_entry *t = &ctx->tuned[i];
+        len += snprintf(text + len, sizeof text - (size_t)len, "%s %d %d %d %d", t->kernel, t->head_dim_pad,
+                        t->values[0], t->values[1], t->values[2]);
+        if (fcl_tuned_value_count(t->kernel) == 4)
+            len += snprintf(text + len, sizeof text - (size_t)len, " %d", t->values[3]);
+        len += snprintf(text + len, sizeof text - (size_t)len, "\n");
+    }
+    uint8_t key[32];
+    tuned_key(ctx, key);
+    if (fcl_disk_cache_store(ctx->cache_dir, key, (const unsigned char *)text, (size_t)len) != 0) {
+        ctx->tuned[slot] = old;
+        ctx->n_tuned = old_n;
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: could not write the entry into %s", ctx->cache_dir);
+    }
+    return FCL_SUCCESS;
+}

@@ -1,0 +1,22 @@
+/* Tuned tiles: per-device entries that flashcl-bench --tune found, kept in the disk cache
+ * folder (one entry of the program-binary cache, keyed by the device, driver and platform) and
+ * read once per context. Internal to flashcl. */
+#ifndef FLASHCL_TUNED_H
+#define FLASHCL_TUNED_H
+
+#include "internal.h"
+
+/* Number of values of a tuned kernel ("forward" 3, "forward_mma" 4), 0 for an unknown name. */
+int fcl_tuned_value_count(const char *kernel);
+
+/* Whether `values` are valid tiles for `kernel` (see fcl_tuning_save). */
+int fcl_tuned_values_valid(const char *kernel, const int *values);
+
+/* Reads ctx's tuned entries from its disk cache folder (none when the cache is off, there is no
+ * entry, or it is bad; malformed lines are skipped). Never fails. */
+void fcl_tuned_load(fcl_context ctx);
+
+/* Copies the tuned values of (kernel, head_dim_pad) into values and returns 1, else 0. */
+int fcl_tuned_find(fcl_context ctx, const char *kernel, int head_dim_pad, int *values);
+
+#endif
