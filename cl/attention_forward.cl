@@ -42,18 +42,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     __local float Ms[BLOCK_N];
 #endif
     const int lid = get_local_id(0);
-    const int i0 = get_group_id(0) * BLOCK_M;
-    const int h = get_global_id(1);
-    const int b = get_global_id(2);
-    const int hk = h / group;
-    FORWARD_SEQUENCE_SETUP
-    const int shift = sk - sq; /* query i sits at absolute position i + shift */
-
-    /* The group's key range: the union over its rows. */
-    const int i_last = min(i0 + BLOCK_M, sq) - 1;
-    int g_lo, g_hi;
-    forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q,
-                       cu_q_off, seq_ss, &g_lo, &g_hi);
+    FORWARD_GROUP_SETUP /* the group's key range [g_lo, g_hi] is the union over its rows */
 
 #if HAS_LOGIT_MODS
     const float qscale = scale;

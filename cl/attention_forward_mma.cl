@@ -185,22 +185,16 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     __local ushort Vs[2][BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
 #if HAS_MASK
     __local float Ms[2][BLOCK_N];
+#define MASK_STAGE(st) Ms[st]
+#else
+#define MASK_STAGE(st) 0
 #endif
     __global const ushort *Qu = (__global const ushort *)Q;
     __global const ushort *Ku = (__global const ushort *)K;
     __global const ushort *Vu = (__global const ushort *)V;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3; /* the fragment row (and row + 8) and column pair */
-    const int i0 = get_group_id(0) * BLOCK_M;
-    const int h = get_global_id(1);
-    const int b = get_global_id(2);
-    const int hk = h / group;
-    FORWARD_SEQUENCE_SETUP
-    const int shift = sk - sq; /* query i sits at absolute position i + shift */
-    const int i_last = min(i0 + BLOCK_M, sq) - 1;
-    int g_lo, g_hi;
-    forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q,
-                       cu_q_off, seq_ss, &g_lo, &g_hi);
+    FORWARD_GROUP_SETUP
 
     /* A negative scale is applied as |scale| on negated queries (exact), so that the scores'
      * maximum is the maximum of the raw products: p = 2^(s * sfac - m) is then one FFMA. */
@@ -259,12 +253,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     for (int tt = 0; tt < 2; tt++) {
         if (tt < n_tiles)
             issue_tile(Ks[tt], Vs[tt], Ku, Vu, kbase, vbase, k_ss, v_ss, j_first + tt * BLOCK_N, g_lo, g_hi, head_dim,
-#if HAS_MASK
-                       Ms[tt],
-#else
-                       0,
-#endif
-                       mask, mrow, mask_ss, lid);
+                       MASK_STAGE(tt), mask, mrow, mask_ss, lid);
         commit_copies();
     }
     for (int tile = 0; tile < n_tiles; tile++) {
@@ -386,12 +375,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (tile + 2 < n_tiles)
             issue_tile(Ks[st], Vs[st], Ku, Vu, kbase, vbase, k_ss, v_ss, j0 + 2 * BLOCK_N, g_lo, g_hi, head_dim,
-#if HAS_MASK
-                       Ms[st],
-#else
-                       0,
-#endif
-                       mask, mrow, mask_ss, lid);
+                       MASK_STAGE(st), mask, mrow, mask_ss, lid);
         commit_copies();
     }
 

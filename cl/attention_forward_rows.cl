@@ -54,6 +54,21 @@
     const long state_base = ((long)b * get_global_size(1) + h) * sq;
 #endif
 
+/* The work-group's rows i0 .. i0 + BLOCK_M - 1 of query head h (KV head hk) of batch or
+ * sequence b, its sequence's view (FORWARD_SEQUENCE_SETUP), and the keys [g_lo, g_hi] its
+ * rows may see. */
+#define FORWARD_GROUP_SETUP                                                                              \
+    const int i0 = get_group_id(0) * BLOCK_M;                                                            \
+    const int h = get_global_id(1);                                                                      \
+    const int b = get_global_id(2);                                                                      \
+    const int hk = h / group;                                                                            \
+    FORWARD_SEQUENCE_SETUP                                                                               \
+    const int shift = sk - sq; /* query i sits at absolute position i + shift */                        \
+    const int i_last = min(i0 + BLOCK_M, sq) - 1;                                                        \
+    int g_lo, g_hi;                                                                                      \
+    forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q, \
+                       cu_q_off, seq_ss, &g_lo, &g_hi);
+
 /* The key range [*lo, *hi] (sequence positions, before the key mask) that the group's rows
  * i0 .. i_last may see inside this launch's keys; empty when *lo > *hi. Query i sits at
  * absolute position i + shift. */

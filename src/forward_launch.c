@@ -53,6 +53,19 @@ static int rows_aligned(fcl_tensor t, const int dims[3])
     return 1;
 }
 
+/* Builds (or finds) kernel attention_forward of `sources` with `opts`, and the most work-items
+ * its compiled form can run per work-group. */
+static fcl_status build_forward(fcl_context ctx, const char *const sources[3], const char *opts, cl_kernel *kernel,
+                                size_t *wg)
+{
+    fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", kernel);
+    if (s != FCL_SUCCESS)
+        return s;
+    *wg = 0;
+    cl_int err = clGetKernelWorkGroupInfo(*kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof *wg, wg, NULL);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+}
+
 /* Builds (or finds) the portable kernel variant; halves BLOCK_M if the compiled kernel cannot
  * run BLOCK_M / ROWS work-items (register pressure on GPUs). */
 static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
@@ -69,13 +82,10 @@ static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *jo
                  (int)job->dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows,
                  fcl_forward_smem_floats(tiles, hdp), job->layout, r->softcap > 0.0f, r->mask != NULL,
                  r->alibi != NULL);
-        fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", &v->kernel);
+        size_t wg;
+        fcl_status s = build_forward(ctx, sources, opts, &v->kernel, &wg);
         if (s != FCL_SUCCESS)
             return s;
-        size_t wg = 0;
-        cl_int err = clGetKernelWorkGroupInfo(v->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-        if (err != CL_SUCCESS)
-            return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
         if (wg >= (size_t)(tiles->block_m / tiles->rows) || tiles->block_m == tiles->rows)
             break;
         tiles->block_m /= 2;
@@ -101,13 +111,10 @@ static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, in
                      r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
     if (t->max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
-    fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", &v->kernel);
+    size_t wg;
+    fcl_status s = build_forward(ctx, sources, opts, &v->kernel, &wg);
     if (s != FCL_SUCCESS)
         return s;
-    size_t wg = 0;
-    cl_int err = clGetKernelWorkGroupInfo(v->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-    if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
     v->mma = 1;
     v->block_m = t->block_m;
     v->block_n = t->block_n;
