@@ -55,13 +55,10 @@ static fcl_status tiles_per_launch(fcl_context ctx, const char *op, const char *
     return *out < 0 ? fcl_loop_cap_error(ctx, op, what, per_tile, fixed) : FCL_SUCCESS;
 }
 
-/* A device buffer of n floats, or NULL with a message. */
-static cl_mem scratch(fcl_context ctx, size_t n, fcl_status *s)
+/* The context's scratch buffer `slot` of at least n floats, or NULL with a message. */
+static cl_mem scratch(fcl_context ctx, int slot, size_t n, fcl_status *s)
 {
-    cl_int err;
-    cl_mem m = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (n ? n : 1) * sizeof(float), NULL, &err);
-    *s = err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "clCreateBuffer (attention backward scratch)");
-    return err == CL_SUCCESS ? m : NULL;
+    return fcl_scratch_buffer(ctx, slot, n * sizeof(float), s);
 }
 
 /* Enqueues the forward into scratch O and LSE (views into *o_view, *lse_view; O has dO's
@@ -171,17 +168,18 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     cl_mem mem[5] = {NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch */
     struct fcl_tensor_s o_view, lse_view;
     fcl_tensor O = f->O, lse = f->LSE;
-    if (!(mem[0] = scratch(ctx, (size_t)rows_q, &s)))
-        goto done;
-    if (chunked_dkdv && !(mem[1] = scratch(ctx, (size_t)(rows_k * 2 * hdp), &s)))
-        goto done;
-    if (chunked_dq && !(mem[2] = scratch(ctx, (size_t)(rows_q * hdp), &s)))
-        goto done;
+    if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (size_t)rows_q, &s)))
+        return s;
+    if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (size_t)(rows_k * 2 * hdp), &s)))
+        return s;
+    if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (size_t)(rows_q * hdp), &s)))
+        return s;
     if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
         const size_t o_floats = (size_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
-        if (!(mem[3] = scratch(ctx, o_floats, &s)) || !(mem[4] = scratch(ctx, (size_t)rows_q, &s)) ||
+        if (!(mem[3] = scratch(ctx, FCL_SCRATCH_BWD_O, o_floats, &s)) ||
+            !(mem[4] = scratch(ctx, FCL_SCRATCH_BWD_LSE, (size_t)rows_q, &s)) ||
             (s = recompute_forward(ctx, job, mem[3], mem[4], &o_view, &lse_view)) != FCL_SUCCESS)
-            goto done;
+            return s;
         lse = &lse_view;
         O = O ? O : &o_view;
     }
@@ -209,11 +207,5 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         err = enqueue_chunks(ctx, kern[K_DQ], g_dq, l_dq, dq_keys, chunked_dq ? dq_per : 0, event);
     if (err == CL_SUCCESS && q_groups == 0 && k_groups == 0 && event)
         err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
-    if (err != CL_SUCCESS)
-        s = fcl_fail_cl(ctx, err, "enqueueing the attention backward");
-done:
-    for (int i = 0; i < 5; i++)
-        if (mem[i])
-            clReleaseMemObject(mem[i]); /* freed once the launches that use them complete */
-    return s;
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the attention backward");
 }

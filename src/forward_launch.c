@@ -171,12 +171,9 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     const int64_t n_chunks = span > 0 ? (span + chunk_keys - 1) / chunk_keys : 1;
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
     cl_mem state = NULL;
-    if (n_chunks > 1) {
-        cl_int e;
-        state = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)(state_rows * (hdp + 2)) * sizeof(float), NULL, &e);
-        if (e != CL_SUCCESS)
-            return fcl_fail_cl(ctx, e, "clCreateBuffer (attention forward chunk state)");
-    }
+    if (n_chunks > 1 &&
+        !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, (size_t)(state_rows * (hdp + 2)) * sizeof(float), &s)))
+        return s;
     /* Absent optional tensors are bound to O's buffer; the kernel never touches them. */
     const cl_mem dummy = job->O->buffer;
     const cl_mem bufs[10] = {job->Q->buffer, job->K->buffer, job->V->buffer, job->O->buffer,
@@ -230,8 +227,6 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     }
     if (err == CL_SUCCESS && global[0] == 0 && event) /* no query rows (max_seqlen_q 0): still an event */
         err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
-    if (state)
-        clReleaseMemObject(state); /* freed once the launches that use it complete */
     if (err != CL_SUCCESS)
         return fcl_fail_cl(ctx, err, "enqueueing attention_forward");
     return FCL_SUCCESS;

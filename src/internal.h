@@ -11,7 +11,16 @@ typedef struct fcl_program_entry fcl_program_entry; /* program_cache.c */
 
 /* Scratch slots kept by a context across calls (grow-only device buffers), one per use so that
  * no two uses in flight share one; reuse is safe because the queue is in-order. */
-enum { FCL_SCRATCH_DECODE_PARTIAL, FCL_SCRATCH_DECODE_LENS, FCL_SCRATCH_SLOTS };
+enum {
+    FCL_SCRATCH_DECODE_PARTIAL, FCL_SCRATCH_DECODE_LENS, /* decode: split state, device lengths */
+    FCL_SCRATCH_FWD_STATE,                                /* forward: chunk state */
+    FCL_SCRATCH_BWD_DELTA, FCL_SCRATCH_BWD_DKDV_STATE, FCL_SCRATCH_BWD_DQ_STATE, /* backward */
+    FCL_SCRATCH_BWD_O, FCL_SCRATCH_BWD_LSE,               /* backward: recomputed O, LSE */
+    FCL_SCRATCH_PROJ_KV, FCL_SCRATCH_PROJ_QA,             /* qkvo forwards: K, V; Q, attention */
+    FCL_SCRATCH_PROJ_GRAD_ACT, FCL_SCRATCH_PROJ_GRAD_LSE, /* qkvo backward: activations, LSE */
+    FCL_SCRATCH_GEMM_PARTIAL, FCL_SCRATCH_BIAS_PARTIAL,   /* split-K GEMM and bias-gradient sums */
+    FCL_SCRATCH_SLOTS
+};
 
 /* One tuned-tiles entry (src/tuned.c): kernel name, padded head dim, values. */
 #define FCL_TUNED_MAX 64

@@ -199,11 +199,11 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
         return gemm_launch(ctx, g, &t, event);
     cl_mem T = NULL;
     gemm_job part = *g;
+    fcl_status s = FCL_SUCCESS;
     if (g->c_dtype != FCL_F32) {
-        cl_int err;
-        T = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)(g->M * g->N) * sizeof(float), NULL, &err);
+        T = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_PARTIAL, (size_t)(g->M * g->N) * sizeof(float), &s);
         if (!T)
-            return fcl_fail_cl(ctx, err, "clCreateBuffer (projection GEMM partial sums)");
+            return s;
         part.c = T;
         part.c_dtype = FCL_F32;
         part.c_off = 0;
@@ -211,7 +211,6 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
         part.c_sn = 1;
         part.accumulate = 0;
     }
-    fcl_status s = FCL_SUCCESS;
     for (int64_t k0 = 0; k0 < g->K && s == FCL_SUCCESS; k0 += kc) {
         part.K = g->K - k0 < kc ? g->K - k0 : kc;
         part.a_off = g->a_off + k0 * g->a_sk;
@@ -223,11 +222,8 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
         }
         s = gemm_launch(ctx, &part, &t, !T && k0 + kc >= g->K ? event : NULL);
     }
-    if (T) {
-        if (s == FCL_SUCCESS)
-            s = gemm_finish(ctx, g, &t, T, event);
-        clReleaseMemObject(T); /* freed once the launches using it complete */
-    }
+    if (T && s == FCL_SUCCESS)
+        s = gemm_finish(ctx, g, &t, T, event);
     return s;
 }
 
@@ -368,11 +364,10 @@ fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
                                    db->strides[0], 1);
         return s;
     }
-    cl_int err;
-    cl_mem T = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)N * sizeof(float), NULL, &err);
+    fcl_status s;
+    cl_mem T = fcl_scratch_buffer(ctx, FCL_SCRATCH_BIAS_PARTIAL, (size_t)N * sizeof(float), &s);
     if (!T)
-        return fcl_fail_cl(ctx, err, "clCreateBuffer (bias-gradient partial sums)");
-    fcl_status s = FCL_SUCCESS;
+        return s;
     for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
         s = column_sums_launch(ctx, G, m0, M - m0 < chunk ? M - m0 : chunk, T, FCL_F32, 0, 1, m0 > 0);
     if (s == FCL_SUCCESS) {
@@ -381,6 +376,5 @@ fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
         const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
         s = gemm_finish(ctx, &fin, &t, T, NULL);
     }
-    clReleaseMemObject(T); /* freed once the launches using it complete */
     return s;
 }

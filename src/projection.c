@@ -101,11 +101,10 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
     fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, &job.params);
     if (s != FCL_SUCCESS)
         return s;
-    cl_int err;
     const size_t bytes = (size_t)(Lq * D) * fcl_dtype_size(X->dtype);
-    cl_mem qa = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, 2 * bytes, NULL, &err);
-    if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "clCreateBuffer (projection scratch)");
+    cl_mem qa = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_QA, 2 * bytes, &s);
+    if (!qa)
+        return s;
     const int64_t shape[2] = {Lq, D};
     struct fcl_tensor_s q = fcl_scratch_view(ctx, qa, X->dtype, 2, shape), a = q;
     a.offset = Lq * D; /* the attention output follows Q in the same buffer */
@@ -118,7 +117,6 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
     if ((s = fcl_linear_enqueue(ctx, X, wq, &q, NULL)) == FCL_SUCCESS &&
         (s = fcl_forward_launch(ctx, &job, NULL)) == FCL_SUCCESS)
         s = fcl_linear_enqueue(ctx, &a, wo, O, event);
-    clReleaseMemObject(qa); /* freed once the kernels that use it complete */
     return s;
 }
 
@@ -170,18 +168,16 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, X->dtype)) ||
         (s = fcl_proj_check_out(ctx, op, O, "O", &src, 1, ws, 2)))
         return s;
-    cl_int err;
     const size_t bytes = (size_t)(Lk * D) * fcl_dtype_size(X->dtype);
-    cl_mem kv = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, 2 * bytes, NULL, &err);
-    if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "clCreateBuffer (projection scratch)");
+    cl_mem kv = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_KV, 2 * bytes, &s);
+    if (!kv)
+        return s;
     const int64_t shape[2] = {Lk, D};
     struct fcl_tensor_s k = fcl_scratch_view(ctx, kv, X->dtype, 2, shape), v = k;
     v.offset = Lk * D;
     if ((s = fcl_linear_enqueue(ctx, src, wk, &k, NULL)) == FCL_SUCCESS &&
         (s = fcl_linear_enqueue(ctx, src, wv, &v, NULL)) == FCL_SUCCESS)
         s = attend_and_project(ctx, op, params, num_heads, X, &k, &v, wq, wo, O, event);
-    clReleaseMemObject(kv);
     return s;
 }
 

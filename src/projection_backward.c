@@ -107,16 +107,12 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
         return s;
 
     /* scratch: Q, A, dA, dQ [Lq, D]; K, V, dK, dV [Lk, D] (one buffer), LSE [1, H, Lq] */
-    cl_int err;
     const size_t es = fcl_dtype_size(X->dtype);
-    cl_mem act = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)(4 * (Lq + Lk) * D) * es, NULL, &err);
-    cl_mem lse_buf = err == CL_SUCCESS ? clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE,
-                                                        (size_t)(H * Lq) * sizeof(float), NULL, &err) : NULL;
-    if (err != CL_SUCCESS) {
-        if (act)
-            clReleaseMemObject(act);
-        return fcl_fail_cl(ctx, err, "clCreateBuffer (projection backward scratch)");
-    }
+    cl_mem act = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_ACT, (size_t)(4 * (Lq + Lk) * D) * es, &s);
+    cl_mem lse_buf = act ? fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_LSE, (size_t)(H * Lq) * sizeof(float), &s)
+                         : NULL;
+    if (!lse_buf)
+        return s;
     const int64_t qs[2] = {Lq, D}, ks[2] = {Lk, D}, ls[3] = {1, H, Lq};
     struct fcl_tensor_s t[8]; /* Q, A, dA, dQ, K, V, dK, dV */
     for (int i = 0; i < 8; i++) {
@@ -153,10 +149,9 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
         if ((s = fcl_linear_grad_weight(ctx, grads[i], inputs[i], g[i]->dw)) ||
             (g[i]->db && (s = fcl_column_sums(ctx, grads[i], g[i]->db))))
             goto done;
+    cl_int err;
     if (event && (err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event)) != CL_SUCCESS)
         s = fcl_fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
 done:
-    clReleaseMemObject(act); /* freed once the kernels that use them complete */
-    clReleaseMemObject(lse_buf);
     return s;
 }
