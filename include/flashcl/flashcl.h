@@ -379,8 +379,8 @@ fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_para
  * bit-identical gradients. Strides as for the forward (last dim contiguous). dQ, dK, dV must
  * not overlap each other or any input. Enqueues a preprocessing kernel (rowsum(dO * O)), a
  * dK/dV kernel and a dQ kernel (several launches each on loop-capped devices such as Mesa
- * llvmpipe; same result). Scratch device memory is allocated per call and released when the
- * kernels complete. `event` as described at the top.
+ * llvmpipe; same result). Scratch device memory comes from the context's grow-only pool (kept
+ * until fcl_context_release). `event` as described at the top.
  */
 fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
                                   fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor dO,
@@ -514,8 +514,8 @@ fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk,
  * Hkv = num_heads over head_dim D / num_heads.
  *  X [Lq, D];  Ctx [Lk, D_ctx] or NULL (D_ctx may differ from D);  wq, wo: w [D, D];
  *  wk, wv: w [D, D_ctx];  O [Lq, D] in X's dtype, overwritten; must not overlap the inputs.
- * params.key_mask, when given, is F32 [Lk]. Scratch for Q, K, V and the attention output is
- * allocated per call.
+ * params.key_mask, when given, is F32 [Lk]. Scratch for Q, K, V and the attention output comes
+ * from the context's grow-only pool.
  */
 fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *params, int num_heads,
                                       fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq,
@@ -551,7 +551,7 @@ typedef struct fcl_weight_grad {
  *      attention output); db accumulated with the column sums; db must be given exactly when
  *      the forward's weight has a bias (and NULL otherwise), else FCL_ERR_INVALID_ARGUMENT.
  * Causal- and mask-excluded positions contribute nothing. Deterministic (no atomics). Outputs
- * must not overlap the inputs or each other. Scratch is allocated per call.
+ * must not overlap the inputs or each other. Scratch comes from the context's grow-only pool.
  */
 fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *params, int num_heads,
                                        fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq,
