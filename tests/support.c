@@ -241,3 +241,42 @@ void support_force_chunks(int on)
     else
         unsetenv("FLASHCL_LOOP_LIMIT");
 }
+
+void support_weight_make(fcl_context ctx, support_weight *hw, fcl_dtype wdt, fcl_dtype act, int N, int K,
+                         int with_bias, uint64_t seed)
+{
+    memset(hw, 0, sizeof *hw);
+    const size_t n = (size_t)N * K;
+    const float r = 1.0f / sqrtf((float)K);
+    const int64_t wshape[2] = {N, K}, nshape[1] = {N};
+    hw->w = support_xmalloc(sizeof(float) * n);
+    if (wdt == FCL_I8) {
+        support_random(hw->w, n, seed, -127.0f, 128.0f, FCL_F32);
+        for (size_t i = 0; i < n; i++)
+            hw->w[i] = floorf(hw->w[i]);
+        hw->scale = support_xmalloc(sizeof(float) * (size_t)N);
+        support_random(hw->scale, (size_t)N, seed + 1, 0.5f, 1.5f, FCL_F32);
+        for (int i = 0; i < N; i++)
+            hw->scale[i] *= r / 127.0f;
+        hw->ts = support_tensor(ctx, FCL_F32, 1, nshape, hw->scale);
+    } else {
+        support_random(hw->w, n, seed, -r, r, wdt);
+    }
+    hw->tw = support_tensor(ctx, wdt, 2, wshape, hw->w);
+    if (with_bias) {
+        hw->bias = support_xmalloc(sizeof(float) * (size_t)N);
+        support_random(hw->bias, (size_t)N, seed + 2, -0.5f, 0.5f, act);
+        hw->tb = support_tensor(ctx, act, 1, nshape, hw->bias);
+    }
+}
+
+void support_weight_release(support_weight *hw)
+{
+    free(hw->w), free(hw->scale), free(hw->bias);
+    fcl_tensor_release(hw->tw), fcl_tensor_release(hw->ts), fcl_tensor_release(hw->tb);
+    memset(hw, 0, sizeof *hw);
+}
+
+fcl_weight support_weight_fcl(const support_weight *hw) { return (fcl_weight){hw->tw, hw->ts, hw->tb}; }
+
+ref_weight support_weight_ref(const support_weight *hw) { return (ref_weight){hw->w, hw->scale, hw->bias}; }

@@ -4,6 +4,8 @@
 #define FLASHCL_TEST_SUPPORT_H
 
 #include <flashcl/flashcl.h>
+
+#include "ref_projection.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,5 +80,23 @@ void support_assert_sentence(const char *msg);
             cr_assert(support_has_token((msg), toks_[k_]), "error message \"%s\" does not name \"%s\"", \
                       (msg), toks_[k_]);                                                                \
     } while (0)
+
+/* A projection weight of the qkvo tests: host copies and the device tensors. */
+typedef struct support_weight {
+    float *w, *scale, *bias; /* host copies (scale, bias NULL when absent) */
+    fcl_tensor tw, ts, tb;
+} support_weight;
+
+/*
+ * w [N, K]: float dtypes uniform in [-1, 1) / sqrt(K) rounded to wdt; I8 integers in
+ * [-127, 127] with F32 scales in [0.5, 1.5) / (127 sqrt(K)). bias [N] (when with_bias) in
+ * `act`, in [-0.5, 0.5). Seeds seed, seed + 1, seed + 2. Release with support_weight_release.
+ */
+void support_weight_make(fcl_context ctx, support_weight *hw, fcl_dtype wdt, fcl_dtype act, int N, int K,
+                         int with_bias, uint64_t seed);
+void support_weight_release(support_weight *hw);
+/* The weight as the library and the float64 reference take it (borrowed pointers). */
+fcl_weight support_weight_fcl(const support_weight *hw);
+ref_weight support_weight_ref(const support_weight *hw);
 
 #endif

@@ -50,54 +50,6 @@ static void describe(const qcase *c, fcl_dtype act, char *buf, size_t n)
              c->causal, c->mask, (double)c->scale);
 }
 
-/* ---------------------------------------------------------------- host + device weights */
-
-typedef struct hweight {
-    float *w, *scale, *bias;  /* host copies (scale, bias NULL when absent) */
-    fcl_tensor tw, ts, tb;
-} hweight;
-
-/*
- * w [N, K]: float dtypes uniform in [-1, 1) / sqrt(K) rounded to wdt; I8 integers in
- * [-127, 127] with F32 scales in [0.5, 1.5) / (127 sqrt(K)). bias [N] in `act`, in [-0.5, 0.5).
- */
-static void make_weight(fcl_context ctx, hweight *hw, fcl_dtype wdt, fcl_dtype act, int N, int K,
-                        int with_bias, uint64_t seed)
-{
-    memset(hw, 0, sizeof *hw);
-    const size_t n = (size_t)N * K;
-    const float r = 1.0f / sqrtf((float)K);
-    const int64_t wshape[2] = {N, K}, nshape[1] = {N};
-    hw->w = support_xmalloc(sizeof(float) * n);
-    if (wdt == FCL_I8) {
-        support_random(hw->w, n, seed, -127.0f, 128.0f, FCL_F32);
-        for (size_t i = 0; i < n; i++)
-            hw->w[i] = floorf(hw->w[i]);
-        hw->scale = support_xmalloc(sizeof(float) * (size_t)N);
-        support_random(hw->scale, (size_t)N, seed + 1, 0.5f, 1.5f, FCL_F32);
-        for (int i = 0; i < N; i++)
-            hw->scale[i] *= r / 127.0f;
-        hw->ts = support_tensor(ctx, FCL_F32, 1, nshape, hw->scale);
-    } else {
-        support_random(hw->w, n, seed, -r, r, wdt);
-    }
-    hw->tw = support_tensor(ctx, wdt, 2, wshape, hw->w);
-    if (with_bias) {
-        hw->bias = support_xmalloc(sizeof(float) * (size_t)N);
-        support_random(hw->bias, (size_t)N, seed + 2, -0.5f, 0.5f, act);
-        hw->tb = support_tensor(ctx, act, 1, nshape, hw->bias);
-    }
-}
-
-static void release_weight(hweight *hw)
-{
-    free(hw->w), free(hw->scale), free(hw->bias);
-    fcl_tensor_release(hw->tw), fcl_tensor_release(hw->ts), fcl_tensor_release(hw->tb);
-    memset(hw, 0, sizeof *hw);
-}
-
-static ref_weight ref_of(const hweight *hw) { return (ref_weight){hw->w, hw->scale, hw->bias}; }
-static fcl_weight fcl_of(const hweight *hw) { return (fcl_weight){hw->tw, hw->ts, hw->tb}; }
 
 /* ---------------------------------------------------------------- checks */
 
@@ -137,14 +89,14 @@ static int check_case(fcl_context ctx, fcl_dtype act, const qcase *c, uint64_t s
     fcl_tensor to1 = support_tensor(ctx, act, 2, xs, NULL), to2 = support_tensor(ctx, act, 2, xs, NULL);
     fcl_tensor tk = support_tensor(ctx, act, 2, ks, NULL), tv = support_tensor(ctx, act, 2, ks, NULL);
 
-    hweight hw[4];
+    support_weight hw[4];
     for (int i = 0; i < 4; i++)
-        make_weight(ctx, &hw[i], c->w[i], act, D, i == WK || i == WV ? Dc : D, (c->bias >> i) & 1,
+        support_weight_make(ctx, &hw[i], c->w[i], act, D, i == WK || i == WV ? Dc : D, (c->bias >> i) & 1,
                     seed * 16 + 4 + 3 * (uint64_t)i);
     ref_weight rw[4];
     fcl_weight fw[4];
     for (int i = 0; i < 4; i++)
-        rw[i] = ref_of(&hw[i]), fw[i] = fcl_of(&hw[i]);
+        rw[i] = support_weight_ref(&hw[i]), fw[i] = support_weight_fcl(&hw[i]);
 
     /* Key mask [Lk]: 0 and 0.5 drop a key (the test is > 0.5), 0.75 and 1 keep it. */
     float *mask = NULL;
@@ -236,7 +188,7 @@ static int check_case(fcl_context ctx, fcl_dtype act, const qcase *c, uint64_t s
     free(x), free(cx), free(mask), free(O64), free(K64), free(V64), free(O64b), free(On), free(Onb);
     free(Kn), free(Vn), free(o1), free(o2), free(k), free(v);
     for (int i = 0; i < 4; i++)
-        release_weight(&hw[i]);
+        support_weight_release(&hw[i]);
     fcl_tensor all[] = {tx, tc, to1, to2, tk, tv, tm};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         fcl_tensor_release(all[i]);

@@ -271,48 +271,6 @@ static void describe(const bcase *c, fcl_dtype act, char *buf, size_t n)
              c->mask, (double)c->scale, c->dw_act ? fcl_dtype_name(act) : "f32");
 }
 
-typedef struct hweight {
-    float *w, *scale, *bias;  /* host copies (scale, bias NULL when absent) */
-    fcl_tensor tw, ts, tb;
-} hweight;
-
-/* As test_qkvo.c: float weights uniform in [-1, 1) / sqrt(K) rounded to wdt; I8 integers in
- * [-127, 127] with F32 scales in [0.5, 1.5) / (127 sqrt(K)); bias [N] in `act`. */
-static void make_weight(fcl_context ctx, hweight *hw, fcl_dtype wdt, fcl_dtype act, int N, int K,
-                        int with_bias, uint64_t seed)
-{
-    memset(hw, 0, sizeof *hw);
-    const size_t n = (size_t)N * K;
-    const float r = 1.0f / sqrtf((float)K);
-    const int64_t wshape[2] = {N, K}, nshape[1] = {N};
-    hw->w = support_xmalloc(sizeof(float) * n);
-    if (wdt == FCL_I8) {
-        support_random(hw->w, n, seed, -127.0f, 128.0f, FCL_F32);
-        for (size_t i = 0; i < n; i++)
-            hw->w[i] = floorf(hw->w[i]);
-        hw->scale = support_xmalloc(sizeof(float) * (size_t)N);
-        support_random(hw->scale, (size_t)N, seed + 1, 0.5f, 1.5f, FCL_F32);
-        for (int i = 0; i < N; i++)
-            hw->scale[i] *= r / 127.0f;
-        hw->ts = support_tensor(ctx, FCL_F32, 1, nshape, hw->scale);
-    } else {
-        support_random(hw->w, n, seed, -r, r, wdt);
-    }
-    hw->tw = support_tensor(ctx, wdt, 2, wshape, hw->w);
-    if (with_bias) {
-        hw->bias = support_xmalloc(sizeof(float) * (size_t)N);
-        support_random(hw->bias, (size_t)N, seed + 2, -0.5f, 0.5f, act);
-        hw->tb = support_tensor(ctx, act, 1, nshape, hw->bias);
-    }
-}
-
-static void release_weight(hweight *hw)
-{
-    free(hw->w), free(hw->scale), free(hw->bias);
-    fcl_tensor_release(hw->tw), fcl_tensor_release(hw->ts), fcl_tensor_release(hw->tb);
-    memset(hw, 0, sizeof *hw);
-}
-
 /* The largest err / bound seen by check_grad, and where (logged per table). */
 static double worst_ratio;
 static char worst_where[480];
@@ -390,16 +348,16 @@ static int check_case(fcl_context ctx, fcl_dtype act, const bcase *c, uint64_t s
     fcl_tensor tdo = support_tensor(ctx, act, 2, xs, dO);
     fcl_tensor tdx = support_tensor(ctx, act, 2, xs, NULL), tdc = cx ? support_tensor(ctx, act, 2, cs, NULL) : NULL;
 
-    hweight hw[4];
+    support_weight hw[4];
     int K[4];
     for (int i = 0; i < 4; i++) {
         K[i] = i == WK || i == WV ? Dc : D;
-        make_weight(ctx, &hw[i], c->w[i], act, D, K[i], (c->bias >> i) & 1, seed * 16 + 6 + 2 * (uint64_t)i);
+        support_weight_make(ctx, &hw[i], c->w[i], act, D, K[i], (c->bias >> i) & 1, seed * 16 + 6 + 2 * (uint64_t)i);
     }
     ref_weight rw[4];
     fcl_weight fw[4];
     for (int i = 0; i < 4; i++)
-        rw[i] = (ref_weight){hw[i].w, hw[i].scale, hw[i].bias}, fw[i] = (fcl_weight){hw[i].tw, hw[i].ts, hw[i].tb};
+        rw[i] = support_weight_ref(&hw[i]), fw[i] = support_weight_fcl(&hw[i]);
 
     /* Weight gradients, zeroed. */
     fcl_tensor tdw[4], tdb[4];
@@ -529,7 +487,7 @@ static int check_case(fcl_context ctx, fcl_dtype act, const bcase *c, uint64_t s
     free(x), free(cx), free(dO), free(zeros), free(mask), free(rX), free(rC), free(nX), free(nC);
     for (int i = 0; i < 4; i++) {
         free(rw_d[i]), free(rb_d[i]), free(nw[i]), free(nb[i]);
-        release_weight(&hw[i]);
+        support_weight_release(&hw[i]);
         fcl_tensor_release(tdw[i]), fcl_tensor_release(tdb[i]);
     }
     for (int r = 0; r < 2; r++) {
