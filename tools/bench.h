@@ -66,6 +66,7 @@ typedef struct bench_env {
     int reps_auto;      /* reps is the default: bench_time may stop early on slow devices */
     int check_rows;     /* -1 = default rule */
     int json;
+    int tune;           /* --tune: the header is the device line alone */
 } bench_env;
 
 /* One attention result line. */

@@ -13,6 +13,8 @@ void bench_print_header(const bench_env *env)
     printf("# device: %s (%s, %s), %u compute units; flashcl %s\n", env->info.name,
            env->info.platform_name, fcl_device_type_name(env->info.type), env->info.compute_units,
            fcl_version_string());
+    if (env->tune)
+        return; /* the tuner prints its own lines */
     printf("# reps %d%s, warmup %d; ms: median wall time of call + fcl_finish; dev_ms: median\n"
            "# device time of the op's (last) event; TFLOP/s from ms\n", env->reps,
            env->reps_auto ? " (fewer once a case's timed runs pass 4 s)" : "", env->warmup);

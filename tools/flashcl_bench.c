@@ -293,6 +293,7 @@ static void init_env(bench_env *env, const bench_opts *o)
     env->warmup = o->warmup >= 0 ? o->warmup : (env->is_gpu ? 3 : 1);
     env->check_rows = o->check_rows;
     env->json = o->json;
+    env->tune = o->tune;
 }
 
 int main(int argc, char **argv)
