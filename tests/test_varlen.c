@@ -28,155 +28,25 @@
 
 #include "ref_attention.h"
 #include "support.h"
+#include "support_varlen.h"
 
 #define U (-1) /* unbounded window side */
 
-/* ---------------------------------------------------------------- small helpers */
+/* PK_LONG: one sequence of 380..420 query and 560..600 key rows; PK_SHORT empties one side of
+ * one sequence in eight. */
+static const int empty_list[][2] = {{0, 0}, {0, 5}, {4, 0},  {6, 6},  {0, 0}, {1, 0}, {0, 1},
+                                    {9, 17}, {17, 9}, {1, 1}, {3, 0}, {0, 0}};
+static const support_packing_style style = {15, {380, 420}, {560, 600}, empty_list,
+                                            (int)(sizeof empty_list / sizeof empty_list[0])};
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+typedef support_packing packing;
 
-/* Uniform integer in [lo, hi]. */
-static int rng_int(uint64_t *s, int lo, int hi)
-{
-    return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
-}
+static packing make_packing(int kind, int B, uint64_t seed) { return support_packing_make(&style, kind, B, seed); }
 
-static fcl_tensor i32_tensor(fcl_context ctx, int64_t n, const int32_t *vals)
-{
-    fcl_tensor t = NULL;
-    fcl_status st = fcl_tensor_create(ctx, FCL_I32, 1, &n, &t);
-    cr_assert(st == FCL_SUCCESS, "I32 tensor: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-    st = fcl_tensor_write_raw(t, vals, sizeof(int32_t) * (size_t)n);
-    cr_assert(st == FCL_SUCCESS, "write I32: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-    return t;
-}
-
-static void fill_value(fcl_tensor t, float value)
-{
-    size_t n = (size_t)fcl_tensor_numel(t);
-    float *x = support_xmalloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++)
-        x[i] = value;
-    support_write(t, x);
-    free(x);
-}
-
-/* ---------------------------------------------------------------- packings */
-
-enum {
-    PK_SHORT = 0,   /* B sequences of 1..24 query and 1..32 key rows, some empty on one side */
-    PK_LONG = 1,    /* one long sequence (Sq < Sk) among B - 1 short ones */
-    PK_LONG_QK = 2, /* one long sequence with Sq > Sk (causal: empty early rows) */
-    PK_EMPTY = 3,   /* a fixed list with empty sequences first, last and between */
-    PK_SINGLE = 4,  /* single tokens: (1,1), (1,n), (n,1) */
-    PK_EQUAL = 5    /* Sq_b == Sk_b (self-attention; needed by the fused-QKV layout) */
-};
-
-typedef struct packing {
-    int B;
-    int *lq, *lk;
-    int32_t *cq, *ck; /* [B + 1] prefix sums */
-    int tq, tk, maxq, maxk;
-} packing;
-
-static void packing_sums(packing *pk)
-{
-    pk->cq = support_xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
-    pk->ck = support_xmalloc(sizeof(int32_t) * (size_t)(pk->B + 1));
-    pk->cq[0] = pk->ck[0] = 0;
-    pk->maxq = pk->maxk = 0;
-    for (int b = 0; b < pk->B; b++) {
-        pk->cq[b + 1] = pk->cq[b] + pk->lq[b];
-        pk->ck[b + 1] = pk->ck[b] + pk->lk[b];
-        if (pk->lq[b] > pk->maxq)
-            pk->maxq = pk->lq[b];
-        if (pk->lk[b] > pk->maxk)
-            pk->maxk = pk->lk[b];
-    }
-    pk->tq = pk->cq[pk->B];
-    pk->tk = pk->ck[pk->B];
-    cr_assert(pk->tq > 0 && pk->tk > 0, "test bug: an all-empty packing");
-}
-
-static packing make_packing(int kind, int B, uint64_t seed)
-{
-    static const int empty_list[][2] = {{0, 0}, {0, 5}, {4, 0},  {6, 6},  {0, 0}, {1, 0}, {0, 1},
-                                        {9, 17}, {17, 9}, {1, 1}, {3, 0}, {0, 0}};
-    packing pk;
-    memset(&pk, 0, sizeof pk);
-    uint64_t s = seed * 0x2545F4914F6CDD1Dull + 7;
-    if (kind == PK_EMPTY)
-        B = (int)(sizeof empty_list / sizeof empty_list[0]);
-    pk.B = B;
-    pk.lq = support_xmalloc(sizeof(int) * (size_t)B);
-    pk.lk = support_xmalloc(sizeof(int) * (size_t)B);
-    int long_at = B / 3;
-    for (int b = 0; b < B; b++) {
-        int q = 0, k = 0;
-        switch (kind) {
-        case PK_SHORT: {
-            q = rng_int(&s, 1, 24);
-            k = rng_int(&s, 1, 32);
-            int r = rng_int(&s, 0, 15);
-            if (r == 0)
-                q = 0;
-            else if (r == 1)
-                k = 0;
-            break;
-        }
-        case PK_LONG:
-        case PK_LONG_QK:
-            if (b == long_at) {
-                q = kind == PK_LONG ? rng_int(&s, 380, 420) : rng_int(&s, 560, 600);
-                k = kind == PK_LONG ? rng_int(&s, 560, 600) : rng_int(&s, 380, 420);
-            } else {
-                q = rng_int(&s, 0, 16);
-                k = rng_int(&s, 1, 16);
-            }
-            break;
-        case PK_EMPTY:
-            q = empty_list[b][0];
-            k = empty_list[b][1];
-            break;
-        case PK_SINGLE:
-            switch (b % 4) {
-            case 0: q = 1; k = 1; break;
-            case 1: q = 1; k = rng_int(&s, 2, 40); break;
-            case 2: q = rng_int(&s, 2, 20); k = 1; break;
-            default: q = 1; k = 1; break;
-            }
-            break;
-        case PK_EQUAL:
-            q = k = rng_int(&s, 0, 7) == 0 ? 0 : rng_int(&s, 1, 48);
-            break;
-        default: cr_assert_fail("unknown packing %d", kind);
-        }
-        pk.lq[b] = q;
-        pk.lk[b] = k;
-    }
-    packing_sums(&pk);
-    return pk;
-}
-
-static void packing_free(packing *pk)
-{
-    free(pk->lq);
-    free(pk->lk);
-    free(pk->cq);
-    free(pk->ck);
-    memset(pk, 0, sizeof *pk);
-}
+static fcl_tensor i32_tensor(fcl_context ctx, int64_t n, const int32_t *vals) { return support_i32_tensor(ctx, 1, &n, vals); }
 
 /* ---------------------------------------------------------------- cases */
 
-enum { MASK_NONE = 0, MASK_ON = 1 };
-enum { ALIBI_NONE = 0, ALIBI_H = 1, ALIBI_BH = 2 };
 enum {
     LAYOUT_CONTIG = 0,  /* contiguous [total, H, D]; LSE contiguous [Hq, total_q] */
     LAYOUT_STRIDED = 1, /* Q/O with padded head stride and odd offsets, K and V interleaved in one
@@ -207,19 +77,17 @@ static void describe(const vcase *c, fcl_dtype dt, const packing *pk, char *buf,
 
 /* Device tensors of one case; *_base are the buffers strided views live in (or NULL). */
 typedef struct vtensors {
-    fcl_tensor q, k, v, o, lse, cq, ck, mask, alibi;
-    fcl_tensor o_base, lse_base, q_base, kv_base;
-    int64_t o_base_n, lse_base_n;
-    int64_t o_shape[3], o_strides[3], o_offset;
-    int64_t l_shape[2], l_strides[2], l_offset;
+    fcl_tensor q, k, v, cq, ck, mask, alibi;
+    fcl_tensor q_base, kv_base;
+    support_fwd_out out;
 } vtensors;
 
 static void vtensors_release(vtensors *t)
 {
-    fcl_tensor all[] = {t->q, t->k, t->v, t->o, t->lse, t->cq, t->ck, t->mask, t->alibi,
-                        t->o_base, t->lse_base, t->q_base, t->kv_base};
+    fcl_tensor all[] = {t->q, t->k, t->v, t->cq, t->ck, t->mask, t->alibi, t->q_base, t->kv_base};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         fcl_tensor_release(all[i]);
+    support_fwd_out_release(&t->out);
     memset(t, 0, sizeof *t);
 }
 
@@ -227,19 +95,15 @@ static void make_tensors(fcl_context ctx, fcl_dtype dt, const vcase *c, const pa
                          const float *q, const float *k, const float *v, vtensors *t)
 {
     const int64_t tq = pk->tq, tk = pk->tk, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
-    const int64_t qs[3] = {tq, Hq, D}, ks[3] = {tk, Hkv, D}, ls[2] = {Hq, tq};
+    const int64_t qs[3] = {tq, Hq, D}, ks[3] = {tk, Hkv, D};
     memset(t, 0, sizeof *t);
-    memcpy(t->o_shape, qs, sizeof qs);
-    memcpy(t->l_shape, ls, sizeof ls);
     t->cq = i32_tensor(ctx, pk->B + 1, pk->cq);
     t->ck = i32_tensor(ctx, pk->B + 1, pk->ck);
     if (c->layout == LAYOUT_CONTIG || c->layout == LAYOUT_NO_LSE) {
         t->q = support_tensor(ctx, dt, 3, qs, q);
         t->k = support_tensor(ctx, dt, 3, ks, k);
         t->v = support_tensor(ctx, dt, 3, ks, v);
-        t->o = support_tensor(ctx, dt, 3, qs, NULL);
-        if (c->layout == LAYOUT_CONTIG)
-            t->lse = support_tensor(ctx, FCL_F32, 2, ls, NULL);
+        support_fwd_out_make(ctx, dt, tq, Hq, D, -1, 0, c->layout == LAYOUT_CONTIG, &t->out);
         return;
     }
     if (c->layout == LAYOUT_FUSED) {
@@ -251,10 +115,7 @@ static void make_tensors(fcl_context ctx, fcl_dtype dt, const vcase *c, const pa
         t->k = support_view(t->q_base, 3, ks, qst, Hq * D);
         t->v = support_view(t->q_base, 3, ks, qst, (Hq + Hkv) * D);
         /* O as rows of a [total_q, Hq, D + 2] buffer */
-        const int64_t ost[3] = {Hq * (D + 2), D + 2, 1};
-        memcpy(t->o_strides, ost, sizeof ost);
-        t->o_offset = 0;
-        t->o_base_n = tq * Hq * (D + 2);
+        support_fwd_out_make(ctx, dt, tq, Hq, D, 2, 0, 1, &t->out);
     } else {
         const int64_t qst[3] = {Hq * (D + 3), D + 3, 1}, kst[3] = {2 * Hkv * D, D, 1};
         const int64_t nqb = tq * Hq * (D + 3) + 5, nkb = tk * 2 * Hkv * D;
@@ -263,45 +124,12 @@ static void make_tensors(fcl_context ctx, fcl_dtype dt, const vcase *c, const pa
         t->kv_base = support_tensor(ctx, dt, 1, &nkb, NULL);
         t->k = support_view(t->kv_base, 3, ks, kst, 0);
         t->v = support_view(t->kv_base, 3, ks, kst, Hkv * D);
-        const int64_t ost[3] = {Hq * (D + 1), D + 1, 1};
-        memcpy(t->o_strides, ost, sizeof ost);
-        t->o_offset = 1;
-        t->o_base_n = tq * Hq * (D + 1) + 1;
+        /* O with head stride D + 1 from element 1 */
+        support_fwd_out_make(ctx, dt, tq, Hq, D, 1, 1, 1, &t->out);
     }
     support_write(t->q, q);
     support_write(t->k, k);
     support_write(t->v, v);
-    t->o_base = support_tensor(ctx, dt, 1, &t->o_base_n, NULL);
-    t->o = support_view(t->o_base, 3, qs, t->o_strides, t->o_offset);
-    const int64_t lst[2] = {tq + 3, 1};
-    memcpy(t->l_strides, lst, sizeof lst);
-    t->l_offset = 2;
-    t->lse_base_n = Hq * (tq + 3);
-    t->lse_base = support_tensor(ctx, FCL_F32, 1, &t->lse_base_n, NULL);
-    t->lse = support_view(t->lse_base, 2, ls, lst, 2);
-}
-
-/* Mask values [total_k]: 0 and 0.5 drop a key (the test is > 0.5), 0.51, 0.75, 1 keep it;
- * all keys of one non-empty sequence are dropped (its rows see nothing). */
-static void make_mask(const packing *pk, uint64_t seed, float *m)
-{
-    support_random(m, (size_t)pk->tk, seed, 0.0f, 1.0f, FCL_F32);
-    for (int j = 0; j < pk->tk; j++) {
-        float u = m[j];
-        m[j] = u < 0.2f ? 0.0f : u < 0.3f ? 0.5f : u < 0.4f ? 0.51f : u < 0.6f ? 0.75f : 1.0f;
-    }
-    for (int b = pk->B / 2; b < pk->B; b++)
-        if (pk->lq[b] > 0 && pk->lk[b] > 0) {
-            for (int j = pk->ck[b]; j < pk->ck[b + 1]; j++)
-                m[j] = 0.0f;
-            break;
-        }
-}
-
-static void make_slopes(int n, int Hq, float *s)
-{
-    for (int i = 0; i < n; i++) /* the usual geometric slopes, varied per sequence */
-        s[i] = exp2f(-8.0f * (float)(i % Hq + 1) / (float)Hq) * (1.0f + 0.25f * (float)(i / Hq % 5));
 }
 
 /* The host side of one case: inputs, params for the reference. */
@@ -322,21 +150,12 @@ static void vhost_free(vhost *h)
 /* The reference problem of sequence b alone (B = 1 over its rows). */
 static ref_attn_problem seq_problem(const vcase *c, const packing *pk, const vhost *h, int b)
 {
-    ref_attn_problem p = {1, pk->lq[b], pk->lk[b], c->Hq, c->Hkv, c->D, (double)c->scale, c->causal,
-                          c->wl, c->wr, (double)c->softcap, NULL, 0, NULL, 0};
-    if (h->mask)
-        p.key_mask = h->mask + pk->ck[b];
-    if (h->slopes)
-        p.alibi = c->alibi == ALIBI_BH ? h->slopes + (size_t)b * c->Hq : h->slopes;
-    return p;
+    const ref_attn_problem all = {1, 0, 0, c->Hq, c->Hkv, c->D, (double)c->scale, c->causal, c->wl, c->wr,
+                                  (double)c->softcap, h->mask, 0, h->slopes, 0};
+    return support_packing_problem(all, pk, b, c->alibi == ALIBI_BH);
 }
 
-/* Per-sequence comparison result. */
-typedef struct seq_check {
-    int failed_seqs, worst_seq;
-    double worst_o, worst_o_bound, worst_l, worst_l_bound;
-    size_t nan_o, nan_l, bad_empty_rows, empty_rows;
-} seq_check;
+typedef support_fwd_check seq_check;
 
 /*
  * Compares O [total_q, Hq, D] and LSE [Hq, total_q] (may be NULL) with the reference of every
@@ -347,87 +166,23 @@ static seq_check compare_sequences(const vcase *c, fcl_dtype dt, const packing *
                                    const float *o, const float *lse)
 {
     seq_check r;
-    memset(&r, 0, sizeof r);
-    r.worst_seq = -1;
-    const int Hq = c->Hq, D = c->D;
-    r.nan_o = support_count_nan(o, (size_t)pk->tq * Hq * D);
-    r.nan_l = lse ? support_count_nan(lse, (size_t)Hq * pk->tq) : 0;
+    support_fwd_check_init(&r, o, (size_t)pk->tq * c->Hq * c->D, lse, (size_t)c->Hq * pk->tq);
+    const size_t qrow = (size_t)c->Hq * c->D, krow = (size_t)c->Hkv * c->D;
     for (int b = 0; b < pk->B; b++) {
-        const int lq = pk->lq[b];
-        if (lq == 0)
+        if (pk->lq[b] == 0)
             continue;
         const ref_attn_problem p = seq_problem(c, pk, h, b);
-        const size_t rowel = (size_t)Hq * D, n = (size_t)lq * rowel;
-        const float *Qb = h->q + (size_t)pk->cq[b] * rowel;
-        const float *Kb = h->k + (size_t)pk->ck[b] * c->Hkv * D;
-        const float *Vb = h->v + (size_t)pk->ck[b] * c->Hkv * D;
-        double *O = support_xmalloc(sizeof(double) * n), *L = support_xmalloc(sizeof(double) * (size_t)Hq * lq);
-        float *On = support_xmalloc(sizeof(float) * n), *Ln = support_xmalloc(sizeof(float) * (size_t)Hq * lq);
-        float *lb = support_xmalloc(sizeof(float) * (size_t)Hq * lq);
-        ref_attention_forward(&p, Qb, Kb, Vb, O, L);
-        ref_attention_forward_naive(&p, dt, Qb, Kb, Vb, On, Ln);
-        const float *ob = o + (size_t)pk->cq[b] * rowel;
-        for (int hh = 0; hh < Hq; hh++)
-            for (int i = 0; i < lq; i++)
-                lb[(size_t)hh * lq + i] = lse ? lse[(size_t)hh * pk->tq + pk->cq[b] + i] : 0.0f;
-        double eo = support_max_err_f(ob, O, n), no = support_max_err_f(On, O, n);
-        double el = lse ? support_max_err_f(lb, L, (size_t)Hq * lq) : 0.0;
-        double nl = support_max_err_f(Ln, L, (size_t)Hq * lq);
-        for (int hh = 0; hh < Hq; hh++)
-            for (int i = 0; i < lq; i++) {
-                size_t li = (size_t)hh * lq + i;
-                if (L[li] != -INFINITY) {
-                    if (lse && !isfinite(lb[li]))
-                        r.bad_empty_rows++;
-                    continue;
-                }
-                r.empty_rows++;
-                int bad = lse && lb[li] != -INFINITY;
-                for (int d = 0; d < D; d++)
-                    bad |= ob[((size_t)i * Hq + hh) * D + d] != 0.0f;
-                r.bad_empty_rows += bad;
-            }
-        int ok = support_within(eo, no, 2.0) && support_within(el, nl, 2.0);
-        if (!ok) {
-            r.failed_seqs++;
-            if (r.worst_seq < 0) {
-                r.worst_seq = b;
-                r.worst_o = eo;
-                r.worst_o_bound = 2.0 * no + 1e-5;
-                r.worst_l = el;
-                r.worst_l_bound = 2.0 * nl + 1e-5;
-            }
-        } else if (r.worst_seq < 0 && eo > r.worst_o) {
-            r.worst_o = eo;
-            r.worst_o_bound = 2.0 * no + 1e-5;
-            r.worst_l = el;
-            r.worst_l_bound = 2.0 * nl + 1e-5;
-        }
-        free(O);
-        free(L);
-        free(On);
-        free(Ln);
-        free(lb);
+        const size_t oq = (size_t)pk->cq[b] * qrow, ok = (size_t)pk->ck[b] * krow;
+        support_fwd_check_seq(&p, dt, b, h->q + oq, h->k + ok, h->v + ok, o, lse, pk->tq, pk->cq[b], &r);
     }
     return r;
 }
 
-static int seq_check_ok(const seq_check *r)
-{
-    return r->failed_seqs == 0 && r->nan_o == 0 && r->nan_l == 0 && r->bad_empty_rows == 0;
-}
+static int seq_check_ok(const seq_check *r) { return support_fwd_check_ok(r); }
 
 static fcl_attn_params case_params(const vcase *c, const vtensors *t)
 {
-    fcl_attn_params prm = fcl_attn_params_default();
-    prm.scale = c->scale;
-    prm.causal = c->causal;
-    prm.window_left = c->wl;
-    prm.window_right = c->wr;
-    prm.softcap = c->softcap;
-    prm.key_mask = t->mask;
-    prm.alibi_slopes = t->alibi;
-    return prm;
+    return support_attn_params(c->scale, c->causal, c->wl, c->wr, c->softcap, t->mask, t->alibi);
 }
 
 /* Builds the host inputs and the device tensors of a case. */
@@ -445,7 +200,7 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const vcase *c, const pack
     make_tensors(ctx, dt, c, pk, h->q, h->k, h->v, t);
     if (c->mask == MASK_ON) {
         h->mask = support_xmalloc(sizeof(float) * (size_t)pk->tk);
-        make_mask(pk, seed * 8 + 4, h->mask);
+        support_packing_mask(pk, seed * 8 + 4, h->mask);
         const int64_t n = pk->tk;
         t->mask = support_tensor(ctx, FCL_F32, 1, &n, h->mask);
     }
@@ -453,7 +208,7 @@ static void setup_case(fcl_context ctx, fcl_dtype dt, const vcase *c, const pack
         int per = c->alibi == ALIBI_BH;
         int n = per ? pk->B * c->Hq : c->Hq;
         h->slopes = support_xmalloc(sizeof(float) * (size_t)n);
-        make_slopes(n, c->Hq, h->slopes);
+        support_alibi_slopes(n, c->Hq, h->slopes);
         const int64_t shape[2] = {pk->B, c->Hq};
         t->alibi = per ? support_tensor(ctx, FCL_F32, 2, shape, h->slopes)
                        : support_tensor(ctx, FCL_F32, 1, shape + 1, h->slopes);
@@ -465,65 +220,75 @@ static fcl_status run_varlen(fcl_context ctx, const vcase *c, const packing *pk,
                              float *o, float *lse, size_t *outside_o, size_t *outside_l)
 {
     const fcl_attn_params prm = case_params(c, t);
-    support_poison(t->o_base ? t->o_base : t->o);
-    if (t->lse)
-        support_poison(t->lse_base ? t->lse_base : t->lse);
+    support_fwd_out_poison(&t->out);
     fcl_status st = fcl_attention_varlen_forward(ctx, &prm, t->q, t->k, t->v, t->cq, t->ck,
-                                                 pk->maxq + c->slack, pk->maxk + c->slack, t->o,
-                                                 t->lse, NULL);
+                                                 pk->maxq + c->slack, pk->maxk + c->slack, t->out.o,
+                                                 t->out.lse, NULL);
     if (st != FCL_SUCCESS)
         return st;
-    cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "fcl_finish: %s", fcl_last_error(ctx));
-    support_read(t->o, o);
-    if (t->lse)
-        support_read(t->lse, lse);
-    *outside_o = *outside_l = 0;
-    if (t->o_base) {
-        float *b = support_xmalloc(sizeof(float) * (size_t)t->o_base_n);
-        support_read(t->o_base, b);
-        *outside_o = support_touched_outside(b, t->o_base_n, 3, t->o_shape, t->o_strides, t->o_offset);
-        free(b);
-    }
-    if (t->lse_base) {
-        float *b = support_xmalloc(sizeof(float) * (size_t)t->lse_base_n);
-        support_read(t->lse_base, b);
-        *outside_l = support_touched_outside(b, t->lse_base_n, 2, t->l_shape, t->l_strides, t->l_offset);
-        free(b);
-    }
+    support_fwd_out_read(ctx, &t->out, o, lse, outside_o, outside_l);
     return FCL_SUCCESS;
+}
+
+/* One case set up: its packing, name, host inputs, device tensors, and room for two runs'
+ * O [total_q, Hq, D] (no elements) and LSE [Hq, total_q] (nl). */
+typedef struct vrun {
+    packing pk;
+    char name[400];
+    vhost h;
+    vtensors t;
+    size_t no, nl;
+    float *o[2], *l[2];
+} vrun;
+
+static void vrun_begin(vrun *r, fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
+{
+    r->pk = make_packing(c->pack, c->B, seed);
+    describe(c, dt, &r->pk, r->name, sizeof r->name);
+    setup_case(ctx, dt, c, &r->pk, seed, &r->h, &r->t);
+    r->no = (size_t)r->pk.tq * c->Hq * c->D;
+    r->nl = (size_t)c->Hq * r->pk.tq;
+    for (int i = 0; i < 2; i++) {
+        r->o[i] = support_xmalloc(sizeof(float) * r->no);
+        r->l[i] = support_xmalloc(sizeof(float) * r->nl);
+    }
+}
+
+static void vrun_end(vrun *r)
+{
+    for (int i = 0; i < 2; i++) {
+        free(r->o[i]);
+        free(r->l[i]);
+    }
+    vtensors_release(&r->t);
+    vhost_free(&r->h);
+    support_packing_free(&r->pk);
 }
 
 /* Runs one case and checks every sequence; returns 1 when it passes. */
 static int check_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
 {
-    packing pk = make_packing(c->pack, c->B, seed);
-    char name[400];
-    describe(c, dt, &pk, name, sizeof name);
-    vhost h;
-    vtensors t;
-    setup_case(ctx, dt, c, &pk, seed, &h, &t);
-    float *o = support_xmalloc(sizeof(float) * (size_t)pk.tq * c->Hq * c->D);
-    float *lse = support_xmalloc(sizeof(float) * (size_t)c->Hq * pk.tq);
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    const char *name = v.name;
+    float *o = v.o[0], *lse = v.l[0];
     size_t out_o = 0, out_l = 0;
-    fcl_status st = run_varlen(ctx, c, &pk, &t, o, lse, &out_o, &out_l);
+    fcl_status st = run_varlen(ctx, c, pk, &v.t, o, lse, &out_o, &out_l);
     cr_expect(st == FCL_SUCCESS, "[%s] fcl_attention_varlen_forward: %s: %s", name,
               fcl_status_string(st), fcl_last_error(ctx));
     int ok = st == FCL_SUCCESS;
     if (ok) {
-        seq_check r = compare_sequences(c, dt, &pk, &h, o, t.lse ? lse : NULL);
+        seq_check r = compare_sequences(c, dt, pk, &v.h, o, v.t.out.lse ? lse : NULL);
         ok = seq_check_ok(&r) && out_o == 0 && out_l == 0;
         cr_expect(ok,
                   "[%s] %d of %d sequences out of tolerance (first: seq %d, O err %.3g bound %.3g, "
                   "LSE err %.3g bound %.3g) | NaN O %zu LSE %zu | bad rows %zu (%zu empty) | "
                   "written outside views O %zu LSE %zu",
-                  name, r.failed_seqs, pk.B, r.worst_seq, r.worst_o, r.worst_o_bound, r.worst_l,
-                  r.worst_l_bound, r.nan_o, r.nan_l, r.bad_empty_rows, r.empty_rows, out_o, out_l);
+                  name, r.failed_seqs, pk->B, r.first_bad, r.o_err, r.o_bound, r.l_err,
+                  r.l_bound, r.nan_o, r.nan_l, r.bad_rows, r.empty_rows, out_o, out_l);
     }
-    free(o);
-    free(lse);
-    vtensors_release(&t);
-    vhost_free(&h);
-    packing_free(&pk);
+    vrun_end(&v);
     return ok;
 }
 
@@ -707,8 +472,8 @@ Test(varlen, structure_one_hot_v)
     ok &= structure_case(ctx, &a, 1, 4, U, 1);
     ok &= structure_case(ctx, &e, 1, U, U, 0);
     ok &= structure_case(ctx, &e, 0, 2, 5, 1);
-    packing_free(&a);
-    packing_free(&e);
+    support_packing_free(&a);
+    support_packing_free(&e);
     fcl_context_release(ctx);
     cr_assert(ok, "varlen attention weights are not confined to each sequence's visible keys");
 }
@@ -723,30 +488,27 @@ Test(varlen, structure_one_hot_v)
  */
 static int chunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
 {
-    packing pk = make_packing(c->pack, c->B, seed);
-    char name[400];
-    describe(c, dt, &pk, name, sizeof name);
-    vhost h;
-    vtensors t;
-    setup_case(ctx, dt, c, &pk, seed, &h, &t);
-    const size_t no = (size_t)pk.tq * c->Hq * c->D, nl = (size_t)c->Hq * pk.tq;
-    float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
-    float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    const char *name = v.name;
+    const size_t no = v.no, nl = v.nl;
+    float *o1 = v.o[0], *l1 = v.l[0], *o2 = v.o[1], *l2 = v.l[1];
     size_t oo1, ol1, oo2, ol2;
     support_fix_tiles(1);
     support_force_chunks(0);
-    fcl_status st1 = run_varlen(ctx, c, &pk, &t, o1, l1, &oo1, &ol1);
+    fcl_status st1 = run_varlen(ctx, c, pk, &v.t, o1, l1, &oo1, &ol1);
     support_force_chunks(1);
-    fcl_status st2 = run_varlen(ctx, c, &pk, &t, o2, l2, &oo2, &ol2);
+    fcl_status st2 = run_varlen(ctx, c, pk, &v.t, o2, l2, &oo2, &ol2);
     support_force_chunks(0);
     support_fix_tiles(0);
     cr_assert(st1 == FCL_SUCCESS && st2 == FCL_SUCCESS, "[%s] one launch: %s, chunked: %s: %s", name,
               fcl_status_string(st1), fcl_status_string(st2), fcl_last_error(ctx));
     double dmo, dml;
     long fo, fl;
-    size_t dno = support_bit_diff(o1, o2, no, &dmo, &fo), dnl = t.lse ? support_bit_diff(l1, l2, nl, &dml, &fl) : 0;
+    size_t dno = support_bit_diff(o1, o2, no, &dmo, &fo), dnl = v.t.out.lse ? support_bit_diff(l1, l2, nl, &dml, &fl) : 0;
     int same = dno == 0 && dnl == 0;
-    seq_check r = compare_sequences(c, dt, &pk, &h, o2, t.lse ? l2 : NULL);
+    seq_check r = compare_sequences(c, dt, pk, &v.h, o2, v.t.out.lse ? l2 : NULL);
     int ok = same && seq_check_ok(&r) && oo2 == 0 && ol2 == 0;
     cr_expect(same,
               "[%s] chunked results differ from one launch: %zu of %zu O elements (max |diff| %.3g, first at "
@@ -755,15 +517,9 @@ static int chunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t se
     cr_expect(seq_check_ok(&r) && oo2 == 0 && ol2 == 0,
               "[%s] chunked: %d sequences out of tolerance (first %d: O err %.3g bound %.3g, LSE err %.3g "
               "bound %.3g), NaN O %zu LSE %zu, bad rows %zu, written outside views O %zu LSE %zu",
-              name, r.failed_seqs, r.worst_seq, r.worst_o, r.worst_o_bound, r.worst_l, r.worst_l_bound, r.nan_o,
-              r.nan_l, r.bad_empty_rows, oo2, ol2);
-    free(o1);
-    free(l1);
-    free(o2);
-    free(l2);
-    vtensors_release(&t);
-    vhost_free(&h);
-    packing_free(&pk);
+              name, r.failed_seqs, r.first_bad, r.o_err, r.o_bound, r.l_err, r.l_bound, r.nan_o, r.nan_l,
+              r.bad_rows, oo2, ol2);
+    vrun_end(&v);
     return ok;
 }
 
@@ -797,47 +553,44 @@ Test(varlen, chunked_keys)
  */
 static int isolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed, int change_q)
 {
-    packing pk = make_packing(c->pack, c->B, seed);
-    char name[400];
-    describe(c, dt, &pk, name, sizeof name);
-    vhost h;
-    vtensors t;
-    setup_case(ctx, dt, c, &pk, seed, &h, &t);
-    const size_t rowel = (size_t)c->Hq * c->D, no = (size_t)pk.tq * rowel, nl = (size_t)c->Hq * pk.tq;
-    float *o1 = support_xmalloc(sizeof(float) * no), *l1 = support_xmalloc(sizeof(float) * nl);
-    float *o2 = support_xmalloc(sizeof(float) * no), *l2 = support_xmalloc(sizeof(float) * nl);
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    const char *name = v.name;
+    float *o1 = v.o[0], *l1 = v.l[0], *o2 = v.o[1], *l2 = v.l[1];
+    const size_t rowel = (size_t)c->Hq * c->D;
     size_t oo, ol;
-    fcl_status st = run_varlen(ctx, c, &pk, &t, o1, l1, &oo, &ol);
+    fcl_status st = run_varlen(ctx, c, pk, &v.t, o1, l1, &oo, &ol);
     cr_assert(st == FCL_SUCCESS, "[%s] first run: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
 
     /* the sequence to change: the last one with query rows and at least two key rows (with
-     * one key O is that key's V whatever Q holds; make_mask drops every key of the first
+     * one key O is that key's V whatever Q holds; support_packing_mask drops every key of the first
      * such sequence from the middle on, not this one) */
     int s = -1;
-    for (int b = pk.B - 1; b >= 0 && s < 0; b--)
-        if (pk.lq[b] > 0 && pk.lk[b] > 1)
+    for (int b = pk->B - 1; b >= 0 && s < 0; b--)
+        if (pk->lq[b] > 0 && pk->lk[b] > 1)
             s = b;
     cr_assert(s >= 0, "test bug: no sequence to change");
     if (change_q) {
-        const size_t n = (size_t)pk.lq[s] * rowel;
-        support_random(h.q + (size_t)pk.cq[s] * rowel, n, seed * 8 + 6, -c->amp, c->amp, dt);
-        support_write(t.q, h.q);
+        const size_t n = (size_t)pk->lq[s] * rowel;
+        support_random(v.h.q + (size_t)pk->cq[s] * rowel, n, seed * 8 + 6, -c->amp, c->amp, dt);
+        support_write(v.t.q, v.h.q);
     } else {
-        const size_t krow = (size_t)c->Hkv * c->D, n = (size_t)pk.lk[s] * krow;
-        support_random(h.k + (size_t)pk.ck[s] * krow, n, seed * 8 + 6, -c->amp, c->amp, dt);
-        support_random(h.v + (size_t)pk.ck[s] * krow, n, seed * 8 + 7, -c->amp, c->amp, dt);
-        support_write(t.k, h.k);
-        support_write(t.v, h.v);
+        const size_t krow = (size_t)c->Hkv * c->D, n = (size_t)pk->lk[s] * krow;
+        support_random(v.h.k + (size_t)pk->ck[s] * krow, n, seed * 8 + 6, -c->amp, c->amp, dt);
+        support_random(v.h.v + (size_t)pk->ck[s] * krow, n, seed * 8 + 7, -c->amp, c->amp, dt);
+        support_write(v.t.k, v.h.k);
+        support_write(v.t.v, v.h.v);
     }
-    st = run_varlen(ctx, c, &pk, &t, o2, l2, &oo, &ol);
+    st = run_varlen(ctx, c, pk, &v.t, o2, l2, &oo, &ol);
     cr_assert(st == FCL_SUCCESS, "[%s] second run: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
 
     size_t other_rows_changed = 0, own_elems_changed = 0;
-    for (int r = 0; r < pk.tq; r++) {
-        int own = r >= pk.cq[s] && r < pk.cq[s + 1];
+    for (int r = 0; r < pk->tq; r++) {
+        int own = r >= pk->cq[s] && r < pk->cq[s + 1];
         int same = memcmp(o1 + (size_t)r * rowel, o2 + (size_t)r * rowel, sizeof(float) * rowel) == 0;
         for (int hh = 0; hh < c->Hq; hh++)
-            same &= memcmp(&l1[(size_t)hh * pk.tq + r], &l2[(size_t)hh * pk.tq + r], sizeof(float)) == 0;
+            same &= memcmp(&l1[(size_t)hh * pk->tq + r], &l2[(size_t)hh * pk->tq + r], sizeof(float)) == 0;
         if (!own)
             other_rows_changed += !same;
         else
@@ -845,23 +598,17 @@ static int isolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_
                 own_elems_changed += o1[(size_t)r * rowel + e] != o2[(size_t)r * rowel + e];
         if (own)
             for (int hh = 0; hh < c->Hq; hh++)
-                own_elems_changed += l1[(size_t)hh * pk.tq + r] != l2[(size_t)hh * pk.tq + r];
+                own_elems_changed += l1[(size_t)hh * pk->tq + r] != l2[(size_t)hh * pk->tq + r];
     }
-    seq_check r = compare_sequences(c, dt, &pk, &h, o2, l2);
+    seq_check r = compare_sequences(c, dt, pk, &v.h, o2, l2);
     int ok = other_rows_changed == 0 && own_elems_changed > 0 && seq_check_ok(&r);
     cr_expect(ok,
               "[%s] changed %s of sequence %d (q rows [%d,%d), k rows [%d,%d)): %zu rows of other "
               "sequences changed (must be 0), %zu elements of its own O rows and LSE changed (must be > 0), "
               "%d sequences out of tolerance after the change",
-              name, change_q ? "Q" : "K/V", s, pk.cq[s], pk.cq[s + 1], pk.ck[s], pk.ck[s + 1],
+              name, change_q ? "Q" : "K/V", s, pk->cq[s], pk->cq[s + 1], pk->ck[s], pk->ck[s + 1],
               other_rows_changed, own_elems_changed, r.failed_seqs);
-    free(o1);
-    free(l1);
-    free(o2);
-    free(l2);
-    vtensors_release(&t);
-    vhost_free(&h);
-    packing_free(&pk);
+    vrun_end(&v);
     return ok;
 }
 
@@ -886,45 +633,7 @@ Test(varlen, isolation)
 
 /* ---------------------------------------------------------------- garbage device bounds */
 
-enum { GUARD = 777 }; /* elements of guard on each side of every guarded view */
-
-/* A view of `n` contiguous elements of `shape` placed GUARD elements into a buffer of
- * n + 2 * GUARD + 3 elements (the base is returned in *base). */
-static fcl_tensor guarded_view(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, fcl_tensor *base)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    const int64_t bn = n + 2 * GUARD + 3;
-    *base = support_tensor(ctx, dt, 1, &bn, NULL);
-    return support_view(*base, ndim, shape, NULL, GUARD);
-}
-
-static unsigned char *read_raw_all(fcl_tensor t, size_t *bytes)
-{
-    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-    unsigned char *b = support_xmalloc(*bytes);
-    fcl_status st = fcl_tensor_read_raw(t, b, *bytes);
-    cr_assert(st == FCL_SUCCESS, "read_raw: %s", fcl_status_string(st));
-    return b;
-}
-
-/* Bytes that differ between two snapshots of a guarded base, outside its view
- * [GUARD, GUARD + n) elements of size es. */
-static size_t guard_diff(const unsigned char *a, const unsigned char *b, size_t bytes, size_t n, size_t es)
-{
-    size_t bad = 0, lo = GUARD * es, hi = (GUARD + n) * es;
-    for (size_t i = 0; i < bytes; i++)
-        if ((i < lo || i >= hi) && a[i] != b[i])
-            bad++;
-    return bad;
-}
-
-typedef struct garbage {
-    const char *what;
-    int32_t cq[6], ck[6]; /* B + 1 = 6 entries */
-    int maxq, maxk;
-} garbage;
+enum { GUARD = 777, SPARE = 3 }; /* every guarded view: GUARD elements on each side, SPARE more after */
 
 /*
  * Q, K, V live in the middle of NaN-filled buffers; O and LSE in the middle of buffers
@@ -932,56 +641,38 @@ typedef struct garbage {
  * call must succeed, the guards must stay bit-identical, and no NaN may show up in O or LSE
  * (a NaN can only come from reading a guard: inputs are finite and there is no ALiBi).
  */
-static int garbage_case(fcl_context ctx, fcl_dtype dt, const garbage *g, int causal, int wl, int masked,
-                        uint64_t seed)
+static int garbage_case(fcl_context ctx, fcl_dtype dt, const support_garbage_sums *g, int causal, int wl,
+                        int masked, uint64_t seed)
 {
     enum { B = 5, TQ = 41, TK = 53, HQ = 4, HKV = 2, D = 32 };
     const int64_t qs[3] = {TQ, HQ, D}, ks[3] = {TK, HKV, D}, ls[2] = {HQ, TQ}, ms = TK;
-    fcl_tensor qb, kb, vb, ob, lb;
-    fcl_tensor q = guarded_view(ctx, dt, 3, qs, &qb), k = guarded_view(ctx, dt, 3, ks, &kb);
-    fcl_tensor v = guarded_view(ctx, dt, 3, ks, &vb), o = guarded_view(ctx, dt, 3, qs, &ob);
-    fcl_tensor l = guarded_view(ctx, FCL_F32, 2, ls, &lb);
-    support_poison(qb);
-    support_poison(kb);
-    support_poison(vb);
-    float *hq = support_xmalloc(sizeof(float) * TQ * HQ * D), *hk = support_xmalloc(sizeof(float) * TK * HKV * D);
-    float *hm = support_xmalloc(sizeof(float) * TK);
-    support_random(hq, (size_t)TQ * HQ * D, seed, -2.0f, 2.0f, dt);
-    support_write(q, hq);
-    support_random(hk, (size_t)TK * HKV * D, seed + 1, -2.0f, 2.0f, dt);
-    support_write(k, hk);
-    support_random(hk, (size_t)TK * HKV * D, seed + 2, -2.0f, 2.0f, dt);
-    support_write(v, hk);
+    fcl_tensor qb, kb, vb;
+    fcl_tensor q = support_guarded_input(ctx, dt, 3, qs, GUARD, SPARE, seed, -2.0f, 2.0f, &qb);
+    fcl_tensor k = support_guarded_input(ctx, dt, 3, ks, GUARD, SPARE, seed + 1, -2.0f, 2.0f, &kb);
+    fcl_tensor v = support_guarded_input(ctx, dt, 3, ks, GUARD, SPARE, seed + 2, -2.0f, 2.0f, &vb);
+    float hm[TK];
     for (int j = 0; j < TK; j++)
         hm[j] = j % 3 == 1 ? 0.0f : 1.0f;
     fcl_tensor m = support_tensor(ctx, FCL_F32, 1, &ms, hm);
-    fill_value(ob, -555.0f);
-    fill_value(o, 777.0f);
-    fill_value(lb, -555.0f);
-    fill_value(l, 777.0f);
+    support_guarded_out o, l;
+    support_guarded_out_make(ctx, dt, 3, qs, GUARD, SPARE, &o);
+    support_guarded_out_make(ctx, FCL_F32, 2, ls, GUARD, SPARE, &l);
     fcl_tensor cq = i32_tensor(ctx, B + 1, g->cq), ck = i32_tensor(ctx, B + 1, g->ck);
-    size_t ob_bytes, lb_bytes;
-    unsigned char *o_before = read_raw_all(ob, &ob_bytes), *l_before = read_raw_all(lb, &lb_bytes);
 
     fcl_attn_params prm = FCL_ATTN_PARAMS_INIT;
     prm.causal = causal;
     prm.window_left = wl;
     prm.key_mask = masked ? m : NULL;
-    fcl_status st = fcl_attention_varlen_forward(ctx, &prm, q, k, v, cq, ck, g->maxq, g->maxk, o, l, NULL);
+    fcl_status st = fcl_attention_varlen_forward(ctx, &prm, q, k, v, cq, ck, g->maxq, g->maxk, o.view, l.view, NULL);
     int ok = st == FCL_SUCCESS;
     cr_expect(ok, "[%s %s] varlen forward with garbage prefix sums: %s: %s (the host must not read them)",
               g->what, fcl_dtype_name(dt), fcl_status_string(st), fcl_last_error(ctx));
     fcl_status fs = fcl_finish(ctx);
     cr_assert(fs == FCL_SUCCESS, "[%s %s] fcl_finish after garbage prefix sums: %s: %s", g->what,
               fcl_dtype_name(dt), fcl_status_string(fs), fcl_last_error(ctx));
-    size_t b1, b2;
-    unsigned char *o_after = read_raw_all(ob, &b1), *l_after = read_raw_all(lb, &b2);
-    size_t bad_o = guard_diff(o_before, o_after, ob_bytes, (size_t)TQ * HQ * D, fcl_dtype_size(dt));
-    size_t bad_l = guard_diff(l_before, l_after, lb_bytes, (size_t)HQ * TQ, sizeof(float));
-    float *ho = support_xmalloc(sizeof(float) * TQ * HQ * D), *hl = support_xmalloc(sizeof(float) * HQ * TQ);
-    support_read(o, ho);
-    support_read(l, hl);
-    size_t nan_o = support_count_nan(ho, (size_t)TQ * HQ * D), nan_l = support_count_nan(hl, (size_t)HQ * TQ);
+    const size_t bad_o = support_guarded_out_changed(&o), bad_l = support_guarded_out_changed(&l);
+    size_t nan_o, nan_l;
+    float *ho = support_guarded_out_read(&o, &nan_o), *hl = support_guarded_out_read(&l, &nan_l);
     ok &= bad_o == 0 && bad_l == 0 && nan_o == 0 && nan_l == 0;
     cr_expect(bad_o == 0 && bad_l == 0,
               "[%s %s causal %d wl %d mask %d] written outside the outputs: %zu guard bytes of O's "
@@ -991,43 +682,23 @@ static int garbage_case(fcl_context ctx, fcl_dtype dt, const garbage *g, int cau
               "[%s %s causal %d wl %d mask %d] %zu NaN in O, %zu in LSE: read outside Q, K or V "
               "(their NaN guards)",
               g->what, fcl_dtype_name(dt), causal, wl, masked, nan_o, nan_l);
-    fcl_tensor all[] = {q, k, v, o, l, qb, kb, vb, ob, lb, m, cq, ck};
+    fcl_tensor all[] = {q, k, v, qb, kb, vb, m, cq, ck};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         fcl_tensor_release(all[i]);
-    free(o_before);
-    free(l_before);
-    free(o_after);
-    free(l_after);
-    free(hq);
-    free(hk);
-    free(hm);
+    support_guarded_out_release(&o);
+    support_guarded_out_release(&l);
     free(ho);
     free(hl);
     return ok;
 }
 
-static const garbage garbage_list[] = {
-    /* valid, as a control of the harness (TQ 41, TK 53) */
-    {"valid", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 13, 23},
-    {"past total", {0, 30, 90, 1000, 1000000, 41}, {0, 60, 53, 5000, 54, 2000000}, 41, 53},
-    {"negative", {-5, -1, -100, INT_MIN, -3, 41}, {0, -7, -7, -1000000, INT_MIN, -53}, 20, 20},
-    {"decreasing", {41, 30, 20, 10, 5, 0}, {53, 0, 53, 0, 53, 0}, 41, 53},
-    {"extremes", {INT_MAX, INT_MIN, INT_MAX, 0, INT_MAX, INT_MIN}, {INT_MIN, INT_MAX, 0, INT_MIN, 1, INT_MAX},
-     41, 53},
-    {"start past end", {50, 60, 70, 80, 90, 100}, {-60, -50, -40, 60, 70, 80}, 16, 16},
-    /* valid sums, bounds below the real lengths (rows past the bound are not written) */
-    {"max_seqlen too small", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 2, 3},
-    {"max_seqlen zero", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 0, 0},
-};
-
 static void garbage_all(fcl_dtype dt, uint64_t seed)
 {
     fcl_context ctx = support_context();
     int ok = 1;
-    const int n = (int)(sizeof garbage_list / sizeof garbage_list[0]);
-    for (int i = 0; i < n; i++) {
-        ok &= garbage_case(ctx, dt, &garbage_list[i], 0, U, 0, seed + (uint64_t)i);
-        ok &= garbage_case(ctx, dt, &garbage_list[i], 1, 5, 1, seed + 100 + (uint64_t)i);
+    for (int i = 0; i < SUPPORT_N_GARBAGE_SUMS; i++) {
+        ok &= garbage_case(ctx, dt, &support_garbage_sums_list[i], 0, U, 0, seed + (uint64_t)i);
+        ok &= garbage_case(ctx, dt, &support_garbage_sums_list[i], 1, 5, 1, seed + 100 + (uint64_t)i);
     }
     fcl_context_release(ctx);
     cr_assert(ok, "garbage prefix sums: a failed call, or memory written or read outside the tensors");
@@ -1053,7 +724,7 @@ Test(varlen, garbage_bounds_chunked)
 static const int32_t VQ[6] = {0, 3, 3, 10, 12, 20}, VK[6] = {0, 5, 6, 6, 9, 11};
 enum { VTQ = 20, VTK = 11, VMQ = 8, VMK = 5 };
 
-static char g_msg[1024];
+static char g_msg[1024]; /* the last message of validate_expect */
 
 /* fcl_varlen_validate on host arrays; expects `want`; returns a copy of the message. */
 static const char *validate_expect(const int32_t *cq, int nq, const int32_t *ck, int nk, int64_t tq, int64_t tk,
@@ -1176,9 +847,8 @@ static const int32_t ECQ[4] = {0, 2, 2, 5}, ECK[4] = {0, 4, 5, 7};
 
 typedef struct efix {
     fcl_context ctx;
-    fcl_tensor q, k, v, o, lse, cq, ck;
-    unsigned char *po, *pl;
-    size_t ob, lb;
+    fcl_tensor q, k, v, cq, ck;
+    support_outputs out; /* O and LSE with copies of their poison */
 } efix;
 
 static void efix_init(efix *f)
@@ -1189,47 +859,25 @@ static void efix_init(efix *f)
     f->q = support_tensor_random(f->ctx, FCL_F32, 3, qs, 31);
     f->k = support_tensor_random(f->ctx, FCL_F32, 3, ks, 32);
     f->v = support_tensor_random(f->ctx, FCL_F32, 3, ks, 33);
-    f->o = support_tensor_random(f->ctx, FCL_F32, 3, qs, 0);
-    f->lse = support_tensor_random(f->ctx, FCL_F32, 2, ls, 0);
+    f->out.o = support_tensor_random(f->ctx, FCL_F32, 3, qs, 0);
+    f->out.lse = support_tensor_random(f->ctx, FCL_F32, 2, ls, 0);
     f->cq = i32_tensor(f->ctx, EB + 1, ECQ);
     f->ck = i32_tensor(f->ctx, EB + 1, ECK);
-    f->po = support_poison_raw(f->o, &f->ob, 1);
-    f->pl = support_poison_raw(f->lse, &f->lb, 2);
+    support_outputs_poison(&f->out);
 }
 
 /* Replaces one of f's tensors by a new one (random contents; poisoned again if O or LSE). */
 static void efix_replace(efix *f, fcl_tensor *slot, fcl_dtype dt, int ndim, const int64_t *shape)
 {
-    fcl_tensor_release(*slot);
-    *slot = support_tensor_random(f->ctx, dt, ndim, shape, slot == &f->o || slot == &f->lse ? 0 : 41);
-    if (slot == &f->o) {
-        free(f->po);
-        f->po = support_poison_raw(f->o, &f->ob, 1);
-    } else if (slot == &f->lse) {
-        free(f->pl);
-        f->pl = support_poison_raw(f->lse, &f->lb, 2);
-    }
-}
-
-static void efix_untouched(efix *f)
-{
-    cr_assert(fcl_finish(f->ctx) == FCL_SUCCESS, "fcl_finish after a rejected call: %s", fcl_last_error(f->ctx));
-    size_t n;
-    unsigned char *got = read_raw_all(f->o, &n);
-    cr_assert(n == f->ob && memcmp(got, f->po, n) == 0, "O was written by a rejected call");
-    free(got);
-    got = read_raw_all(f->lse, &n);
-    cr_assert(n == f->lb && memcmp(got, f->pl, n) == 0, "LSE was written by a rejected call");
-    free(got);
+    support_outputs_replace(f->ctx, &f->out, slot, dt, ndim, shape);
 }
 
 static void efix_fini(efix *f)
 {
-    fcl_tensor all[] = {f->q, f->k, f->v, f->o, f->lse, f->cq, f->ck};
-    for (int i = 0; i < 7; i++)
+    fcl_tensor all[] = {f->q, f->k, f->v, f->cq, f->ck};
+    for (int i = 0; i < 5; i++)
         fcl_tensor_release(all[i]);
-    free(f->po);
-    free(f->pl);
+    support_outputs_free(&f->out);
     fcl_context_release(f->ctx);
 }
 
@@ -1238,20 +886,19 @@ static void efix_fini(efix *f)
 static const char *ecall(efix *f, const fcl_attn_params *p, int mq, int mk, fcl_status want)
 {
     cl_event ev = NULL;
-    fcl_status st = fcl_attention_varlen_forward(f->ctx, p, f->q, f->k, f->v, f->cq, f->ck, mq, mk, f->o, f->lse,
-                                                 &ev);
-    snprintf(g_msg, sizeof g_msg, "%s", fcl_last_error(f->ctx));
-    cr_assert(st == want, "fcl_attention_varlen_forward returned %s, expected %s; message: \"%s\"",
-              fcl_status_string(st), fcl_status_string(want), g_msg);
-    if (want == FCL_SUCCESS) {
-        cr_assert(ev != NULL, "a successful call with an event pointer returned no event");
-        clReleaseEvent(ev);
-        return g_msg;
-    }
-    cr_assert(ev == NULL, "a rejected call returned an event");
-    support_assert_sentence(g_msg);
-    efix_untouched(f);
-    return g_msg;
+    fcl_status st = fcl_attention_varlen_forward(f->ctx, p, f->q, f->k, f->v, f->cq, f->ck, mq, mk, f->out.o,
+                                                 f->out.lse, &ev);
+    return support_outputs_expect(f->ctx, &f->out, "fcl_attention_varlen_forward", st, ev, want);
+}
+
+/* A fixture with `slot` replaced by a tensor of dt and shape, called with default params:
+ * the message of the expected `want`. */
+static const char *ecall_replaced(efix *f, fcl_tensor *slot, fcl_dtype dt, int ndim, const int64_t *shape,
+                                  fcl_status want)
+{
+    efix_replace(f, slot, dt, ndim, shape);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    return ecall(f, &p, EMQ, EMK, want);
 }
 
 Test(varlen_errors, control_valid_call_writes_outputs)
@@ -1260,15 +907,7 @@ Test(varlen_errors, control_valid_call_writes_outputs)
     efix_init(&f);
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT; /* not causal: every row sees a key */
     ecall(&f, &p, EMQ, EMK, FCL_SUCCESS);
-    cr_assert(fcl_finish(f.ctx) == FCL_SUCCESS);
-    float lse[EHQ * ETQ];
-    support_read(f.lse, lse);
-    for (int i = 0; i < EHQ * ETQ; i++)
-        cr_assert(isfinite(lse[i]), "LSE[%d] = %g after a valid call", i, (double)lse[i]);
-    size_t n;
-    unsigned char *got = read_raw_all(f.o, &n);
-    cr_assert(memcmp(got, f.po, n) != 0, "the valid call left O untouched");
-    free(got);
+    support_outputs_written(f.ctx, &f.out, EHQ * ETQ);
     efix_fini(&f);
 }
 
@@ -1277,9 +916,7 @@ Test(varlen_errors, cu_seqlens_dtype_not_i32)
     efix f;
     efix_init(&f);
     const int64_t n = EB + 1;
-    efix_replace(&f, &f.cq, FCL_F32, 1, &n);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_DTYPE);
+    const char *msg = ecall_replaced(&f, &f.cq, FCL_F32, 1, &n, FCL_ERR_DTYPE);
     cr_assert(has_sub(msg, "cu_seqlens_q"), "message \"%s\" does not name cu_seqlens_q", msg);
     SUPPORT_ASSERT_TOKENS(msg, "f32");
     efix_fini(&f);
@@ -1318,9 +955,7 @@ Test(varlen_errors, q_not_3d)
     efix f;
     efix_init(&f);
     const int64_t sh[4] = {1, ETQ, EHQ, ED};
-    efix_replace(&f, &f.q, FCL_F32, 4, sh);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    const char *msg = ecall_replaced(&f, &f.q, FCL_F32, 4, sh, FCL_ERR_SHAPE);
     SUPPORT_ASSERT_TOKENS(msg, "Q", "4", "3");
     efix_fini(&f);
 }
@@ -1330,9 +965,7 @@ Test(varlen_errors, total_k_differs_from_total_v)
     efix f;
     efix_init(&f);
     const int64_t sh[3] = {ETK + 2, EHKV, ED};
-    efix_replace(&f, &f.v, FCL_F32, 3, sh);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    const char *msg = ecall_replaced(&f, &f.v, FCL_F32, 3, sh, FCL_ERR_SHAPE);
     SUPPORT_ASSERT_TOKENS(msg, "V", "9", "7");
     efix_fini(&f);
 }
@@ -1342,9 +975,7 @@ Test(varlen_errors, total_q_differs_from_o)
     efix f;
     efix_init(&f);
     const int64_t sh[3] = {ETQ + 1, EHQ, ED};
-    efix_replace(&f, &f.o, FCL_F32, 3, sh);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    const char *msg = ecall_replaced(&f, &f.out.o, FCL_F32, 3, sh, FCL_ERR_SHAPE);
     SUPPORT_ASSERT_TOKENS(msg, "O", "6", "5");
     efix_fini(&f);
 }
@@ -1354,9 +985,7 @@ Test(varlen_errors, lse_transposed)
     efix f;
     efix_init(&f);
     const int64_t sh[2] = {ETQ, EHQ}; /* [total_q, Hq] instead of [Hq, total_q] */
-    efix_replace(&f, &f.lse, FCL_F32, 2, sh);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_SHAPE);
+    const char *msg = ecall_replaced(&f, &f.out.lse, FCL_F32, 2, sh, FCL_ERR_SHAPE);
     SUPPORT_ASSERT_TOKENS(msg, "LSE");
     efix_fini(&f);
 }
@@ -1420,9 +1049,7 @@ Test(varlen_errors, mixed_dtypes)
     efix f;
     efix_init(&f);
     const int64_t sh[3] = {ETK, EHKV, ED};
-    efix_replace(&f, &f.k, FCL_F16, 3, sh);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = ecall(&f, &p, EMQ, EMK, FCL_ERR_DTYPE);
+    const char *msg = ecall_replaced(&f, &f.k, FCL_F16, 3, sh, FCL_ERR_DTYPE);
     SUPPORT_ASSERT_TOKENS(msg, "f16", "f32");
     efix_fini(&f);
 }

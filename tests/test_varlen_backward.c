@@ -33,43 +33,11 @@
 
 #include "ref_attention_backward.h"
 #include "support.h"
+#include "support_varlen.h"
 
 #define U (-1) /* unbounded window side */
 
 /* ---------------------------------------------------------------- small helpers */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform integer in [lo, hi]. */
-static int rng_int(uint64_t *s, int lo, int hi)
-{
-    return lo + (int)(rng_next(s) % (uint64_t)(hi - lo + 1));
-}
-
-static fcl_tensor i32_tensor(fcl_context ctx, int ndim, const int64_t *shape, const int32_t *vals)
-{
-    fcl_tensor t = NULL;
-    fcl_status st = fcl_tensor_create(ctx, FCL_I32, ndim, shape, &t);
-    cr_assert(st == FCL_SUCCESS, "I32 tensor: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-    st = fcl_tensor_write_raw(t, vals, sizeof(int32_t) * (size_t)fcl_tensor_numel(t));
-    cr_assert(st == FCL_SUCCESS, "write I32: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-    return t;
-}
-
-static unsigned char *read_raw_all(fcl_tensor t, size_t *bytes)
-{
-    *bytes = (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-    unsigned char *b = support_xmalloc(*bytes);
-    fcl_status st = fcl_tensor_read_raw(t, b, *bytes);
-    cr_assert(st == FCL_SUCCESS, "read_raw: %s", fcl_status_string(st));
-    return b;
-}
 
 static float *xfloats(size_t n) { return support_xmalloc(sizeof(float) * n); }
 
@@ -77,23 +45,6 @@ static void finish(fcl_context ctx)
 {
     fcl_status st = fcl_finish(ctx);
     cr_assert(st == FCL_SUCCESS, "fcl_finish: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
-}
-
-/* Random slopes: the usual geometric ones, varied per sequence row. */
-static void make_slopes(int n, int Hq, float *s)
-{
-    for (int i = 0; i < n; i++)
-        s[i] = exp2f(-8.0f * (float)(i % Hq + 1) / (float)Hq) * (1.0f + 0.25f * (float)(i / Hq % 5));
-}
-
-/* Mask values in [0, 1]: 0 and 0.5 drop a key (the test is > 0.5), 0.51, 0.75, 1 keep it. */
-static void make_mask_values(float *m, int n, uint64_t seed)
-{
-    support_random(m, (size_t)n, seed, 0.0f, 1.0f, FCL_F32);
-    for (int j = 0; j < n; j++) {
-        float u = m[j];
-        m[j] = u < 0.2f ? 0.0f : u < 0.3f ? 0.5f : u < 0.4f ? 0.51f : u < 0.6f ? 0.75f : 1.0f;
-    }
 }
 
 /* ---------------------------------------------------------------- guarded views */
@@ -301,99 +252,17 @@ static size_t grads_bit_diff(float *const a[3], float *const b[3], const size_t 
 
 /* ================================================================ varlen */
 
-enum {
-    PK_SHORT = 0,   /* B sequences of 1..24 query and 1..32 key rows, some empty on one side */
-    PK_LONG = 1,    /* one long sequence (Sq < Sk) among B - 1 short ones */
-    PK_LONG_QK = 2, /* one long sequence with Sq > Sk (causal: early rows see nothing) */
-    PK_EMPTY = 3,   /* a fixed list with empty sequences first, last and between */
-    PK_SINGLE = 4   /* single tokens: (1,1), (1,n), (n,1) */
-};
+/* PK_LONG: one sequence of 140..180 query and 240..280 key rows; PK_SHORT empties one side of
+ * one sequence in six. */
+static const int empty_list[][2] = {{0, 0}, {0, 5}, {4, 0}, {6, 6}, {0, 0}, {1, 0}, {0, 1},
+                                    {9, 17}, {17, 9}, {1, 1}, {3, 0}, {0, 3}, {0, 0}};
+static const support_packing_style style = {11, {140, 180}, {240, 280}, empty_list,
+                                            (int)(sizeof empty_list / sizeof empty_list[0])};
 
-typedef struct packing {
-    int B;
-    int *lq, *lk;
-    int32_t *cq, *ck; /* [B + 1] prefix sums */
-    int tq, tk, maxq, maxk;
-} packing;
+typedef support_packing packing;
 
-static packing make_packing(int kind, int B, uint64_t seed)
-{
-    static const int empty_list[][2] = {{0, 0}, {0, 5}, {4, 0}, {6, 6}, {0, 0}, {1, 0}, {0, 1},
-                                        {9, 17}, {17, 9}, {1, 1}, {3, 0}, {0, 3}, {0, 0}};
-    packing pk;
-    memset(&pk, 0, sizeof pk);
-    uint64_t s = seed * 0x2545F4914F6CDD1Dull + 7;
-    if (kind == PK_EMPTY)
-        B = (int)(sizeof empty_list / sizeof empty_list[0]);
-    pk.B = B;
-    pk.lq = support_xmalloc(sizeof(int) * (size_t)B);
-    pk.lk = support_xmalloc(sizeof(int) * (size_t)B);
-    const int long_at = B / 3;
-    for (int b = 0; b < B; b++) {
-        int q = 0, k = 0;
-        switch (kind) {
-        case PK_SHORT: {
-            q = rng_int(&s, 1, 24);
-            k = rng_int(&s, 1, 32);
-            const int r = rng_int(&s, 0, 11);
-            if (r == 0)
-                q = 0;
-            else if (r == 1)
-                k = 0;
-            break;
-        }
-        case PK_LONG:
-        case PK_LONG_QK:
-            if (b == long_at) {
-                q = kind == PK_LONG ? rng_int(&s, 140, 180) : rng_int(&s, 240, 280);
-                k = kind == PK_LONG ? rng_int(&s, 240, 280) : rng_int(&s, 140, 180);
-            } else {
-                q = rng_int(&s, 0, 16);
-                k = rng_int(&s, 1, 16);
-            }
-            break;
-        case PK_EMPTY:
-            q = empty_list[b][0];
-            k = empty_list[b][1];
-            break;
-        case PK_SINGLE:
-            switch (b % 4) {
-            case 1: q = 1; k = rng_int(&s, 2, 40); break;
-            case 2: q = rng_int(&s, 2, 20); k = 1; break;
-            default: q = 1; k = 1; break;
-            }
-            break;
-        default: cr_assert_fail("unknown packing %d", kind);
-        }
-        pk.lq[b] = q;
-        pk.lk[b] = k;
-    }
-    pk.cq = support_xmalloc(sizeof(int32_t) * (size_t)(B + 1));
-    pk.ck = support_xmalloc(sizeof(int32_t) * (size_t)(B + 1));
-    pk.cq[0] = pk.ck[0] = 0;
-    for (int b = 0; b < B; b++) {
-        pk.cq[b + 1] = pk.cq[b] + pk.lq[b];
-        pk.ck[b + 1] = pk.ck[b] + pk.lk[b];
-        pk.maxq = pk.lq[b] > pk.maxq ? pk.lq[b] : pk.maxq;
-        pk.maxk = pk.lk[b] > pk.maxk ? pk.lk[b] : pk.maxk;
-    }
-    pk.tq = pk.cq[B];
-    pk.tk = pk.ck[B];
-    cr_assert(pk.tq > 0 && pk.tk > 0, "test bug: an all-empty packing");
-    return pk;
-}
+static packing make_packing(int kind, int B, uint64_t seed) { return support_packing_make(&style, kind, B, seed); }
 
-static void packing_free(packing *pk)
-{
-    free(pk->lq);
-    free(pk->lk);
-    free(pk->cq);
-    free(pk->ck);
-    memset(pk, 0, sizeof *pk);
-}
-
-enum { MASK_NONE = 0, MASK_ON = 1 };
-enum { ALIBI_NONE = 0, ALIBI_H = 1, ALIBI_BH = 2 };
 
 typedef struct vcase {
     int pack, B;
@@ -466,8 +335,8 @@ static void vsetup(fcl_context ctx, fcl_dtype dt, const vcase *c, const packing 
     support_random(h->dout, nq, seed * 8 + 4, -1.0f, 1.0f, dt);
 
     const int64_t qs[3] = {tq, Hq, D}, ks[3] = {tk, Hkv, D}, ls[2] = {Hq, tq}, nb = pk->B + 1;
-    t->cq = i32_tensor(ctx, 1, &nb, pk->cq);
-    t->ck = i32_tensor(ctx, 1, &nb, pk->ck);
+    t->cq = support_i32_tensor(ctx, 1, &nb, pk->cq);
+    t->ck = support_i32_tensor(ctx, 1, &nb, pk->ck);
     t->o = support_tensor(ctx, dt, 3, qs, NULL);
     if (!c->strided) {
         t->q = support_tensor(ctx, dt, 3, qs, h->q);
@@ -505,19 +374,13 @@ static void vsetup(fcl_context ctx, fcl_dtype dt, const vcase *c, const packing 
     if (c->mask == MASK_ON) {
         /* random values, and every key of one non-empty sequence from the middle on dropped */
         h->mask = xfloats((size_t)tk);
-        make_mask_values(h->mask, pk->tk, seed * 8 + 5);
-        for (int b = pk->B / 2; b < pk->B; b++)
-            if (pk->lq[b] > 0 && pk->lk[b] > 0) {
-                for (int j = pk->ck[b]; j < pk->ck[b + 1]; j++)
-                    h->mask[j] = 0.0f;
-                break;
-            }
+        support_packing_mask(pk, seed * 8 + 5, h->mask);
         t->mask = support_tensor(ctx, FCL_F32, 1, &tk, h->mask);
     }
     if (c->alibi != ALIBI_NONE) {
         const int per = c->alibi == ALIBI_BH, n = per ? pk->B * c->Hq : c->Hq;
         h->slopes = xfloats((size_t)n);
-        make_slopes(n, c->Hq, h->slopes);
+        support_alibi_slopes(n, c->Hq, h->slopes);
         const int64_t shape[2] = {pk->B, c->Hq};
         t->alibi = per ? support_tensor(ctx, FCL_F32, 2, shape, h->slopes)
                        : support_tensor(ctx, FCL_F32, 1, shape + 1, h->slopes);
@@ -526,15 +389,7 @@ static void vsetup(fcl_context ctx, fcl_dtype dt, const vcase *c, const packing 
 
 static fcl_attn_params vparams(const vcase *c, const vtensors *t)
 {
-    fcl_attn_params prm = fcl_attn_params_default();
-    prm.scale = c->scale;
-    prm.causal = c->causal;
-    prm.window_left = c->wl;
-    prm.window_right = c->wr;
-    prm.softcap = c->softcap;
-    prm.key_mask = t->mask;
-    prm.alibi_slopes = t->alibi;
-    return prm;
+    return support_attn_params(c->scale, c->causal, c->wl, c->wr, c->softcap, t->mask, t->alibi);
 }
 
 static void vforward(fcl_context ctx, const vcase *c, const packing *pk, const vtensors *t, const char *name)
@@ -569,13 +424,9 @@ static void vbackward(fcl_context ctx, const vcase *c, const packing *pk, const 
 /* The reference problem of sequence b alone (B = 1 over its rows). */
 static ref_attn_problem vseq_problem(const vcase *c, const packing *pk, const vhost *h, int b)
 {
-    ref_attn_problem p = {1, pk->lq[b], pk->lk[b], c->Hq, c->Hkv, c->D, (double)c->scale, c->causal,
-                          c->wl, c->wr, (double)c->softcap, NULL, 0, NULL, 0};
-    if (h->mask)
-        p.key_mask = h->mask + pk->ck[b];
-    if (h->slopes)
-        p.alibi = c->alibi == ALIBI_BH ? h->slopes + (size_t)b * c->Hq : h->slopes;
-    return p;
+    const ref_attn_problem all = {1, 0, 0, c->Hq, c->Hkv, c->D, (double)c->scale, c->causal, c->wl, c->wr,
+                                  (double)c->softcap, h->mask, 0, h->slopes, 0};
+    return support_packing_problem(all, pk, b, c->alibi == ALIBI_BH);
 }
 
 /* Every sequence of g (dense [total, H, D] gradients) against its own reference. */
@@ -611,44 +462,67 @@ static void grads_free(float *g[3])
     }
 }
 
+/* One varlen case set up: its packing, name, host inputs, device tensors, and room for two
+ * runs' gradients g[run][dQ, dK, dV] of n[] elements. */
+typedef struct vrun {
+    packing pk;
+    char name[400];
+    vhost h;
+    vtensors t;
+    float *g[2][3];
+    size_t n[3];
+} vrun;
+
+static void vrun_begin(vrun *r, fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
+{
+    r->pk = make_packing(c->pack, c->B, seed);
+    vdescribe(c, dt, &r->pk, r->name, sizeof r->name);
+    vsetup(ctx, dt, c, &r->pk, seed, &r->h, &r->t);
+    grads_alloc(r->g[0], r->n, (size_t)r->pk.tq * c->Hq * c->D, (size_t)r->pk.tk * c->Hkv * c->D);
+    grads_alloc(r->g[1], r->n, r->n[0], r->n[1]);
+}
+
+static void vrun_end(vrun *r)
+{
+    grads_free(r->g[0]);
+    grads_free(r->g[1]);
+    vtensors_release(&r->t);
+    vhost_free(&r->h);
+    support_packing_free(&r->pk);
+}
+
 /* Totals over a table, to prove the empty-sequence checks ran. */
 static int g_empty_q_seen, g_empty_k_seen;
 
 /* One varlen case: forward, backward twice (bit-identical), reference per sequence. */
 static int vcheck_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
 {
-    packing pk = make_packing(c->pack, c->B, seed);
-    char name[400], msg[600];
-    vdescribe(c, dt, &pk, name, sizeof name);
-    vhost h;
-    vtensors t;
-    vsetup(ctx, dt, c, &pk, seed, &h, &t);
-    vforward(ctx, c, &pk, &t, name);
-    float *g1[3], *g2[3];
-    size_t n[3], out1, out2;
-    grads_alloc(g1, n, (size_t)pk.tq * c->Hq * c->D, (size_t)pk.tk * c->Hkv * c->D);
-    grads_alloc(g2, n, n[0], n[1]);
-    vbackward(ctx, c, &pk, &t, g1, &out1, name);
-    vbackward(ctx, c, &pk, &t, g2, &out2, name);
+    char msg[600];
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    const char *name = v.name;
+    float **g1 = v.g[0], **g2 = v.g[1];
+    const size_t *n = v.n;
+    vforward(ctx, c, pk, &v.t, name);
+    size_t out1, out2;
+    vbackward(ctx, c, pk, &v.t, g1, &out1, name);
+    vbackward(ctx, c, pk, &v.t, g2, &out2, name);
     int ft;
     long fi;
     double md;
     const size_t diff = grads_bit_diff(g1, g2, n, &ft, &fi, &md);
-    gcheck r = vcompare(c, dt, &pk, &h, g1);
+    gcheck r = vcompare(c, dt, pk, &v.h, g1);
     g_empty_q_seen += r.empty_q_seqs;
     g_empty_k_seen += r.empty_k_seqs;
-    gcheck_describe(&r, pk.B, msg, sizeof msg);
+    gcheck_describe(&r, pk->B, msg, sizeof msg);
     const int ok = gcheck_ok(&r) && diff == 0 && out1 == 0 && out2 == 0;
     cr_expect(gcheck_ok(&r), "[%s] %s", name, msg);
     cr_expect(diff == 0, "[%s] two runs differ in %zu elements (first: %s element %ld, max |diff| %.3g)", name, diff,
               ft >= 0 ? grad_name[ft] : "-", fi, md);
     cr_expect(out1 == 0 && out2 == 0, "[%s] %zu / %zu elements written outside the dQ, dK, dV views", name, out1,
               out2);
-    grads_free(g1);
-    grads_free(g2);
-    vtensors_release(&t);
-    vhost_free(&h);
-    packing_free(&pk);
+    vrun_end(&v);
     return ok;
 }
 
@@ -739,49 +613,46 @@ Test(varlen_backward, bf16)
 static int visolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed, int what)
 {
     static const char *const what_name[3] = {"Q", "K/V", "dO"};
-    packing pk = make_packing(c->pack, c->B, seed);
-    char name[400], msg[600];
-    vdescribe(c, dt, &pk, name, sizeof name);
-    vhost h;
-    vtensors t;
-    vsetup(ctx, dt, c, &pk, seed, &h, &t);
+    char msg[600];
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    const char *name = v.name;
+    float **g1 = v.g[0], **g2 = v.g[1];
     const size_t qrow = (size_t)c->Hq * c->D, krow = (size_t)c->Hkv * c->D;
-    float *g1[3], *g2[3];
-    size_t n[3], out;
-    grads_alloc(g1, n, (size_t)pk.tq * qrow, (size_t)pk.tk * krow);
-    grads_alloc(g2, n, n[0], n[1]);
-    vforward(ctx, c, &pk, &t, name);
-    vbackward(ctx, c, &pk, &t, g1, &out, name);
+    size_t out;
+    vforward(ctx, c, pk, &v.t, name);
+    vbackward(ctx, c, pk, &v.t, g1, &out, name);
 
     /* the last sequence with query rows and at least two visible-ish keys (one key: dQ = dK = 0
      * whatever Q holds) and not the fully masked one */
     int s = -1;
-    for (int b = pk.B - 1; b >= 0 && s < 0; b--) {
+    for (int b = pk->B - 1; b >= 0 && s < 0; b--) {
         int kept = 0;
-        for (int j = pk.ck[b]; j < pk.ck[b + 1]; j++)
-            kept += !h.mask || h.mask[j] > 0.5f;
-        if (pk.lq[b] > 0 && kept > 1)
+        for (int j = pk->ck[b]; j < pk->ck[b + 1]; j++)
+            kept += !v.h.mask || v.h.mask[j] > 0.5f;
+        if (pk->lq[b] > 0 && kept > 1)
             s = b;
     }
     cr_assert(s >= 0, "test bug: no sequence to change");
     if (what == 0) {
-        support_random(h.q + (size_t)pk.cq[s] * qrow, (size_t)pk.lq[s] * qrow, seed * 8 + 6, -1.0f, 1.0f, dt);
-        support_write(t.q, h.q);
+        support_random(v.h.q + (size_t)pk->cq[s] * qrow, (size_t)pk->lq[s] * qrow, seed * 8 + 6, -1.0f, 1.0f, dt);
+        support_write(v.t.q, v.h.q);
     } else if (what == 1) {
-        support_random(h.k + (size_t)pk.ck[s] * krow, (size_t)pk.lk[s] * krow, seed * 8 + 6, -1.0f, 1.0f, dt);
-        support_random(h.v + (size_t)pk.ck[s] * krow, (size_t)pk.lk[s] * krow, seed * 8 + 7, -1.0f, 1.0f, dt);
-        support_write(t.k, h.k);
-        support_write(t.v, h.v);
+        support_random(v.h.k + (size_t)pk->ck[s] * krow, (size_t)pk->lk[s] * krow, seed * 8 + 6, -1.0f, 1.0f, dt);
+        support_random(v.h.v + (size_t)pk->ck[s] * krow, (size_t)pk->lk[s] * krow, seed * 8 + 7, -1.0f, 1.0f, dt);
+        support_write(v.t.k, v.h.k);
+        support_write(v.t.v, v.h.v);
     } else {
-        support_random(h.dout + (size_t)pk.cq[s] * qrow, (size_t)pk.lq[s] * qrow, seed * 8 + 6, -1.0f, 1.0f, dt);
-        support_write(t.dout, h.dout);
+        support_random(v.h.dout + (size_t)pk->cq[s] * qrow, (size_t)pk->lq[s] * qrow, seed * 8 + 6, -1.0f, 1.0f, dt);
+        support_write(v.t.dout, v.h.dout);
     }
-    vforward(ctx, c, &pk, &t, name);
-    vbackward(ctx, c, &pk, &t, g2, &out, name);
+    vforward(ctx, c, pk, &v.t, name);
+    vbackward(ctx, c, pk, &v.t, g2, &out, name);
 
     size_t other = 0, own = 0;
-    for (int r = 0; r < pk.tq; r++) {
-        const int mine = r >= pk.cq[s] && r < pk.cq[s + 1];
+    for (int r = 0; r < pk->tq; r++) {
+        const int mine = r >= pk->cq[s] && r < pk->cq[s + 1];
         for (size_t e = 0; e < qrow; e++) {
             const size_t i = (size_t)r * qrow + e;
             if (mine)
@@ -790,8 +661,8 @@ static int visolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64
                 other += memcmp(&g1[0][i], &g2[0][i], sizeof(float)) != 0;
         }
     }
-    for (int r = 0; r < pk.tk; r++) {
-        const int mine = r >= pk.ck[s] && r < pk.ck[s + 1];
+    for (int r = 0; r < pk->tk; r++) {
+        const int mine = r >= pk->ck[s] && r < pk->ck[s + 1];
         for (int t2 = 1; t2 < 3; t2++)
             for (size_t e = 0; e < krow; e++) {
                 const size_t i = (size_t)r * krow + e;
@@ -801,92 +672,24 @@ static int visolation_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64
                     other += memcmp(&g1[t2][i], &g2[t2][i], sizeof(float)) != 0;
             }
     }
-    gcheck r = vcompare(c, dt, &pk, &h, g2);
-    gcheck_describe(&r, pk.B, msg, sizeof msg);
+    gcheck r = vcompare(c, dt, pk, &v.h, g2);
+    gcheck_describe(&r, pk->B, msg, sizeof msg);
     const int ok = other == 0 && own > 0 && gcheck_ok(&r);
     cr_expect(other == 0 && own > 0,
               "[%s] changed %s of sequence %d (q rows [%d,%d), k rows [%d,%d)): %zu gradient elements of other "
               "sequences changed (must be 0), %zu of its own changed (must be > 0)",
-              name, what_name[what], s, pk.cq[s], pk.cq[s + 1], pk.ck[s], pk.ck[s + 1], other, own);
+              name, what_name[what], s, pk->cq[s], pk->cq[s + 1], pk->ck[s], pk->ck[s + 1], other, own);
     cr_expect(gcheck_ok(&r), "[%s] after changing %s of sequence %d: %s", name, what_name[what], s, msg);
-    grads_free(g1);
-    grads_free(g2);
-    vtensors_release(&t);
-    vhost_free(&h);
-    packing_free(&pk);
+    vrun_end(&v);
     return ok;
 }
 
 /* ================================================================ packed */
 
-enum {
-    PP_SHORT = 0,  /* sequences of 1..24 rows */
-    PP_LONG = 1,   /* one sequence of L / 2 rows among short ones */
-    PP_SINGLE = 2, /* mostly single rows, some of 2..3 */
-    PP_ONE = 3     /* one sequence of all L rows */
-};
+typedef support_ppack ppack;
 
-typedef struct ppack {
-    int L, nseq, maxlen;
-    int *start, *len;
-    int32_t *bounds; /* [L, 2] */
-    int32_t *cu;     /* [nseq + 1] */
-} ppack;
-
-static ppack make_ppack(int kind, int L, uint64_t seed)
-{
-    ppack p;
-    memset(&p, 0, sizeof p);
-    uint64_t s = seed * 0x2545F4914F6CDD1Dull + 3;
-    p.L = L;
-    p.start = support_xmalloc(sizeof(int) * (size_t)L);
-    p.len = support_xmalloc(sizeof(int) * (size_t)L);
-    int r = 0, long_done = 0;
-    while (r < L) {
-        int n = 1;
-        switch (kind) {
-        case PP_SHORT: n = rng_int(&s, 1, 24); break;
-        case PP_LONG:
-            if (!long_done && r >= L / 4) {
-                n = L / 2;
-                long_done = 1;
-            } else {
-                n = rng_int(&s, 1, 20);
-            }
-            break;
-        case PP_SINGLE: n = rng_int(&s, 0, 4) == 0 ? rng_int(&s, 2, 3) : 1; break;
-        case PP_ONE: n = L; break;
-        default: cr_assert_fail("unknown packing %d", kind);
-        }
-        if (n > L - r)
-            n = L - r;
-        p.start[p.nseq] = r;
-        p.len[p.nseq] = n;
-        p.maxlen = n > p.maxlen ? n : p.maxlen;
-        p.nseq++;
-        r += n;
-    }
-    p.bounds = support_xmalloc(sizeof(int32_t) * 2 * (size_t)L);
-    p.cu = support_xmalloc(sizeof(int32_t) * (size_t)(p.nseq + 1));
-    for (int b = 0; b < p.nseq; b++) {
-        p.cu[b] = p.start[b];
-        for (int i = p.start[b]; i < p.start[b] + p.len[b]; i++) {
-            p.bounds[2 * i] = p.start[b];
-            p.bounds[2 * i + 1] = p.start[b] + p.len[b];
-        }
-    }
-    p.cu[p.nseq] = L;
-    return p;
-}
-
-static void ppack_free(ppack *p)
-{
-    free(p->start);
-    free(p->len);
-    free(p->bounds);
-    free(p->cu);
-    memset(p, 0, sizeof *p);
-}
+/* PP_LONG: one sequence of L / 2 rows. */
+static ppack make_ppack(int kind, int L, uint64_t seed) { return support_ppack_make(kind, L, L / 2, seed); }
 
 typedef struct pcase {
     int pack, L, H, D;
@@ -895,8 +698,6 @@ typedef struct pcase {
     int mask, alibi; /* alibi: ALIBI_NONE or ALIBI_H */
     int lse, padded; /* lse 0: O and LSE NULL; padded: QKV rows padded (NaN), O/dO/LSE strided, dQKV padded */
 } pcase;
-
-static int half_window(int w) { return w < 0 ? U : w / 2; }
 
 static void pdescribe(const pcase *c, fcl_dtype dt, const ppack *p, char *buf, size_t n)
 {
@@ -947,16 +748,10 @@ static void psetup(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppack *p
     support_random(h->qkv, (size_t)(L * 3 * HD), seed * 8 + 1, -1.0f, 1.0f, dt);
     support_random(h->dout, (size_t)(L * HD), seed * 8 + 2, -1.0f, 1.0f, dt);
 
-    t->row = c->padded ? 3 * HD + 5 : 3 * HD;
-    t->qkv_offset = c->padded ? 3 : 0;
-    const int64_t bshape[2] = {L, t->row};
-    t->base = support_tensor(ctx, dt, 2, bshape, NULL);
-    support_poison(t->base); /* padding must never be read */
-    const int64_t qshape[4] = {L, 3, H, D}, qstr[4] = {t->row, HD, D, 1};
-    t->qkv = support_view(t->base, 4, qshape, qstr, t->qkv_offset);
-    support_write(t->qkv, h->qkv);
+    t->qkv = support_qkv_buffer(ctx, dt, L, H, D, c->padded, h->qkv, &t->base, &t->row, &t->qkv_offset);
+    const int64_t qshape[4] = {L, 3, H, D};
     const int64_t bs[2] = {L, 2};
-    t->bounds = i32_tensor(ctx, 2, bs, p->bounds);
+    t->bounds = support_i32_tensor(ctx, 2, bs, p->bounds);
 
     const int64_t os[3] = {L, H, D}, ls[2] = {H, L};
     if (c->padded) {
@@ -979,32 +774,20 @@ static void psetup(fcl_context ctx, fcl_dtype dt, const pcase *c, const ppack *p
     if (c->mask == MASK_ON) {
         /* random values; one sequence longer than one row has every key dropped */
         h->mask = xfloats((size_t)L);
-        make_mask_values(h->mask, (int)L, seed * 8 + 4);
-        for (int b = p->nseq / 2; b < p->nseq; b++)
-            if (p->len[b] > 1) {
-                for (int j = p->start[b]; j < p->start[b] + p->len[b]; j++)
-                    h->mask[j] = 0.0f;
-                break;
-            }
+        support_ppack_mask(p, seed * 8 + 4, h->mask);
         t->mask = support_tensor(ctx, FCL_F32, 1, &L, h->mask);
     }
     if (c->alibi != ALIBI_NONE) {
         h->slopes = xfloats((size_t)H);
-        make_slopes((int)H, (int)H, h->slopes);
+        support_alibi_slopes((int)H, (int)H, h->slopes);
         t->alibi = support_tensor(ctx, FCL_F32, 1, &H, h->slopes);
     }
 }
 
 static fcl_attn_params pparams(const pcase *c, const ptensors *t)
 {
-    fcl_attn_params prm = fcl_attn_params_default();
-    prm.scale = c->scale;
-    prm.causal = c->causal;
-    prm.window_left = prm.window_right = half_window(c->w);
-    prm.softcap = c->softcap;
-    prm.key_mask = t->mask;
-    prm.alibi_slopes = t->alibi;
-    return prm;
+    return support_attn_params(c->scale, c->causal, support_half_window(c->w), support_half_window(c->w), c->softcap,
+                               t->mask, t->alibi);
 }
 
 static void pforward(fcl_context ctx, const pcase *c, const ptensors *t, const char *name)
@@ -1031,11 +814,34 @@ static void pbackward(fcl_context ctx, const pcase *c, const ptensors *t, float 
     *outside = gview_outside(&t->g);
 }
 
-/* Splits x [L, 3, H, D] into part `which` rows [r0, r0 + n) as dense [n, H, D]. */
-static void split_rows(const float *x, int which, int r0, int n, size_t HD, float *out)
+/* One packed case set up: its packing, name, host inputs, device tensors, and room for two
+ * runs' dQKV g[run] of n elements. */
+typedef struct prun {
+    ppack p;
+    char name[400];
+    phost h;
+    ptensors t;
+    size_t n;
+    float *g[2];
+} prun;
+
+static void prun_begin(prun *r, fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
 {
-    for (int i = 0; i < n; i++)
-        memcpy(out + (size_t)i * HD, x + ((size_t)(r0 + i) * 3 + which) * HD, sizeof(float) * HD);
+    r->p = make_ppack(c->pack, c->L, seed);
+    pdescribe(c, dt, &r->p, r->name, sizeof r->name);
+    psetup(ctx, dt, c, &r->p, seed, &r->h, &r->t);
+    r->n = (size_t)c->L * 3 * c->H * c->D;
+    r->g[0] = xfloats(r->n);
+    r->g[1] = xfloats(r->n);
+}
+
+static void prun_end(prun *r)
+{
+    free(r->g[0]);
+    free(r->g[1]);
+    ptensors_release(&r->t);
+    phost_free(&r->h);
+    support_ppack_free(&r->p);
 }
 
 /* Every sequence of dQKV against the reference of its rows alone (B = 1, Sq = Sk = length). */
@@ -1052,12 +858,11 @@ static gcheck pcompare(const pcase *c, fcl_dtype dt, const ppack *p, const phost
         for (int k = 0; k < 3; k++) {
             in[k] = xfloats(m);
             g[k] = xfloats(m);
-            split_rows(h->qkv, k, s0, n, HD, in[k]);
-            split_rows(dqkv, k, s0, n, HD, g[k]);
+            support_split_rows(h->qkv, k, s0, n, HD, in[k]);
+            support_split_rows(dqkv, k, s0, n, HD, g[k]);
         }
-        const ref_attn_problem pr = {1, n, n, c->H, c->H, c->D, (double)c->scale, c->causal, half_window(c->w),
-                                     half_window(c->w), (double)c->softcap, h->mask ? h->mask + s0 : NULL, 0,
-                                     h->slopes, 0};
+        const ref_attn_problem pr = support_ppack_problem(p, b, c->H, c->D, c->scale, c->causal, c->w, c->softcap,
+                                                          h->mask, h->slopes);
         check_sequence(&pr, dt, b, in[0], in[1], in[2], h->dout + (size_t)s0 * HD, g[0], g[1], g[2], &r);
         for (int k = 0; k < 3; k++) {
             free(in[k]);
@@ -1077,18 +882,17 @@ static size_t pas_varlen(fcl_context ctx, const pcase *c, const ppack *p, const 
                        const char *name)
 {
     const int64_t L = c->L, H = c->H, D = c->D, HD = H * D;
-    const int64_t vs[3] = {L, H, D}, vst[3] = {t->row, D, 1}, nc = p->nseq + 1;
-    fcl_tensor q = support_view(t->base, 3, vs, vst, t->qkv_offset);
-    fcl_tensor k = support_view(t->base, 3, vs, vst, t->qkv_offset + HD);
-    fcl_tensor v = support_view(t->base, 3, vs, vst, t->qkv_offset + 2 * HD);
-    fcl_tensor cu = i32_tensor(ctx, 1, &nc, p->cu);
+    const int64_t vs[3] = {L, H, D}, nc = p->nseq + 1;
+    fcl_tensor qkv[3];
+    support_qkv_views(t->base, t->row, t->qkv_offset, L, H, D, qkv);
+    fcl_tensor cu = support_i32_tensor(ctx, 1, &nc, p->cu);
     gview g[3];
     for (int i = 0; i < 3; i++) {
         gview_make(ctx, dt, 3, vs, i, &g[i]);
         support_poison(g[i].base);
     }
     const fcl_attn_params prm = pparams(c, t);
-    fcl_status st = fcl_attention_varlen_backward(ctx, &prm, q, k, v, t->o, t->dout, c->lse ? t->lse : NULL, cu, cu,
+    fcl_status st = fcl_attention_varlen_backward(ctx, &prm, qkv[0], qkv[1], qkv[2], t->o, t->dout, c->lse ? t->lse : NULL, cu, cu,
                                                   p->maxlen, p->maxlen, g[0].view, g[1].view, g[2].view, NULL);
     cr_assert(st == FCL_SUCCESS, "[%s] varlen backward of the packed data: %s: %s", name, fcl_status_string(st),
               fcl_last_error(ctx));
@@ -1103,7 +907,7 @@ static size_t pas_varlen(fcl_context ctx, const pcase *c, const ppack *p, const 
         gview_release(&g[i]);
     }
     free(x);
-    fcl_tensor all[] = {q, k, v, cu};
+    fcl_tensor all[] = {qkv[0], qkv[1], qkv[2], cu};
     for (int i = 0; i < 4; i++)
         fcl_tensor_release(all[i]);
     return outside;
@@ -1113,24 +917,25 @@ static size_t pas_varlen(fcl_context ctx, const pcase *c, const ppack *p, const 
  * varlen backward of the same data bit-identical. */
 static int pcheck_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
 {
-    ppack p = make_ppack(c->pack, c->L, seed);
-    char name[400], msg[600];
-    pdescribe(c, dt, &p, name, sizeof name);
-    phost h;
-    ptensors t;
-    psetup(ctx, dt, c, &p, seed, &h, &t);
-    const size_t n = (size_t)c->L * 3 * c->H * c->D, HD = (size_t)c->H * c->D;
-    float *g1 = xfloats(n), *g2 = xfloats(n), *gv = xfloats(n);
+    char msg[600];
+    prun v;
+    prun_begin(&v, ctx, dt, c, seed);
+    const ppack *p = &v.p;
+    const char *name = v.name;
+    const size_t n = v.n;
+    float *g1 = v.g[0], *g2 = v.g[1];
+    const size_t HD = (size_t)c->H * c->D;
+    float *gv = xfloats(n);
     size_t out1, out2;
-    pforward(ctx, c, &t, name);
-    pbackward(ctx, c, &t, g1, &out1, name);
-    pbackward(ctx, c, &t, g2, &out2, name);
-    const size_t out3 = pas_varlen(ctx, c, &p, &t, dt, gv, name);
+    pforward(ctx, c, &v.t, name);
+    pbackward(ctx, c, &v.t, g1, &out1, name);
+    pbackward(ctx, c, &v.t, g2, &out2, name);
+    const size_t out3 = pas_varlen(ctx, c, p, &v.t, dt, gv, name);
     double md, mv;
     long f, fv;
     const size_t diff = support_bit_diff(g1, g2, n, &md, &f), vdiff = support_bit_diff(g1, gv, n, &mv, &fv);
-    gcheck r = pcompare(c, dt, &p, &h, g1);
-    gcheck_describe(&r, p.nseq, msg, sizeof msg);
+    gcheck r = pcompare(c, dt, p, &v.h, g1);
+    gcheck_describe(&r, p->nseq, msg, sizeof msg);
     const int ok = gcheck_ok(&r) && diff == 0 && vdiff == 0 && out1 == 0 && out2 == 0 && out3 == 0;
     cr_expect(gcheck_ok(&r), "[%s] %s", name, msg);
     cr_expect(diff == 0, "[%s] two runs differ in %zu elements (max |diff| %.3g)", name, diff, md);
@@ -1138,16 +943,12 @@ static int pcheck_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t s
               "[%s] packed and varlen gradients differ in %zu of %zu elements (max |diff| %.3g; first: %s of row "
               "%ld, sequence [%d,%d))",
               name, vdiff, n, mv, fv < 0 ? "-" : grad_name[(fv / (long)HD) % 3], fv < 0 ? -1L : fv / (long)(3 * HD),
-              fv < 0 ? 0 : p.bounds[2 * (fv / (long)(3 * HD))], fv < 0 ? 0 : p.bounds[2 * (fv / (long)(3 * HD)) + 1]);
+              fv < 0 ? 0 : p->bounds[2 * (fv / (long)(3 * HD))], fv < 0 ? 0 : p->bounds[2 * (fv / (long)(3 * HD)) + 1]);
     cr_expect(out1 == 0 && out2 == 0 && out3 == 0,
               "[%s] %zu / %zu elements written outside the dQKV view, %zu outside the varlen twin's views", name,
               out1, out2, out3);
-    free(g1);
-    free(g2);
     free(gv);
-    ptensors_release(&t);
-    phost_free(&h);
-    ppack_free(&p);
+    prun_end(&v);
     return ok;
 }
 
@@ -1183,38 +984,36 @@ Test(packed_backward, sequences_and_equals_varlen)
 static int pisolation_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed, int what)
 {
     static const char *const what_name[3] = {"Q", "K/V", "dO"};
-    ppack p = make_ppack(c->pack, c->L, seed);
-    char name[400];
-    pdescribe(c, dt, &p, name, sizeof name);
-    phost h;
-    ptensors t;
-    psetup(ctx, dt, c, &p, seed, &h, &t);
-    const size_t HD = (size_t)c->H * c->D, n = (size_t)c->L * 3 * HD;
-    float *g1 = xfloats(n), *g2 = xfloats(n);
+    prun v;
+    prun_begin(&v, ctx, dt, c, seed);
+    const ppack *p = &v.p;
+    const char *name = v.name;
+    float *g1 = v.g[0], *g2 = v.g[1];
+    const size_t HD = (size_t)c->H * c->D;
     size_t out;
-    pforward(ctx, c, &t, name);
-    pbackward(ctx, c, &t, g1, &out, name);
+    pforward(ctx, c, &v.t, name);
+    pbackward(ctx, c, &v.t, g1, &out, name);
     int s = -1; /* a sequence of at least 3 rows in the middle, not the masked one */
-    for (int b = p.nseq / 3; b < p.nseq && s < 0; b++) {
+    for (int b = p->nseq / 3; b < p->nseq && s < 0; b++) {
         int kept = 0;
-        for (int j = p.start[b]; j < p.start[b] + p.len[b]; j++)
-            kept += !h.mask || h.mask[j] > 0.5f;
+        for (int j = p->start[b]; j < p->start[b] + p->len[b]; j++)
+            kept += !v.h.mask || v.h.mask[j] > 0.5f;
         if (kept > 2)
             s = b;
     }
     cr_assert(s >= 0, "test bug: no sequence to change");
-    const int r0 = p.start[s], r1 = p.start[s] + p.len[s];
+    const int r0 = p->start[s], r1 = p->start[s] + p->len[s];
     for (int r = r0; r < r1; r++)
         if (what == 2)
-            support_random(h.dout + (size_t)r * HD, HD, seed * 8 + 6 + (uint64_t)r, -1.0f, 1.0f, dt);
+            support_random(v.h.dout + (size_t)r * HD, HD, seed * 8 + 6 + (uint64_t)r, -1.0f, 1.0f, dt);
         else
             for (int k = what == 0 ? 0 : 1; k <= (what == 0 ? 0 : 2); k++)
-                support_random(h.qkv + ((size_t)r * 3 + k) * HD, HD, seed * 8 + 6 + (uint64_t)(r * 3 + k), -1.0f,
+                support_random(v.h.qkv + ((size_t)r * 3 + k) * HD, HD, seed * 8 + 6 + (uint64_t)(r * 3 + k), -1.0f,
                                1.0f, dt);
-    support_write(t.qkv, h.qkv);
-    support_write(t.dout, h.dout);
-    pforward(ctx, c, &t, name);
-    pbackward(ctx, c, &t, g2, &out, name);
+    support_write(v.t.qkv, v.h.qkv);
+    support_write(v.t.dout, v.h.dout);
+    pforward(ctx, c, &v.t, name);
+    pbackward(ctx, c, &v.t, g2, &out, name);
     size_t other = 0, own = 0;
     for (int r = 0; r < c->L; r++)
         for (size_t e = 0; e < 3 * HD; e++) {
@@ -1228,11 +1027,7 @@ static int pisolation_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64
               "[%s] changed %s of sequence %d (rows [%d,%d)): %zu dQKV elements of other rows changed (must be 0), "
               "%zu of its own changed (must be > 0)",
               name, what_name[what], s, r0, r1, other, own);
-    free(g1);
-    free(g2);
-    ptensors_release(&t);
-    phost_free(&h);
-    ppack_free(&p);
+    prun_end(&v);
     return other == 0 && own > 0;
 }
 
@@ -1273,73 +1068,62 @@ Test(varlen_backward, isolation)
  */
 static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
 {
-    packing pk = make_packing(c->pack, c->B, seed);
-    char name[400], msg[600];
-    vdescribe(c, dt, &pk, name, sizeof name);
-    vhost h;
-    vtensors t;
-    vsetup(ctx, dt, c, &pk, seed, &h, &t);
-    float *g1[3], *g2[3];
-    size_t n[3], out1, out2;
-    grads_alloc(g1, n, (size_t)pk.tq * c->Hq * c->D, (size_t)pk.tk * c->Hkv * c->D);
-    grads_alloc(g2, n, n[0], n[1]);
+    char msg[600];
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    const char *name = v.name;
+    float **g1 = v.g[0], **g2 = v.g[1];
+    const size_t *n = v.n;
+    size_t out1, out2;
     support_force_chunks(0);
-    vforward(ctx, c, &pk, &t, name);
-    vbackward(ctx, c, &pk, &t, g1, &out1, name);
+    vforward(ctx, c, pk, &v.t, name);
+    vbackward(ctx, c, pk, &v.t, g1, &out1, name);
     support_force_chunks(1);
-    vbackward(ctx, c, &pk, &t, g2, &out2, name);
+    vbackward(ctx, c, pk, &v.t, g2, &out2, name);
     support_force_chunks(0);
     int ft;
     long fi;
     double md;
     const size_t diff = grads_bit_diff(g1, g2, n, &ft, &fi, &md);
-    gcheck r = vcompare(c, dt, &pk, &h, g2);
-    gcheck_describe(&r, pk.B, msg, sizeof msg);
+    gcheck r = vcompare(c, dt, pk, &v.h, g2);
+    gcheck_describe(&r, pk->B, msg, sizeof msg);
     const int ok = diff == 0 && gcheck_ok(&r) && out1 == 0 && out2 == 0;
     cr_expect(diff == 0, "[%s] chunked and one-launch gradients differ in %zu elements (first: %s element %ld, "
               "max |diff| %.3g)", name, diff, ft >= 0 ? grad_name[ft] : "-", fi, md);
     cr_expect(gcheck_ok(&r), "[%s] chunked: %s", name, msg);
     cr_expect(out1 == 0 && out2 == 0, "[%s] %zu / %zu elements written outside the gradient views", name, out1, out2);
-    grads_free(g1);
-    grads_free(g2);
-    vtensors_release(&t);
-    vhost_free(&h);
-    packing_free(&pk);
+    vrun_end(&v);
     return ok;
 }
 
 static int pchunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
 {
-    ppack p = make_ppack(c->pack, c->L, seed);
-    char name[400], msg[600];
-    pdescribe(c, dt, &p, name, sizeof name);
-    phost h;
-    ptensors t;
-    psetup(ctx, dt, c, &p, seed, &h, &t);
-    const size_t n = (size_t)c->L * 3 * c->H * c->D;
-    float *g1 = xfloats(n), *g2 = xfloats(n);
+    char msg[600];
+    prun v;
+    prun_begin(&v, ctx, dt, c, seed);
+    const ppack *p = &v.p;
+    const char *name = v.name;
+    const size_t n = v.n;
+    float *g1 = v.g[0], *g2 = v.g[1];
     size_t out1, out2;
     support_force_chunks(0);
-    pforward(ctx, c, &t, name);
-    pbackward(ctx, c, &t, g1, &out1, name);
+    pforward(ctx, c, &v.t, name);
+    pbackward(ctx, c, &v.t, g1, &out1, name);
     support_force_chunks(1);
-    pbackward(ctx, c, &t, g2, &out2, name);
+    pbackward(ctx, c, &v.t, g2, &out2, name);
     support_force_chunks(0);
     double md;
     long f;
     const size_t diff = support_bit_diff(g1, g2, n, &md, &f);
-    gcheck r = pcompare(c, dt, &p, &h, g2);
-    gcheck_describe(&r, p.nseq, msg, sizeof msg);
+    gcheck r = pcompare(c, dt, p, &v.h, g2);
+    gcheck_describe(&r, p->nseq, msg, sizeof msg);
     const int ok = diff == 0 && gcheck_ok(&r) && out1 == 0 && out2 == 0;
     cr_expect(diff == 0, "[%s] chunked and one-launch dQKV differ in %zu elements (first %ld, max |diff| %.3g)", name,
               diff, f, md);
     cr_expect(gcheck_ok(&r), "[%s] chunked: %s", name, msg);
     cr_expect(out1 == 0 && out2 == 0, "[%s] %zu / %zu elements written outside the dQKV view", name, out1, out2);
-    free(g1);
-    free(g2);
-    ptensors_release(&t);
-    phost_free(&h);
-    ppack_free(&p);
+    prun_end(&v);
     return ok;
 }
 
@@ -1358,7 +1142,7 @@ static void snap_take(snap *s, int n, const fcl_tensor *t)
     s->n = n;
     for (int i = 0; i < n; i++) {
         s->t[i] = t[i];
-        s->b[i] = t[i] ? read_raw_all(t[i], &s->bytes[i]) : NULL;
+        s->b[i] = t[i] ? support_read_raw_all(t[i], &s->bytes[i]) : NULL;
     }
 }
 
@@ -1370,7 +1154,7 @@ static int snap_changed(snap *s)
         if (!s->t[i])
             continue;
         size_t bytes;
-        unsigned char *now = read_raw_all(s->t[i], &bytes);
+        unsigned char *now = support_read_raw_all(s->t[i], &bytes);
         changed += bytes != s->bytes[i] || memcmp(now, s->b[i], bytes) != 0;
         free(now);
         free(s->b[i]);
@@ -1382,7 +1166,7 @@ static int snap_changed(snap *s)
 static size_t guard_changed(const gview *g, const unsigned char *before)
 {
     size_t bytes;
-    unsigned char *now = read_raw_all(g->base, &bytes);
+    unsigned char *now = support_read_raw_all(g->base, &bytes);
     char *in = gview_inside(g);
     const size_t es = fcl_dtype_size(fcl_tensor_dtype(g->base));
     size_t bad = 0;
@@ -1393,41 +1177,20 @@ static size_t guard_changed(const gview *g, const unsigned char *before)
     return bad;
 }
 
-typedef struct garbage {
-    const char *what;
-    int32_t cq[6], ck[6]; /* B + 1 = 6 entries */
-    int maxq, maxk;
-} garbage;
+/* The shared garbage prefix sums, and one more for the backward: bounds far above the totals. */
+static const support_garbage_sums huge = {"max_seqlen huge", {0, 41, 0, 41, 0, 41}, {53, 0, 53, 0, 53, 0}, 100000,
+                                          100000};
 
-static const garbage garbage_list[] = {
-    /* valid, as a control of the harness (TQ 41, TK 53) */
-    {"valid", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 13, 23},
-    {"past total", {0, 30, 90, 1000, 1000000, 41}, {0, 60, 53, 5000, 54, 2000000}, 41, 53},
-    {"negative", {-5, -1, -100, INT_MIN, -3, 41}, {0, -7, -7, -1000000, INT_MIN, -53}, 20, 20},
-    {"decreasing", {41, 30, 20, 10, 5, 0}, {53, 0, 53, 0, 53, 0}, 41, 53},
-    {"extremes", {INT_MAX, INT_MIN, INT_MAX, 0, INT_MAX, INT_MIN}, {INT_MIN, INT_MAX, 0, INT_MIN, 1, INT_MAX}, 41, 53},
-    {"start past end", {50, 60, 70, 80, 90, 100}, {-60, -50, -40, 60, 70, 80}, 16, 16},
-    {"max_seqlen too small", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 2, 3},
-    {"max_seqlen zero", {0, 7, 7, 20, 33, 41}, {0, 10, 12, 30, 30, 53}, 0, 0},
-    {"max_seqlen huge", {0, 41, 0, 41, 0, 41}, {53, 0, 53, 0, 53, 0}, 100000, 100000},
-};
+static const support_garbage_sums *garbage_sums(int i)
+{
+    return i < SUPPORT_N_GARBAGE_SUMS ? &support_garbage_sums_list[i] : &huge;
+}
 
 /* A tensor of `shape` GUARD elements into a NaN-filled buffer, its own elements random. */
 static fcl_tensor guarded_input(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape, uint64_t seed,
                                 float lo, float hi, fcl_tensor *base)
 {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    const int64_t bn = n + 2 * GUARD;
-    *base = support_tensor(ctx, dt, 1, &bn, NULL);
-    support_poison(*base);
-    fcl_tensor v = support_view(*base, ndim, shape, NULL, GUARD);
-    float *x = xfloats((size_t)n);
-    support_random(x, (size_t)n, seed, lo, hi, dt);
-    support_write(v, x);
-    free(x);
-    return v;
+    return support_guarded_input(ctx, dt, ndim, shape, GUARD, 0, seed, lo, hi, base);
 }
 
 /*
@@ -1435,7 +1198,7 @@ static fcl_tensor guarded_input(fcl_context ctx, fcl_dtype dt, int ndim, const i
  * LSE NULL; else plain with LSE): the call and fcl_finish succeed, the bytes around dQ, dK, dV
  * (salted patterns) and every input buffer stay as they were.
  */
-static int vgarbage_case(fcl_context ctx, const garbage *gb, int full, uint64_t seed)
+static int vgarbage_case(fcl_context ctx, const support_garbage_sums *gb, int full, uint64_t seed)
 {
     enum { B = 5, TQ = 41, TK = 53, HQ = 4, HKV = 2, D = 64 };
     const int64_t qs[3] = {TQ, HQ, D}, ks[3] = {TK, HKV, D}, ls[2] = {HQ, TQ}, mk = TK, as[2] = {B, HQ}, nb = B + 1;
@@ -1449,9 +1212,9 @@ static int vgarbage_case(fcl_context ctx, const garbage *gb, int full, uint64_t 
     float hm[TK], ha[B * HQ];
     for (int j = 0; j < TK; j++)
         hm[j] = j % 3 == 1 ? 0.0f : 1.0f;
-    make_slopes(B * HQ, HQ, ha);
+    support_alibi_slopes(B * HQ, HQ, ha);
     fcl_tensor m = support_tensor(ctx, FCL_F32, 1, &mk, hm), a = support_tensor(ctx, FCL_F32, 2, as, ha);
-    fcl_tensor cq = i32_tensor(ctx, 1, &nb, gb->cq), ck = i32_tensor(ctx, 1, &nb, gb->ck);
+    fcl_tensor cq = support_i32_tensor(ctx, 1, &nb, gb->cq), ck = support_i32_tensor(ctx, 1, &nb, gb->ck);
     gview g[3];
     unsigned char *before[3];
     for (int i = 0; i < 3; i++) {
@@ -1510,36 +1273,11 @@ static int pgarbage_case(fcl_context ctx, int pattern, int full, uint64_t seed)
     float hm[L], ha[H];
     for (int j = 0; j < L; j++)
         hm[j] = j % 4 == 2 ? 0.0f : 1.0f;
-    make_slopes(H, H, ha);
+    support_alibi_slopes(H, H, ha);
     fcl_tensor m = support_tensor(ctx, FCL_F32, 1, &nl, hm), a = support_tensor(ctx, FCL_F32, 1, &nh, ha);
     int32_t bounds[2 * L];
-    uint64_t s = seed;
-    static const int32_t odd[] = {INT_MIN, -1000000, -5, -1, 0, 1, 50, L - 1, L, L + 1, L + 1000, INT_MAX};
-    const int nodd = (int)(sizeof odd / sizeof odd[0]);
-    for (int r = 0; r < L; r++) {
-        int32_t lo, hi;
-        switch (pattern) {
-        case 0: /* any pair of odd values */
-            lo = odd[rng_int(&s, 0, nodd - 1)];
-            hi = odd[rng_int(&s, 0, nodd - 1)];
-            break;
-        case 1: /* start past end */
-            lo = rng_int(&s, 1, L);
-            hi = lo - rng_int(&s, 1, lo);
-            break;
-        case 2: /* ranges that do not contain the row */
-            lo = r < L / 2 ? r + 1 : 0;
-            hi = r < L / 2 ? L : r;
-            break;
-        default: /* ranges reaching past both ends */
-            lo = -rng_int(&s, 1, 1000);
-            hi = L + rng_int(&s, 1, 1000);
-            break;
-        }
-        bounds[2 * r] = lo;
-        bounds[2 * r + 1] = hi;
-    }
-    fcl_tensor tb = i32_tensor(ctx, 2, ls, bounds);
+    support_garbage_bounds(pattern, L, seed, bounds);
+    fcl_tensor tb = support_i32_tensor(ctx, 2, ls, bounds);
     gview g;
     gview_make(ctx, FCL_F32, 4, qs, 1, &g);
     size_t bytes;
@@ -1577,10 +1315,9 @@ static int pgarbage_case(fcl_context ctx, int pattern, int full, uint64_t seed)
 static int garbage_all(fcl_context ctx, uint64_t seed)
 {
     int ok = 1;
-    const int n = (int)(sizeof garbage_list / sizeof garbage_list[0]);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < SUPPORT_N_GARBAGE_SUMS + 1; i++)
         for (int full = 0; full < 2; full++)
-            ok &= vgarbage_case(ctx, &garbage_list[i], full, seed + (uint64_t)(2 * i + full));
+            ok &= vgarbage_case(ctx, garbage_sums(i), full, seed + (uint64_t)(2 * i + full));
     for (int pattern = 0; pattern < 4; pattern++)
         for (int full = 0; full < 2; full++)
             ok &= pgarbage_case(ctx, pattern, full, seed + 100 + (uint64_t)(2 * pattern + full));
