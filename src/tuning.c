@@ -70,22 +70,25 @@ fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what,
                     "allows (%ld)", op, what, per_tile + fixed, ctx->info.name, fcl_device_loop_limit(ctx));
 }
 
+/* The tuned entry of (kernel, head_dim_pad), then the environment variable env_name
+ * ("a,b,c[,d]"), each taken only when fcl_tuned_values_valid accepts it, laid over v. */
+static void override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int v[4])
+{
+    int t[4] = {0, 0, 0, 0};
+    if (fcl_tuned_find(ctx, kernel, head_dim_pad, t))
+        memcpy(v, t, sizeof t);
+    const char *env = getenv(env_name);
+    int e[4] = {0, 0, 0, 0};
+    if (env && sscanf(env, "%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3]) >= 3 && fcl_tuned_values_valid(kernel, e))
+        memcpy(v, e, sizeof e);
+}
+
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {
-    fcl_forward_tiles t = entry_for(&ctx->info, head_dim_pad)->forward;
-    int tuned[3];
-    if (fcl_tuned_find(ctx, "forward", head_dim_pad, tuned)) {
-        t.block_m = tuned[0];
-        t.block_n = tuned[1];
-        t.rows = tuned[2];
-    }
-    const char *env = getenv("FLASHCL_FORWARD_TILES");
-    int m, n, r;
-    if (env && sscanf(env, "%d,%d,%d", &m, &n, &r) == 3 && m > 0 && n > 0 && r > 0 && m % r == 0) {
-        t.block_m = m;
-        t.block_n = n;
-        t.rows = r;
-    }
+    const fcl_forward_tiles table = entry_for(&ctx->info, head_dim_pad)->forward;
+    int v[4] = {table.block_m, table.block_n, table.rows, 0};
+    override_tiles(ctx, "forward", head_dim_pad, "FLASHCL_FORWARD_TILES", v);
+    fcl_forward_tiles t = {v[0], v[1], v[2]};
     /* The local array (plus the mask row) must fit in half the local memory. */
     const uint64_t budget = ctx->info.local_mem_bytes / 2;
     while (t.block_n > 1 && (uint64_t)(fcl_forward_smem_floats(&t, head_dim_pad) + t.block_n) * 4 > budget)
@@ -98,27 +101,16 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 {
-    fcl_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->mma;
-    int tuned[4];
-    if (t.block_m > 0 && fcl_tuned_find(ctx, "forward_mma", head_dim_pad, tuned)) {
-        t.block_m = tuned[0];
-        t.block_n = tuned[1];
-        t.m_tiles = tuned[2];
-        t.max_regs = tuned[3];
-    }
-    const char *env = getenv("FLASHCL_MMA_TILES");
-    int m, n, mt, regs = 0;
-    if (t.block_m > 0 && env && sscanf(env, "%d,%d,%d,%d", &m, &n, &mt, &regs) >= 3 && mt > 0 && m > 0 &&
-        m % (16 * mt) == 0 && n > 0 && n % 16 == 0 && regs >= 0) {
-        t.block_m = m;
-        t.block_n = n;
-        t.m_tiles = mt;
-        t.max_regs = regs;
-    }
+    const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
+    if (table.block_m == 0) /* no tensor-core kernel on this device */
+        return table;
+    int v[4] = {table.block_m, table.block_n, table.m_tiles, table.max_regs};
+    override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", v);
+    fcl_mma_tiles t = {v[0], v[1], v[2], v[3]};
     /* two stages of K and V tiles of block_n rows of head_dim_pad + 8 halves, and of mask values */
     while (t.block_n > 16 && (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8) > ctx->info.local_mem_bytes)
         t.block_n /= 2;
-    if ((size_t)(t.block_m / (16 * (t.m_tiles > 0 ? t.m_tiles : 1)) * 32) > ctx->info.max_work_group_size)
+    if ((size_t)(t.block_m / (16 * t.m_tiles) * 32) > ctx->info.max_work_group_size)
         t.block_m = 0;
     return t;
 }

@@ -4,9 +4,14 @@
 
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <dirent.h>
+#include <limits.h>
 #include <math.h>
-#include <string.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 fcl_context support_context(void)
 {
@@ -280,3 +285,27 @@ void support_weight_release(support_weight *hw)
 fcl_weight support_weight_fcl(const support_weight *hw) { return (fcl_weight){hw->tw, hw->ts, hw->tb}; }
 
 ref_weight support_weight_ref(const support_weight *hw) { return (ref_weight){hw->w, hw->scale, hw->bias}; }
+
+void support_remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                    continue;
+                char sub[PATH_MAX];
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                support_remove_tree(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}

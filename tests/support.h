@@ -99,4 +99,7 @@ void support_weight_release(support_weight *hw);
 fcl_weight support_weight_fcl(const support_weight *hw);
 ref_weight support_weight_ref(const support_weight *hw);
 
+/* Removes a file or a folder with everything below it (test sandboxes); errors are ignored. */
+void support_remove_tree(const char *path);
+
 #endif

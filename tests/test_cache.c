@@ -34,30 +34,6 @@ static const char *const g_env_names[3] = {"HOME", "XDG_CACHE_HOME", "FLASHCL_CA
 static char *g_env_saved[3];
 static int g_env_was_set[3];
 
-static void remove_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                    continue;
-                char sub[PATH_MAX];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                remove_tree(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void sandbox_init(void)
 {
     for (int i = 0; i < 3; i++) {
@@ -72,7 +48,7 @@ static void sandbox_init(void)
 static void sandbox_fini(void)
 {
     if (g_tmp[0])
-        remove_tree(g_tmp);
+        support_remove_tree(g_tmp);
     g_tmp[0] = '\0';
     for (int i = 0; i < 3; i++) {
         if (g_env_was_set[i] && g_env_saved[i])

@@ -20,22 +20,6 @@
 
 static char g_dir[256];
 
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            char path[512];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-                unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 static void sandbox_init(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/flashcl-tuning-XXXXXX");
@@ -49,7 +33,7 @@ static void sandbox_fini(void)
 {
     unsetenv("FLASHCL_CACHE_DIR");
     unsetenv("FLASHCL_FORWARD_TILES");
-    remove_dir(g_dir);
+    support_remove_tree(g_dir);
 }
 
 TestSuite(tuning, .init = sandbox_init, .fini = sandbox_fini);
