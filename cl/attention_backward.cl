@@ -1,8 +1,8 @@
 /*
  * Attention backward (FlashAttention-2 style, recompute-based, deterministic), portable
- * OpenCL C 1.2. Three kernels of one program:
+ * OpenCL C 1.2. With attention_backward_rows.cl (the arguments, and the preprocessing kernel
+ * attention_backward_delta: delta[h, i] = rowsum(dO * O)), the program's two main kernels:
  *
- *  attention_backward_delta  delta[h, i] = rowsum(dO * O), one work-item per query row.
  *  attention_backward_dkdv   one work-item per key row (BLOCK_N per group): keeps k, v and
  *                            the dK, dV accumulators in private memory and walks the query
  *                            heads of its KV head's group and the query tiles (BLOCK_M rows,
@@ -27,104 +27,6 @@
  * [item_lo, item_hi] (whole key tiles of the grid from key 0); a launch resumes from and/or saves its accumulators (float, in
  * `state`), and only the last one writes the gradients.
  */
-
-#define BACKWARD_ARGS                                                                              \
-    __global const store_t *Q, __global const store_t *K, __global const store_t *V,              \
-        __global const store_t *O, __global const store_t *dO, __global const float *LSE,          \
-        __global store_t *dQ, __global store_t *dK, __global store_t *dV,                          \
-        __global const float *mask, __global const float *alibi, __global float *delta,            \
-        __global float *state, __global const int *cu_q, __global const int *cu_k,                 \
-        const int item_lo, const int item_hi, const int load_state, const int save_state,          \
-        const int sq_arg, const int sk_arg, const int head_dim, const int group,                   \
-        const int window_left, const int window_right, const int total_q, const int total_k,       \
-        const int n_qtiles, const float scale, const float softcap,                                \
-        const long q_off, const long q_sb, const long q_ss, const long q_sh,                       \
-        const long k_off, const long k_sb, const long k_ss, const long k_sh,                       \
-        const long v_off, const long v_sb, const long v_ss, const long v_sh,                       \
-        const long o_off, const long o_sb, const long o_ss, const long o_sh,                       \
-        const long do_off, const long do_sb, const long do_ss, const long do_sh,                   \
-        const long dq_off, const long dq_sb, const long dq_ss, const long dq_sh,                   \
-        const long dk_off, const long dk_sb, const long dk_ss, const long dk_sh,                   \
-        const long dv_off, const long dv_sb, const long dv_ss, const long dv_sh,                   \
-        const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss,               \
-        const long mask_off, const long mask_sb, const long mask_ss,                               \
-        const long alibi_off, const long alibi_sb, const long alibi_sh,                            \
-        const long cu_q_off, const long cu_k_off, const long seq_ss
-
-/* One sequence's rows: queries [q_first, q_first + sq) and keys [k_first, k_first + sk) of
- * the tensors (varlen: from the prefix sums, clamped to the totals and the bounds). */
-typedef struct seq_rows {
-    int q_first, k_first, sq, sk;
-} seq_rows;
-
-inline seq_rows sequence_rows(int b, __global const int *cu_q, __global const int *cu_k, long cu_q_off,
-                              long cu_k_off, int sq_arg, int sk_arg, int total_q, int total_k)
-{
-    seq_rows r;
-#if LAYOUT == 1
-    r.q_first = clamp(cu_q[cu_q_off + b], 0, total_q);
-    r.k_first = clamp(cu_k[cu_k_off + b], 0, total_k);
-    r.sq = min(clamp(cu_q[cu_q_off + b + 1], r.q_first, total_q) - r.q_first, sq_arg);
-    r.sk = min(clamp(cu_k[cu_k_off + b + 1], r.k_first, total_k) - r.k_first, sk_arg);
-#else
-    r.q_first = r.k_first = 0;
-    r.sq = sq_arg;
-    r.sk = sk_arg;
-#endif
-    return r;
-}
-
-/* Index of row i (of a sequence starting at tensor row `first`) of head h of batch b in the
- * float scratch rows (delta, state): dense [B, heads, rows], varlen/packed [heads, total]. */
-inline long scratch_row(int b, int h, int heads, int i, int first, int rows, int total)
-{
-#if LAYOUT == 0
-    return ((long)b * heads + h) * rows + i;
-#else
-    return (long)h * total + first + i;
-#endif
-}
-
-/* Packed layout: row r's own sequence [lo, hi) from seq_bounds, clamped to [0, L]. */
-inline int packed_lo(__global const int *bounds, long off, long ss, int r, int L)
-{
-    return clamp(bounds[off + r * ss], 0, L);
-}
-
-inline int packed_hi(__global const int *bounds, long off, long ss, int r, int L)
-{
-    return clamp(bounds[off + r * ss + 1], packed_lo(bounds, off, ss, r, L), L);
-}
-
-/* The scaled score after softcap and ALiBi in natural units; *dcap gets d(capped)/d(raw). */
-inline float backward_score(float dot, float scale, float softcap, float slope, int pos, int j, float *dcap)
-{
-    float s = dot * scale;
-    *dcap = 1.0f;
-#if HAS_SOFTCAP
-    const float t = tanh(s / softcap);
-    s = softcap * t;
-    *dcap = 1.0f - t * t;
-#endif
-#if HAS_ALIBI
-    s -= slope * (float)abs(pos - j);
-#endif
-    return s;
-}
-
-__kernel void attention_backward_delta(BACKWARD_ARGS)
-{
-    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
-    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
-    if (i >= r.sq)
-        return;
-    const long orow = o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh;
-    const long drow = do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh;
-    float sum = 0.0f;
-    for (int d = 0; d < head_dim; d++)
-        sum = fma(LOAD(dO, drow + d), LOAD(O, orow + d), sum);
-    delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] = sum;
-}
 
 __kernel __attribute__((reqd_work_group_size(BLOCK_N, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)

@@ -22,14 +22,6 @@
  * (multiples of 16), M_TILES; ASYNC_COPY; HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
-#if FCL_DTYPE == 1
-#define MMA_IN "f16"
-#elif FCL_DTYPE == 2
-#define MMA_IN "bf16"
-#else
-#error "the tensor-core forward takes F16 or BF16"
-#endif
-
 #define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
 #define NWARPS (BLOCK_M / (16 * M_TILES))
 #define WG_SIZE (NWARPS * 32)
@@ -37,131 +29,6 @@
 #define NT_S (BLOCK_N / 8)         /* n8 tiles of a tile's scores */
 #define NT_O (HEAD_DIM_PAD / 8)    /* n8 tiles of the output rows */
 #define ROW_HALVES (HEAD_DIM_PAD + 8)
-#define CHUNKS (HEAD_DIM_PAD / 8)  /* 16-byte chunks of a K or V row */
-
-/* c += a b for one m16n8k16 tile: a row-major 16x16 (4 registers of 2 values), b column-major
- * 16x8 (2 registers), c 16x8 FP32 (4 values per lane). */
-inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
-{
-    __asm__("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Four 8x8 16-bit matrices from local memory; lane l gives the shared-memory address of row
- * l % 8 of matrix l / 8 (16-byte aligned). TRANS delivers them transposed. */
-inline void ldmatrix_x4(uint *r, uint addr)
-{
-    __asm__("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-            : "r"(addr)
-            : "memory");
-}
-
-inline void ldmatrix_x4_trans(uint *r, uint addr)
-{
-    __asm__("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-            : "r"(addr)
-            : "memory");
-}
-
-/* x, opaque to the compiler: addresses derived from it inside a loop are computed there (one
- * add each) instead of being hoisted out of the loop into dozens of live registers. */
-inline uint opaque(uint x)
-{
-    __asm__ __volatile__("mov.b32 %0, %0;" : "+r"(x));
-    return x;
-}
-
-/* Two floats rounded to the storage dtype, packed as one mma operand register (lo first). */
-inline uint pack_pair(float lo, float hi)
-{
-    uint r;
-    __asm__("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-inline float shuffle_xor(float x, int lane_mask)
-{
-    float r;
-    __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(lane_mask));
-    return r;
-}
-
-/* The max / sum over the 4 lanes that hold one row of an mma accumulator. */
-inline float quad_max(float x)
-{
-    x = fmax(x, shuffle_xor(x, 1));
-    return fmax(x, shuffle_xor(x, 2));
-}
-
-inline float quad_sum(float x)
-{
-    x += shuffle_xor(x, 1);
-    return x + shuffle_xor(x, 2);
-}
-
-/* 2^x, flushing subnormal results to zero (one MUFU instruction). */
-inline float exp2_ftz(float x)
-{
-    float r;
-    __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-
-/* 16 bytes (8 halves) of one K or V row into local memory: the first `bytes` from src, zeros
- * after (bytes 0: all zeros, src not read). */
-inline void copy_chunk(__local ushort *dst, __global const ushort *src, int bytes)
-{
-#if ASYNC_COPY
-    __asm__ __volatile__("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src), "r"(bytes)
-                 : "memory");
-#else
-    #pragma unroll
-    for (int e = 0; e < 8; e++)
-        dst[e] = 2 * e < bytes ? src[e] : (ushort)0;
-#endif
-}
-
-/* Waits until this work-item's copies of the older of its two outstanding tiles have landed
- * (all of them when `all`), then for the whole group. */
-inline void copies_landed(int all)
-{
-#if ASYNC_COPY
-    if (all)
-        __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory");
-    else
-        __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory");
-#endif
-    barrier(CLK_LOCAL_MEM_FENCE);
-}
-
-/* Rows j0 .. j0 + BLOCK_N - 1 of K or V (rows outside [g_lo, g_hi], masked-out rows when
- * use_mask, and columns past head_dim become zeros). */
-inline void load_tile(__local ushort *tile, __global const ushort *src, long base, long row_stride, int j0,
-                      int g_lo, int g_hi, int head_dim, int use_mask, __global const float *mask, long mask_row0,
-                      long mask_ss, int lid)
-{
-    for (int idx = lid; idx < BLOCK_N * CHUNKS; idx += WG_SIZE) {
-        const int n = idx / CHUNKS, d = (idx - n * CHUNKS) * 8;
-        const int j = j0 + n;
-        bool in = j >= g_lo && j <= g_hi;
-        if (in && use_mask)
-            in = mask[mask_row0 + (long)j * mask_ss] > 0.5f;
-        const int bytes = in ? 2 * clamp(head_dim - d, 0, 8) : 0;
-        copy_chunk(tile + n * ROW_HALVES + d, bytes > 0 ? src + base + (long)j * row_stride + d : src, bytes);
-    }
-}
-
-/* Closes this work-item's copies issued since the last call into one group (possibly empty). */
-inline void commit_copies(void)
-{
-#if ASYNC_COPY
-    __asm__ __volatile__("cp.async.commit_group;" ::: "memory");
-#endif
-}
 
 /* Starts the copies of key tile j0 (K, V, and with a mask its values into Ms) into one stage. */
 inline void issue_tile(__local ushort *Kst, __local ushort *Vst, __global const ushort *Ku,
@@ -169,8 +36,10 @@ inline void issue_tile(__local ushort *Kst, __local ushort *Vst, __global const 
                        int g_hi, int head_dim, __local float *Ms, __global const float *mask, long mrow,
                        long mask_ss, int lid)
 {
-    load_tile(Kst, Ku, kbase, k_ss, j0, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss, lid);
-    load_tile(Vst, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss, lid);
+    load_rows(Kst, ROW_HALVES, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Ku, kbase, k_ss, j0, g_lo, g_hi, head_dim, 0,
+              mask, mrow, mask_ss);
+    load_rows(Vst, ROW_HALVES, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim,
+              HAS_MASK, mask, mrow, mask_ss);
 #if HAS_MASK
     for (int n = lid; n < BLOCK_N; n += WG_SIZE)
         Ms[n] = j0 + n >= g_lo && j0 + n <= g_hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
-# (see ../shared/device/prepare.sh): the backward tests on the GPU (unless SKIP_TESTS=1),
-# then flashcl-bench --op backward and PyTorch scaled_dot_product_attention's backward
-# (.devcarry/sdpa_peer.py: flash and cuDNN backends) on FlashAttention's benchmark shapes
-# (hidden 2048, batch x seqlen = 16k, F16), in one run. Output under $OUT (default
-# ./gpu-out): ctest.txt, bench.jsonl, peer.jsonl. SEQS, DIMS, REPS narrow the sweep;
-# SWEEP="M,N M,N ..." adds a FLASHCL_BACKWARD_TILES sweep at S 2048 into sweep.jsonl.
+# (see ../shared/device/prepare.sh). First the backward correctness grid (test_backward,
+# test_varlen_backward, test_qkvo_backward) once per backward kernel: the tensor-core path
+# ("mma": FLASHCL_BACKWARD_PATH unset) and the portable one (FLASHCL_BACKWARD_PATH=portable).
+# A path that fails its grid is not timed. Then flashcl-bench --op backward (JSON) for the
+# paths in BENCH_PATHS that passed (default "mma": the portable kernels take seconds per call
+# at these sizes) and PyTorch scaled_dot_product_attention's backward (.devcarry/sdpa_peer.py:
+# flash and cuDNN backends) on FlashAttention's benchmark shapes (hidden 2048, batch x seqlen =
+# 16k, F16), and one table with the ratios (scripts/peer_table.py) in table.md.
+# Output under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl, table.md.
+# Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
+# (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
+# into sweep.jsonl).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -14,11 +20,19 @@ export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
 bench=build/tools/flashcl-bench
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
-if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+path_env() { [[ $1 == portable ]] && echo portable || echo auto; }
+
+passed=""
+for path in ${TEST_PATHS:-mma portable}; do
+  if [[ "${SKIP_TESTS:-0}" == 1 ]]; then passed="$passed $path"; continue; fi
   start=$(date +%s)
-  ctest --test-dir build --output-on-failure -j4 -R "${CTEST_REGEX:-backward}" > "$out/ctest.txt" 2>&1
-  echo "ctest rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest.txt"
-fi
+  FLASHCL_BACKWARD_PATH=$(path_env "$path") ctest --test-dir build --output-on-failure -j4 \
+    -R "${TESTS:-^(test_backward|test_varlen_backward|test_qkvo_backward)$}" > "$out/ctest-$path.txt" 2>&1
+  rc=$?
+  echo "ctest ($path) rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-$path.txt"
+  [[ $rc == 0 ]] && passed="$passed $path"
+done
+echo "paths that passed the grid:${passed:- none}"
 
 : > "$out/bench.jsonl"
 : > "$out/peer.jsonl"
@@ -26,23 +40,34 @@ for d in ${DIMS:-64 128}; do
   for s in ${SEQS:-1024 4096}; do
     for causal in "" "--causal"; do
       b=$((16384 / s)); h=$((2048 / d))
-      "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h --d $d $causal \
-        --reps ${REPS:-3} --warmup 1 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+      for path in ${BENCH_PATHS:-mma}; do
+        [[ " $passed " == *" $path "* ]] || continue
+        FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s \
+          --hq $h --hkv $h --d $d $causal --reps ${REPS:-3} --warmup 1 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+      done
       python3 .devcarry/sdpa_peer.py --op backward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
         --d $d $causal >> "$out/peer.jsonl" 2>>"$out/errors.log"
     done
   done
 done
-cat "$out/bench.jsonl" "$out/peer.jsonl"
+python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward | tee "$out/table.md"
 
 if [[ -n "${SWEEP:-}" ]]; then
   : > "$out/sweep.jsonl"
   for t in $SWEEP; do
     for d in 64 128; do
       h=$((2048 / d))
-      FLASHCL_BACKWARD_TILES=$t "$bench" --op backward --dtype f16 --b 8 --sq 2048 --sk 2048 --hq $h --hkv $h \
-        --d $d --reps 3 --warmup 1 --json 2>>"$out/errors.log" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+      for causal in "" "--causal"; do
+        FLASHCL_BACKWARD_MMA_TILES=$t "$bench" --op backward --dtype f16 --b 4 --sq 4096 --sk 4096 --hq $h --hkv $h \
+          --d $d $causal --reps 3 --warmup 1 --json 2>>"$out/errors.log" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+      done
     done
   done
-  cat "$out/sweep.jsonl"
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        print(r["tiles"], "D", r["d"], "causal" if r["causal"] else "full", "%.1f TF/s" % r["tflops"], "ok" if r["ok"] else "FAILED")
+' "$out/sweep.jsonl"
 fi

@@ -7,7 +7,7 @@
 # path that passed, flashcl-bench (JSON) on FlashAttention's benchmark shapes (hidden 2048,
 # batch x seqlen = 16k, seqlen 512..16k, D 64 and 128, causal and not, F16), PyTorch
 # scaled_dot_product_attention (flash and cuDNN backends, .devcarry/sdpa_peer.py) on the same
-# shapes, CLBlast SGEMM, and one table with the ratios (scripts/forward_table.py) in table.md.
+# shapes, CLBlast SGEMM, and one table with the ratios (scripts/peer_table.py) in table.md.
 # Everything goes under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl.
 # Knobs: SEQS, DIMS, REPS, PATHS ("mma portable"), SKIP_TESTS=1, TESTS (ctest regex),
 # TUNE=1 (flashcl-bench --tune first, into tune.jsonl: the stored winners are then used by the
@@ -61,7 +61,7 @@ for d in ${DIMS:-64 128}; do
     done
   done
 done
-python3 scripts/forward_table.py "$out/bench.jsonl" "$out/peer.jsonl" | tee "$out/table.md"
+python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" forward | tee "$out/table.md"
 
 # Optional tensor-core tile sweep: S 4096, D 64 and 128, F16, into sweep.jsonl.
 if [[ -n "${SWEEP:-}" ]]; then

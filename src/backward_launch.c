@@ -6,16 +6,45 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const backward_sources[] = {"common", "attention_backward"};
-
 enum { K_DELTA, K_DKDV, K_DQ, N_KERNELS };
 static const char *const kernel_names[N_KERNELS] = {"attention_backward_delta", "attention_backward_dkdv",
                                                      "attention_backward_dq"};
 
-/* Builds (or finds) the program; halves a tile whose kernel cannot run that many work-items. */
-static fcl_status get_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp, fcl_backward_tiles *t,
-                              cl_kernel out[N_KERNELS])
+/* The kernels of one backward and their launch shape. */
+typedef struct backward_variant {
+    cl_kernel kern[N_KERNELS];
+    int mma;                 /* the tensor-core kernels (never chunked) */
+    fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
+    size_t dkdv_wg, dq_wg;   /* work-items per work-group */
+} backward_variant;
+
+/* The three kernels of the program of `sources` built with `opts`, and the most work-items
+ * each of dkdv and dq can run per work-group. */
+static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
+                                cl_kernel out[N_KERNELS], size_t wg[2])
 {
+    for (int k = 0; k < N_KERNELS; k++) {
+        fcl_status s = fcl_get_kernel(ctx, sources, n_sources, opts, kernel_names[k], &out[k]);
+        if (s != FCL_SUCCESS)
+            return s;
+    }
+    for (int k = 0; k < 2; k++) {
+        cl_int err = clGetKernelWorkGroupInfo(out[K_DKDV + k], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg[k],
+                                              &wg[k], NULL);
+        if (err != CL_SUCCESS)
+            return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+    }
+    return FCL_SUCCESS;
+}
+
+/* The portable kernels (cl/attention_backward.cl); halves a tile whose kernel cannot run that
+ * many work-items. */
+static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp, backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward"};
+    fcl_backward_tiles *t = &v->t;
+    *t = fcl_tune_backward(ctx, hdp);
+    v->mma = 0;
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
@@ -23,20 +52,15 @@ static fcl_status get_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp
                  "-DHAS_MASK=%d -DHAS_ALIBI=%d",
                  (int)f->dtype, hdp, t->block_m, t->block_n, f->layout, f->params.softcap > 0.0f,
                  f->params.mask != NULL, f->params.alibi != NULL);
-        for (int k = 0; k < N_KERNELS; k++) {
-            fcl_status s = fcl_get_kernel(ctx, backward_sources, 2, opts, kernel_names[k], &out[k]);
-            if (s != FCL_SUCCESS)
-                return s;
-        }
         size_t wg[2];
-        for (int k = 0; k < 2; k++) {
-            cl_int err = clGetKernelWorkGroupInfo(out[K_DKDV + k], ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                                  sizeof wg[k], &wg[k], NULL);
-            if (err != CL_SUCCESS)
-                return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
-        }
-        if (wg[0] >= (size_t)t->block_n && wg[1] >= (size_t)t->block_m)
+        fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+        if (s != FCL_SUCCESS)
+            return s;
+        if (wg[0] >= (size_t)t->block_n && wg[1] >= (size_t)t->block_m) {
+            v->dkdv_wg = (size_t)t->block_n;
+            v->dq_wg = (size_t)t->block_m;
             return FCL_SUCCESS;
+        }
         if (wg[0] < (size_t)t->block_n && t->block_n > 1)
             t->block_n /= 2;
         else if (wg[1] < (size_t)t->block_m && t->block_m > 1)
@@ -45,6 +69,51 @@ static fcl_status get_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp
             return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: the backward kernels cannot run on device \"%s\"", f->op,
                             ctx->info.name);
     }
+}
+
+/* The tensor-core kernels apply: fcl_nv_mma_usable (FLASHCL_BACKWARD_PATH) and tiles for hdp. */
+static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_mma_tiles *t)
+{
+    if (!fcl_nv_mma_usable(ctx, dtype, "FLASHCL_BACKWARD_PATH"))
+        return 0;
+    *t = fcl_tune_backward_mma(ctx, hdp);
+    return t->dkdv_block_n > 0;
+}
+
+const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
+{
+    fcl_backward_mma_tiles t;
+    if (!ctx)
+        return NULL;
+    return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
+}
+
+/* The tensor-core kernels (cl/attention_backward_mma.cl), or the portable ones where the
+ * compiled kernels cannot run their work-groups (registers). */
+static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
+                                  const fcl_backward_mma_tiles *t, backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "mma_nv", "attention_backward_mma"};
+    const fcl_forward_job *f = &job->fwd;
+    const int aligned = fcl_rows_aligned(f->Q, f->q_dims) && fcl_rows_aligned(f->K, f->k_dims) &&
+                        fcl_rows_aligned(f->V, f->v_dims) && fcl_rows_aligned(job->dO, job->do_dims);
+    char opts[320];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
+             "-DASYNC_COPY=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, aligned, f->layout,
+             f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+    size_t wg[2];
+    fcl_status s = build_kernels(ctx, sources, 4, opts, v->kern, wg);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->mma = 1;
+    v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
+    v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
+    v->dq_wg = (size_t)(2 * t->dq_block_m);
+    if (wg[0] < v->dkdv_wg || wg[1] < v->dq_wg)
+        return get_portable_kernels(ctx, f, hdp, v);
+    return FCL_SUCCESS;
 }
 
 /* Tiles per launch so that a work-item stays under the device's loop cap (0: all tiles). */
@@ -146,11 +215,14 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
 {
     const fcl_forward_job *f = &job->fwd;
     const int hdp = fcl_pad_head_dim(f->D);
-    fcl_backward_tiles t = fcl_tune_backward(ctx, hdp);
-    cl_kernel kern[N_KERNELS];
-    fcl_status s = get_kernels(ctx, f, hdp, &t, kern);
+    backward_variant v;
+    fcl_backward_mma_tiles mt;
+    fcl_status s = mma_applies(ctx, f->dtype, hdp, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
+                                                        : get_portable_kernels(ctx, f, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
+    cl_kernel *kern = v.kern;
+    const fcl_backward_tiles t = v.t;
     const long bm = t.block_m, bn = t.block_n, group = (long)(f->Hq / f->Hkv);
     const long n_qtiles = f->sq > 0 ? (long)((f->sq + bm - 1) / bm) : 1;
     long dkdv_tiles = 0, dq_tiles = 0;
@@ -195,9 +267,9 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     /* an explicit work-group (32 rows) so that PoCL compiles one delta kernel for every shape */
     const size_t g_delta[3] = {((size_t)f->sq + 31) / 32 * 32, (size_t)f->Hq, (size_t)f->grid_b};
     const size_t l_delta[3] = {32, 1, 1};
-    const size_t g_dkdv[3] = {k_groups * (size_t)bn, (size_t)f->Hkv, (size_t)f->grid_b};
-    const size_t g_dq[3] = {q_groups * (size_t)bm, (size_t)f->Hq, (size_t)f->grid_b};
-    const size_t l_dkdv[3] = {(size_t)bn, 1, 1}, l_dq[3] = {(size_t)bm, 1, 1};
+    const size_t g_dkdv[3] = {k_groups * v.dkdv_wg, (size_t)f->Hkv, (size_t)f->grid_b};
+    const size_t g_dq[3] = {q_groups * v.dq_wg, (size_t)f->Hq, (size_t)f->grid_b};
+    const size_t l_dkdv[3] = {v.dkdv_wg, 1, 1}, l_dq[3] = {v.dq_wg, 1, 1};
     if (err == CL_SUCCESS && f->sq > 0)
         err = clEnqueueNDRangeKernel(ctx->queue, kern[K_DELTA], 3, NULL, g_delta, l_delta, 0, NULL, NULL);
     if (err == CL_SUCCESS && k_groups > 0)

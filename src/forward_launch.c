@@ -21,13 +21,17 @@ typedef struct forward_variant {
     fcl_forward_tiles tiles; /* the portable kernel's tiles */
 } forward_variant;
 
-/* The tensor-core kernel applies: NVIDIA compute capability >= 8.0, F16/BF16, a table entry,
- * no loop cap, and FLASHCL_FORWARD_PATH is not "portable". */
+int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env)
+{
+    const char *env = getenv(path_env);
+    return !(env && strcmp(env, "portable") == 0) && ctx->info.nv_cc_major >= 8 &&
+           (dtype == FCL_F16 || dtype == FCL_BF16) && fcl_device_loop_limit(ctx) == 0;
+}
+
+/* The tensor-core kernel applies: fcl_nv_mma_usable (FLASHCL_FORWARD_PATH) and a table entry. */
 static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_mma_tiles *tiles)
 {
-    const char *env = getenv("FLASHCL_FORWARD_PATH");
-    if ((env && strcmp(env, "portable") == 0) || ctx->info.nv_cc_major < 8 || hdp > 256 ||
-        (dtype != FCL_F16 && dtype != FCL_BF16) || fcl_device_loop_limit(ctx) != 0)
+    if (hdp > 256 || !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))
         return 0;
     *tiles = fcl_tune_forward_mma(ctx, hdp);
     return tiles->block_m > 0;
@@ -41,9 +45,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
     return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
 }
 
-/* Rows of the view start at 16-byte boundaries: offset and the batch / seq / head strides are
- * multiples of 8 (16-bit) elements. */
-static int rows_aligned(fcl_tensor t, const int dims[3])
+int fcl_rows_aligned(fcl_tensor t, const int dims[3])
 {
     if (t->offset % 8)
         return 0;
@@ -53,12 +55,12 @@ static int rows_aligned(fcl_tensor t, const int dims[3])
     return 1;
 }
 
-/* Builds (or finds) kernel attention_forward of `sources` with `opts`, and the most work-items
- * its compiled form can run per work-group. */
-static fcl_status build_forward(fcl_context ctx, const char *const sources[3], const char *opts, cl_kernel *kernel,
-                                size_t *wg)
+/* Builds (or finds) kernel attention_forward of the n_sources `sources` with `opts`, and the
+ * most work-items its compiled form can run per work-group. */
+static fcl_status build_forward(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
+                                cl_kernel *kernel, size_t *wg)
 {
-    fcl_status s = fcl_get_kernel(ctx, sources, 3, opts, "attention_forward", kernel);
+    fcl_status s = fcl_get_kernel(ctx, sources, n_sources, opts, "attention_forward", kernel);
     if (s != FCL_SUCCESS)
         return s;
     *wg = 0;
@@ -83,7 +85,7 @@ static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *jo
                  fcl_forward_smem_floats(tiles, hdp), job->layout, r->softcap > 0.0f, r->mask != NULL,
                  r->alibi != NULL);
         size_t wg;
-        fcl_status s = build_forward(ctx, sources, opts, &v->kernel, &wg);
+        fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
         if (s != FCL_SUCCESS)
             return s;
         if (wg >= (size_t)(tiles->block_m / tiles->rows) || tiles->block_m == tiles->rows)
@@ -100,19 +102,19 @@ static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *jo
 static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_mma_tiles *t,
                                  forward_variant *v)
 {
-    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_mma"};
+    static const char *const sources[] = {"common", "attention_forward_rows", "mma_nv", "attention_forward_mma"};
     const fcl_attn_resolved *r = &job->params;
     char opts[320];
     int n = snprintf(opts, sizeof opts,
                      "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d "
                      "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
                      (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
-                     rows_aligned(job->K, job->k_dims) && rows_aligned(job->V, job->v_dims), job->layout,
+                     fcl_rows_aligned(job->K, job->k_dims) && fcl_rows_aligned(job->V, job->v_dims), job->layout,
                      r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
     if (t->max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
     size_t wg;
-    fcl_status s = build_forward(ctx, sources, opts, &v->kernel, &wg);
+    fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 1;

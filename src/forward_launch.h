@@ -30,6 +30,14 @@ typedef struct fcl_forward_job {
 /* The head dim the kernels are specialised for: D rounded up to 16, then to multiples of 32. */
 int fcl_pad_head_dim(int64_t D);
 
+/* The NVIDIA tensor-core kernels may run: compute capability >= 8.0, F16 or BF16, no loop
+ * cap, and the environment variable path_env is not "portable". */
+int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env);
+
+/* Rows of view t (dims d: batch, seq, head) start at 16-byte boundaries for 16-bit dtypes:
+ * the offset and those strides are multiples of 8 elements (cp.async copies). */
+int fcl_rows_aligned(fcl_tensor t, const int dims[3]);
+
 /* Offset and the strides of dims d[0..2] of t into out (0 for an absent dim or tensor). */
 void fcl_view_params(fcl_tensor t, const int d[3], cl_long out[4]);
 

@@ -115,12 +115,35 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     return t;
 }
 
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
+{
+    /* NVIDIA compute capability >= 8.0 only; K, V, dK and dV of a warp's 16 keys live in
+     * registers, which caps the head dim at 128. */
+    fcl_backward_mma_tiles t = {0, 0, 0, 0};
+    if (head_dim_pad > 128 || ctx->info.nv_cc_major < 8)
+        return t;
+    int v[4] = {64, 32, 64, 32};
+    override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", v);
+    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3]};
+    /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row */
+    const uint64_t row_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 32;
+    while (t.dkdv_block_m > 16 && t.dkdv_block_m * row_bytes > ctx->info.local_mem_bytes)
+        t.dkdv_block_m /= 2;
+    while (t.dq_block_n > 16 && t.dq_block_n * row_bytes > ctx->info.local_mem_bytes)
+        t.dq_block_n /= 2;
+    if ((size_t)(2 * t.dkdv_block_n) > ctx->info.max_work_group_size ||
+        (size_t)(2 * t.dq_block_m) > ctx->info.max_work_group_size ||
+        t.dkdv_block_m * row_bytes > ctx->info.local_mem_bytes || t.dq_block_n * row_bytes > ctx->info.local_mem_bytes)
+        t.dkdv_block_n = 0;
+    return t;
+}
+
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values)
 {
     const int want = fcl_tuned_value_count(kernel);
     if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
-                        : want == 0 ? "unknown kernel (forward, forward_mma)" : n_values != want ? "wrong value count"
+                        : want == 0 ? "unknown kernel (forward, forward_mma, backward_mma)" : n_values != want ? "wrong value count"
                         : "head_dim outside [1, 256]");
     const int hdp = fcl_pad_head_dim(head_dim);
     if (want == 3) {
@@ -128,6 +151,12 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[0] = t.block_m;
         values[1] = t.block_n;
         values[2] = t.rows;
+    } else if (strcmp(kernel, "backward_mma") == 0) {
+        const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp);
+        values[0] = t.dkdv_block_n;
+        values[1] = t.dkdv_block_m;
+        values[2] = t.dq_block_m;
+        values[3] = t.dq_block_n;
     } else {
         const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp);
         values[0] = t.block_m;

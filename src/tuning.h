@@ -39,6 +39,20 @@ typedef struct fcl_backward_tiles {
  * the work-group limit. */
 fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_backward_mma_tiles {
+    int dkdv_block_n; /* keys per dK/dV work-group (16 per warp); 0: no tensor-core backward */
+    int dkdv_block_m; /* query rows per local tile of the dK/dV kernel */
+    int dq_block_m;   /* query rows per dQ work-group (16 per warp) */
+    int dq_block_n;   /* keys per local tile of the dQ kernel */
+} fcl_backward_mma_tiles;
+
+/* Tiles of the NVIDIA tensor-core backward (cl/attention_backward_mma.cl) at padded head dim
+ * `head_dim_pad`: NVIDIA's defaults (none past 128), then a tuned entry, then
+ * FLASHCL_BACKWARD_MMA_TILES="KN,KM,QM,QN" if set (all multiples of 16 in [16, 256]); each
+ * local tile halved until its two stages fit the local memory; dkdv_block_n 0 when there is no
+ * such path or a work-group would exceed the device's limit. */
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad);
+
 typedef struct fcl_decode_tiles {
     int block_n;      /* keys per local-memory tile */
     int rows;         /* most query rows (query heads x positions of one KV head) per work-group */

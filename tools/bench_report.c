@@ -108,6 +108,8 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     if (strcmp(r->op, "decode") != 0) /* the forward kernel that ran (backward: its recompute) */
         printf(",\"forward_path\":\"%s\"",
                fcl_attention_forward_path(env->ctx, c->dtype, strcmp(r->op, "qkvo") ? c->d : c->d / c->hq));
+    if (strstr(r->op, "backward")) /* the dK/dV and dQ kernels that ran */
+        printf(",\"backward_path\":\"%s\"", fcl_attention_backward_path(env->ctx, c->dtype, c->d));
     if (r->seqs)
         printf(",\"seqs\":%d,\"total_q\":%ld,\"total_k\":%ld,\"max_len\":%d", r->seqs, r->total_q,
                r->total_k, r->max_len);

@@ -147,6 +147,9 @@ static int print_default(cl_platform_id *plats, cl_uint np)
            fcl_projection_path(ctx, FCL_BF16, FCL_BF16), fcl_projection_path(ctx, FCL_F16, FCL_I8));
     printf("Attention forward kernel (D 128): f32 %s, f16 %s, bf16 %s\n", fcl_attention_forward_path(ctx, FCL_F32, 128),
            fcl_attention_forward_path(ctx, FCL_F16, 128), fcl_attention_forward_path(ctx, FCL_BF16, 128));
+    printf("Attention backward kernels (D 128): f32 %s, f16 %s, bf16 %s\n",
+           fcl_attention_backward_path(ctx, FCL_F32, 128), fcl_attention_backward_path(ctx, FCL_F16, 128),
+           fcl_attention_backward_path(ctx, FCL_BF16, 128));
     fcl_context_release(ctx);
     return 0;
 }

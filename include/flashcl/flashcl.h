@@ -290,6 +290,16 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
 /*
+ * Which backward kernels run for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
+ * and packed backwards, and the attention inside fcl_attention_qkvo_backward): "nvidia-mma"
+ * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128) or "portable"
+ * (any OpenCL device; also where FLASHCL_BACKWARD_PATH=portable). Both are deterministic (no
+ * atomics) and meet the same tolerance; the tensor-core path rounds P and dS to the storage
+ * dtype before their products. Static string; NULL for a NULL ctx. Thread-safe.
+ */
+const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
+
+/*
  * Tuned tiles: what `flashcl-bench --tune` finds, kept per device (name, vendor, driver and
  * platform) as one entry of the disk cache folder, read by every later context on that device.
  * Precedence: the built-in per-device table, then a tuned entry, then the FLASHCL_*_TILES
@@ -299,13 +309,17 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  *   "forward_mma"  4 values: query rows per work-group (a multiple of 16 x the third), keys per
  *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's)
  *                  (the NVIDIA tensor-core forward)
+ *   "backward_mma" 4 values, multiples of 16 in [16, 256]: keys per dK/dV work-group, query
+ *                  rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile (the
+ *                  NVIDIA tensor-core backward; head dims up to 128)
  * An entry serves every head dim with the same padded size (16, then multiples of 32).
  * fcl_tuning_save stores `values` for `head_dim` (replacing an older entry) and uses them at
  * once: FCL_ERR_INVALID_ARGUMENT for an unknown kernel, a wrong count, head_dim outside
  * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
- * values[0 .. n_values - 1] (forward_mma on a device without that kernel: block_m 0). Neither
+ * values[0 .. n_values - 1] (forward_mma / backward_mma where that kernel does not exist: first
+ * value 0). Neither
  * call enqueues anything. Not thread-safe with other calls on the same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""One table of a GPU run: flashcl-bench forward lines (JSON, one per forward path) against the
-PyTorch SDPA peer lines of the same shapes (.devcarry/sdpa_peer.py), with the ratios.
+"""One table of a GPU run: flashcl-bench lines of one op (JSON; forward or backward, one line
+per kernel path) against the PyTorch SDPA peer lines of the same shapes (.devcarry/sdpa_peer.py),
+with the ratios.
 
-  python3 scripts/forward_table.py bench.jsonl peer.jsonl
+  python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward]
 
 Columns: shape, then per flashcl path TFLOP/s and its check, then SDPA flash and cuDNN TFLOP/s,
 then each flashcl path's ratio to SDPA flash. TFLOP/s use FlashAttention's convention
-(4 b h s^2 d, halved when causal)."""
+(forward 4 b h s^2 d, backward 2.5 times that; halved when causal)."""
 import json
 import sys
 
@@ -26,15 +27,17 @@ def key(r):
 
 
 def main():
-    ours = [r for r in load(sys.argv[1]) if r.get("op") == "forward"]
+    op = sys.argv[3] if len(sys.argv) > 3 else "forward"
+    path_of = f"{op}_path"
+    ours = [r for r in load(sys.argv[1]) if r.get("op") == op]
     peers = load(sys.argv[2])
-    paths = sorted({r.get("forward_path", "?") for r in ours})
+    paths = sorted({r.get(path_of, "?") for r in ours})
     table = {}
     for r in ours:
-        table.setdefault(key(r), {})[r.get("forward_path", "?")] = r
+        table.setdefault(key(r), {})[r.get(path_of, "?")] = r
     peer = {}
     for r in peers:
-        if r.get("op") == "forward" and "tflops" in r:
+        if r.get("op") == op and "tflops" in r:
             peer.setdefault(key(r), {})[r["backend"]] = r["tflops"]
     head = ["D", "S", "B", "H", "causal"] + [f"{p} TF/s" for p in paths] + ["SDPA flash", "SDPA cuDNN"]
     head += [f"{p} / flash" for p in paths]

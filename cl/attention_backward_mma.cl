@@ -1,0 +1,469 @@
+/*
+ * Attention backward on NVIDIA tensor cores (compute capability >= 8.0), through inline PTX
+ * (mma_nv.cl): the same arguments, layouts, semantics and determinism as the portable
+ * attention_backward.cl (no atomics; every sum in one fixed order), with its two main kernels'
+ * products as mma.sync m16n8k16 (F16 or BF16 inputs, FP32 accumulation). With
+ * attention_backward_rows.cl (delta = rowsum(dO * O)), two kernels:
+ *
+ *  attention_backward_dkdv  DKDV_BLOCK_N keys of one KV head per work-group, 16 keys per warp:
+ *      the warp keeps its keys' K and V rows as mma A fragments and the dK, dV accumulators in
+ *      registers, and walks the query heads of the group and the query tiles (DKDV_BLOCK_M rows
+ *      of Q and dO, with their LSE and delta, in a two-stage local ring filled by cp.async) that
+ *      can see its keys: S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - LSE),
+ *      dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q.
+ *  attention_backward_dq    DQ_BLOCK_M query rows of one head per work-group, 16 per warp: Q and
+ *      dO as A fragments and the dQ accumulator in registers; key tiles (DQ_BLOCK_N keys of K
+ *      and V in a two-stage ring) as in the forward: S = Q K^T, dP = dO V^T, dQ += dS K.
+ *
+ * P enters dV = P^T dO rounded to the storage dtype (as in FlashAttention); dS enters dK and
+ * dQ rounded to F16, or for BF16 as its rounding plus the rounded rest (DS_SPLIT). Tiles
+ * whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on a grid of absolute rows
+ * of Q or K, so packed and varlen forms of the same data give bit-identical gradients; keys or
+ * rows a product cannot see contribute exact zeros. No chunking: the host takes this path only
+ * on devices without a loop cap (item_lo, item_hi, load_state and save_state are unused).
+ *
+ * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
+ * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); ASYNC_COPY (Q, K, V and dO rows
+ * 16-byte aligned); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ */
+
+#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
+#define KSTEPS (HEAD_DIM_PAD / 16)     /* k16 steps over the head dim */
+#define NT_O (HEAD_DIM_PAD / 8)        /* n8 tiles of a gradient row */
+#define ROW_HALVES (HEAD_DIM_PAD + 8)  /* local row pitch: ldmatrix without bank conflicts */
+#define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
+#define DQ_WG (DQ_BLOCK_M * 2)         /* one warp per 16 query rows */
+/* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
+ * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
+#define DS_SPLIT (FCL_DTYPE == 2)
+
+/* This lane's A fragments (rows g and g + 8 of the 16 rows row0 .. row0 + 15, the whole head
+ * dim) of a view whose row r sits at src[base + r * row_stride]: zeros past head_dim and for
+ * rows outside [0, n_rows). */
+MMA_INLINE void load_a_rows(uint (*f)[4], __global const ushort *src, long base, long row_stride, int row0, int n_rows,
+                        int head_dim, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = row0 + g + 8 * hr;
+        const bool in = r >= 0 && r < n_rows;
+        const long row = base + (long)clamp(r, 0, max(n_rows - 1, 0)) * row_stride;
+        #pragma unroll
+        for (int ks = 0; ks < KSTEPS; ks++)
+            #pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int d = ks * 16 + hf * 8 + 2 * t;
+                const uint lo = in && d < head_dim ? src[row + d] : 0u;
+                const uint hi = in && d + 1 < head_dim ? src[row + d + 1] : 0u;
+                f[ks][hr + 2 * hf] = lo | hi << 16;
+            }
+    }
+}
+
+/* The ldmatrix address of this lane for B operands taken from the rows of a local tile (B[k][n]
+ * = tile[n][k]: n the tile's rows, k its columns): row (lane & 7) + 8 (lane / 16), column
+ * 8 ((lane / 8) & 1). */
+MMA_INLINE uint rows_lane(__local const ushort *tile, int lane)
+{
+    return opaque((uint)(size_t)(tile + ((lane >> 4) * 8 + (lane & 7)) * ROW_HALVES + ((lane >> 3) & 1) * 8));
+}
+
+/* The same for B operands taken transposed (B[k][n] = tile[k][n]): row (lane & 7) +
+ * 8 ((lane / 8) & 1), column 8 (lane / 16). */
+MMA_INLINE uint cols_lane(__local const ushort *tile, int lane)
+{
+    return opaque((uint)(size_t)(tile + (((lane >> 3) & 1) * 8 + (lane & 7)) * ROW_HALVES + (lane >> 4) * 8));
+}
+
+/* acc[0 .. n_tiles) = A x tile^T: A the 16 x HEAD_DIM_PAD rows in fragments af, tile the n_tiles * 8
+ * local rows addressed through `lane_addr` (rows_lane). */
+MMA_INLINE void mma_rows_tile(float (*acc)[4], uint (*af)[4], uint lane_addr, int n_tiles)
+{
+    #pragma unroll
+    for (int nt = 0; nt < n_tiles; nt++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[nt][e] = 0.0f;
+    #pragma unroll
+    for (int ks = 0; ks < KSTEPS; ks++)
+        #pragma unroll
+        for (int np = 0; np < n_tiles / 2; np++) {
+            uint bf[4]; /* rows +0 / +8 of this 16-row pair x columns +0 / +8 of this k step */
+            ldmatrix_x4(bf, lane_addr + 2 * (np * 16 * ROW_HALVES + ks * 16));
+            mma_16816(acc[2 * np], af[ks], bf[0], bf[1]);
+            mma_16816(acc[2 * np + 1], af[ks], bf[2], bf[3]);
+        }
+}
+
+/* The low part of two floats whose storage-dtype rounding is `hi` (pack_pair): x - hi, packed
+ * the same way. BF16 only (its values are the high 16 bits of the FP32 ones). */
+MMA_INLINE uint pack_rest(float lo, float hi, uint packed)
+{
+    return pack_pair(lo - as_float(packed << 16), hi - as_float(packed & 0xffff0000u));
+}
+
+/* acc[0 .. NT_O) += X x tile: X the 16 x k_rows accumulator tiles x (tiles 2 kk and 2 kk + 1
+ * form the A fragment of k rows 16 kk .. 16 kk + 15), tile the k_rows x HEAD_DIM_PAD local rows
+ * addressed through `lane_addr` (cols_lane). X enters rounded to the storage dtype; with
+ * `split` (BF16) as that rounding plus the rounded rest, two products, so that X keeps about
+ * 16 bits. */
+MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, int k_rows, int split)
+{
+    #pragma unroll
+    for (int kk = 0; kk < k_rows / 16; kk++) {
+        const uint xa[4] = {pack_pair(x[2 * kk][0], x[2 * kk][1]), pack_pair(x[2 * kk][2], x[2 * kk][3]),
+                            pack_pair(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                            pack_pair(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+        uint xr[4] = {0u, 0u, 0u, 0u};
+        if (split) {
+            xr[0] = pack_rest(x[2 * kk][0], x[2 * kk][1], xa[0]);
+            xr[1] = pack_rest(x[2 * kk][2], x[2 * kk][3], xa[1]);
+            xr[2] = pack_rest(x[2 * kk + 1][0], x[2 * kk + 1][1], xa[2]);
+            xr[3] = pack_rest(x[2 * kk + 1][2], x[2 * kk + 1][3], xa[3]);
+        }
+        #pragma unroll
+        for (int dp = 0; dp < NT_O / 2; dp++) {
+            uint bf[4]; /* rows +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
+            ldmatrix_x4_trans(bf, lane_addr + 2 * (kk * 16 * ROW_HALVES + dp * 16));
+            mma_16816(acc[2 * dp], xa, bf[0], bf[1]);
+            mma_16816(acc[2 * dp + 1], xa, bf[2], bf[3]);
+            if (split) {
+                mma_16816(acc[2 * dp], xr, bf[0], bf[1]);
+                mma_16816(acc[2 * dp + 1], xr, bf[2], bf[3]);
+            }
+        }
+    }
+}
+
+/* One (row, key) pair: its probability P into *pr and, returned, dS = P (dp - delta) (times
+ * d(capped)/d(raw) with softcap), both 0 when not visible; x is the raw product q.k, lse2 the
+ * row's LSE in log2 units. */
+MMA_INLINE float grad_score(float x, float dp, float lse2, float dlt, float scale, float softcap, float slope, int pos,
+                        int j, bool visible, float *pr)
+{
+#if HAS_LOGIT_MODS
+    float dcap;
+    x = backward_score(x, scale, softcap, slope, pos, j, &dcap);
+    const float p = exp2_ftz(fma(x, FCL_LOG2E, -lse2));
+#else
+    const float dcap = 1.0f;
+    const float p = exp2_ftz(fma(x, scale * FCL_LOG2E, -lse2));
+#endif
+    *pr = visible ? p : 0.0f;
+    return visible ? p * (dp - dlt) * dcap : 0.0f;
+}
+
+/* The gradient rows row0 + g (+ 8) of this lane: acc * mul, columns below head_dim, rows below
+ * n_rows. */
+MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, int row0, int n_rows, int head_dim,
+                       float (*acc)[4], float mul, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = row0 + g + 8 * hr;
+        if (r < 0 || r >= n_rows)
+            continue;
+        #pragma unroll
+        for (int nt = 0; nt < NT_O; nt++)
+            #pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int d = nt * 8 + 2 * t + c;
+                if (d < head_dim)
+                    STORE(dst, base + (long)r * row_stride + d, acc[nt][2 * hr + c] * mul);
+            }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(DKDV_WG, 1, 1)))
+void attention_backward_dkdv(BACKWARD_ARGS)
+{
+    __local ushort Qs[2][DKDV_BLOCK_M * ROW_HALVES] __attribute__((aligned(16)));
+    __local ushort dOs[2][DKDV_BLOCK_M * ROW_HALVES] __attribute__((aligned(16)));
+    __local float lse_s[2][DKDV_BLOCK_M], delta_s[2][DKDV_BLOCK_M]; /* LSE in log2 units */
+#if LAYOUT == 2
+    __local int lo_s[2][DKDV_BLOCK_M], hi_s[2][DKDV_BLOCK_M];
+#endif
+    __global const ushort *Qu = (__global const ushort *)Q;
+    __global const ushort *dOu = (__global const ushort *)dO;
+    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int j0 = get_group_id(0) * DKDV_BLOCK_N;
+    const int hk = get_global_id(1), b = get_global_id(2);
+    const int Hq = get_global_size(1) * group;
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
+    const int j_last = min(j0 + DKDV_BLOCK_N, r.sk) - 1;
+
+    /* The query rows that may see some key of this block (before masks). */
+#if LAYOUT == 2
+    int i_lo = r.sq, i_hi = -1;
+    for (int jj = j0; jj <= j_last; jj++) {
+        i_lo = min(i_lo, packed_lo(cu_q, cu_q_off, seq_ss, jj, r.sq));
+        i_hi = max(i_hi, packed_hi(cu_q, cu_q_off, seq_ss, jj, r.sq) - 1);
+    }
+#else
+    int i_lo = 0, i_hi = r.sq - 1;
+#endif
+    if (window_right >= 0)
+        i_lo = max(i_lo, j0 - shift - window_right);
+    if (window_left >= 0)
+        i_hi = min(i_hi, j_last - shift + window_left);
+    if (j_last < j0)
+        i_hi = -1;
+
+    /* This lane's keys jw + g and jw + g + 8: K and V fragments, and whether each takes part. */
+    const int jw = j0 + warp * 16;
+    const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
+    const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
+    uint kf[KSTEPS][4], vf[KSTEPS][4];
+    load_a_rows(kf, (__global const ushort *)K, kbase, k_ss, jw, r.sk, head_dim, lane);
+    load_a_rows(vf, (__global const ushort *)V, vbase, v_ss, jw, r.sk, head_dim, lane);
+    bool key_on[2];
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int j = jw + g + 8 * hr;
+        key_on[hr] = j < r.sk;
+#if HAS_MASK
+        key_on[hr] = key_on[hr] && mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f;
+#endif
+    }
+    float dk[NT_O][4], dv[NT_O][4];
+    #pragma unroll
+    for (int nt = 0; nt < NT_O; nt++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[nt][e] = dv[nt][e] = 0.0f;
+
+    /* Query tiles on the grid of absolute Q rows; items = (query head of the group, tile). */
+#if LAYOUT == 1
+    const int q_align = r.q_first % DKDV_BLOCK_M;
+#else
+    const int q_align = 0;
+#endif
+    const int qt0 = i_lo - (i_lo + q_align) % DKDV_BLOCK_M;
+    const int n_qt = i_lo <= i_hi ? (i_hi - qt0) / DKDV_BLOCK_M + 1 : 0;
+    const int n_items = group * n_qt;
+    for (int it = 0; it < 2; it++) {
+        if (it < n_items) {
+            const int h = hk * group + it / n_qt, i0 = qt0 + (it % n_qt) * DKDV_BLOCK_M;
+            load_rows(Qs[it], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu,
+                      q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh, q_ss, i0, 0, r.sq - 1, head_dim, 0,
+                      mask, 0, 0);
+            load_rows(dOs[it], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu,
+                      do_off + b * do_sb + (long)r.q_first * do_ss + h * do_sh, do_ss, i0, 0, r.sq - 1, head_dim,
+                      0, mask, 0, 0);
+        }
+        commit_copies();
+    }
+    for (int item = 0; item < n_items; item++) {
+        const int st = item & 1, h = hk * group + item / n_qt, i0 = qt0 + (item % n_qt) * DKDV_BLOCK_M;
+        /* this stage's row values (plain stores: the barrier below publishes them) */
+        for (int m = lid; m < DKDV_BLOCK_M; m += DKDV_WG) {
+            const int i = i0 + m;
+            const bool in = i >= 0 && i < r.sq;
+            const long row = (long)(r.q_first + clamp(i, 0, max(r.sq - 1, 0)));
+            lse_s[st][m] = in ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] * FCL_LOG2E : -INFINITY;
+            delta_s[st][m] = in ? delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)] : 0.0f;
+#if LAYOUT == 2
+            lo_s[st][m] = in ? packed_lo(cu_q, cu_q_off, seq_ss, i, r.sq) : 0;
+            hi_s[st][m] = in ? packed_hi(cu_q, cu_q_off, seq_ss, i, r.sq) : 0;
+#endif
+        }
+        copies_landed(item + 1 == n_items);
+#if HAS_ALIBI
+        const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
+#else
+        const float slope = 0.0f;
+#endif
+        float s[DKDV_BLOCK_M / 8][4], dp[DKDV_BLOCK_M / 8][4];
+        mma_rows_tile(s, kf, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
+        mma_rows_tile(dp, vf, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
+        #pragma unroll
+        for (int nt = 0; nt < DKDV_BLOCK_M / 8; nt++)
+            #pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int m = nt * 8 + 2 * t + c, p = i0 + m + shift;
+                const float lse2 = lse_s[st][m], dlt = delta_s[st][m];
+                #pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int j = jw + g + 8 * hr;
+                    bool visible = key_on[hr] && lse2 != -INFINITY && (window_left < 0 || j >= p - window_left) &&
+                                   (window_right < 0 || j <= p + window_right);
+#if LAYOUT == 2
+                    visible = visible && j >= lo_s[st][m] && j < hi_s[st][m];
+#endif
+                    float pr;
+                    const float ds = grad_score(s[nt][2 * hr + c], dp[nt][2 * hr + c], lse2, dlt, scale, softcap,
+                                                slope, p, j, visible, &pr);
+                    s[nt][2 * hr + c] = pr;
+                    dp[nt][2 * hr + c] = ds;
+                }
+            }
+        mma_scores_tile(dv, s, cols_lane(dOs[st], lane), DKDV_BLOCK_M, 0);
+        mma_scores_tile(dk, dp, cols_lane(Qs[st], lane), DKDV_BLOCK_M, DS_SPLIT);
+
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
+        if (item + 2 < n_items) {
+            const int h2 = hk * group + (item + 2) / n_qt, i2 = qt0 + ((item + 2) % n_qt) * DKDV_BLOCK_M;
+            load_rows(Qs[st], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu,
+                      q_off + b * q_sb + (long)r.q_first * q_ss + h2 * q_sh, q_ss, i2, 0, r.sq - 1, head_dim, 0,
+                      mask, 0, 0);
+            load_rows(dOs[st], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu,
+                      do_off + b * do_sb + (long)r.q_first * do_ss + h2 * do_sh, do_ss, i2, 0, r.sq - 1, head_dim,
+                      0, mask, 0, 0);
+        }
+        commit_copies();
+    }
+
+    store_rows(dK, dk_off + b * dk_sb + (long)r.k_first * dk_ss + hk * dk_sh, dk_ss, jw, r.sk, head_dim, dk, scale,
+               lane);
+    store_rows(dV, dv_off + b * dv_sb + (long)r.k_first * dv_ss + hk * dv_sh, dv_ss, jw, r.sk, head_dim, dv, 1.0f,
+               lane);
+}
+
+__kernel __attribute__((reqd_work_group_size(DQ_WG, 1, 1)))
+void attention_backward_dq(BACKWARD_ARGS)
+{
+    __local ushort Ks[2][DQ_BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
+    __local ushort Vs[2][DQ_BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
+#if HAS_MASK
+    __local float Ms[2][DQ_BLOCK_N];
+#endif
+    __global const ushort *Ku = (__global const ushort *)K;
+    __global const ushort *Vu = (__global const ushort *)V;
+    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int i0 = get_group_id(0) * DQ_BLOCK_M, iw = i0 + warp * 16;
+    const int h = get_global_id(1), b = get_global_id(2), hk = h / group;
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    const int shift = r.sk - r.sq;
+    const int i_last = min(i0 + DQ_BLOCK_M, r.sq) - 1;
+
+    /* The keys that some row of this block may see (before the mask). */
+#if LAYOUT == 2
+    int j_lo = r.sk, j_hi = -1;
+    for (int ii = i0; ii <= i_last; ii++) {
+        j_lo = min(j_lo, packed_lo(cu_q, cu_q_off, seq_ss, ii, r.sk));
+        j_hi = max(j_hi, packed_hi(cu_q, cu_q_off, seq_ss, ii, r.sk) - 1);
+    }
+#else
+    int j_lo = 0, j_hi = r.sk - 1;
+#endif
+    if (window_left >= 0)
+        j_lo = max(j_lo, i0 + shift - window_left);
+    if (window_right >= 0)
+        j_hi = min(j_hi, i_last + shift + window_right);
+    if (i_last < i0)
+        j_hi = -1;
+
+    /* This lane's rows iw + g and iw + g + 8: Q and dO fragments, LSE (log2 units), delta, and
+     * the keys [jlo, jhi] each sees before the mask (empty for rows past sq or with LSE -inf). */
+    const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh;
+    const long dobase = do_off + b * do_sb + (long)r.q_first * do_ss + h * do_sh;
+    uint qf[KSTEPS][4], of[KSTEPS][4];
+    load_a_rows(qf, (__global const ushort *)Q, qbase, q_ss, iw, r.sq, head_dim, lane);
+    load_a_rows(of, (__global const ushort *)dO, dobase, do_ss, iw, r.sq, head_dim, lane);
+    float lse2[2], dlt[2];
+    int jlo[2], jhi[2];
+    int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this lane's rows see */
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int i = iw + g + 8 * hr, p = i + shift;
+        const bool own = i < r.sq;
+        const long row = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
+        lse2[hr] = own ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] * FCL_LOG2E : -INFINITY;
+        dlt[hr] = own ? delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] : 0.0f;
+        jlo[hr] = max(j_lo, window_left >= 0 ? p - window_left : 0);
+        jhi[hr] = own && lse2[hr] != -INFINITY ? min(j_hi, window_right >= 0 ? p + window_right : r.sk - 1) : -1;
+#if LAYOUT == 2
+        if (own) {
+            jlo[hr] = max(jlo[hr], packed_lo(cu_q, cu_q_off, seq_ss, i, r.sk));
+            jhi[hr] = min(jhi[hr], packed_hi(cu_q, cu_q_off, seq_ss, i, r.sk) - 1);
+        }
+#endif
+        lo_max = max(lo_max, jlo[hr]);
+        hi_min = min(hi_min, jhi[hr]);
+    }
+#if HAS_ALIBI
+    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
+#else
+    const float slope = 0.0f;
+#endif
+    float dq[NT_O][4];
+    #pragma unroll
+    for (int nt = 0; nt < NT_O; nt++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            dq[nt][e] = 0.0f;
+
+    /* Key tiles on the grid of absolute K rows; masked-out keys' K and V are never read. */
+#if LAYOUT == 1
+    const int k_align = r.k_first % DQ_BLOCK_N;
+#else
+    const int k_align = 0;
+#endif
+    const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
+    const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
+    const long mrow = mask_off + b * mask_sb + (long)r.k_first * mask_ss;
+    const int j_first = j_lo - (j_lo + k_align) % DQ_BLOCK_N;
+    const int n_tiles = j_lo <= j_hi ? (j_hi - j_first) / DQ_BLOCK_N + 1 : 0;
+    for (int tt = 0; tt < 2; tt++) {
+        if (tt < n_tiles) {
+            const int jt = j_first + tt * DQ_BLOCK_N;
+            load_rows(Ks[tt], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Ku, kbase, k_ss, jt, j_lo, j_hi,
+                      head_dim, HAS_MASK, mask, mrow, mask_ss);
+            load_rows(Vs[tt], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Vu, vbase, v_ss, jt, j_lo, j_hi,
+                      head_dim, HAS_MASK, mask, mrow, mask_ss);
+#if HAS_MASK
+            for (int n = lid; n < DQ_BLOCK_N; n += DQ_WG)
+                Ms[tt][n] = jt + n >= j_lo && jt + n <= j_hi ? mask[mrow + (long)(jt + n) * mask_ss] : 0.0f;
+#endif
+        }
+        commit_copies();
+    }
+    for (int tile = 0; tile < n_tiles; tile++) {
+        const int jt = j_first + tile * DQ_BLOCK_N, st = tile & 1;
+        copies_landed(tile + 1 == n_tiles);
+        float s[DQ_BLOCK_N / 8][4], dp[DQ_BLOCK_N / 8][4];
+        mma_rows_tile(s, qf, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
+        mma_rows_tile(dp, of, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
+        const bool whole = !HAS_MASK && jt >= lo_max && jt + DQ_BLOCK_N - 1 <= hi_min;
+        #pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int p = iw + g + 8 * hr + shift;
+            #pragma unroll
+            for (int nt = 0; nt < DQ_BLOCK_N / 8; nt++)
+                #pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int n = nt * 8 + 2 * t + c, j = jt + n;
+                    bool visible = whole || (j >= jlo[hr] && j <= jhi[hr]);
+#if HAS_MASK
+                    visible = visible && Ms[st][n] > 0.5f;
+#endif
+                    float pr;
+                    s[nt][2 * hr + c] = grad_score(s[nt][2 * hr + c], dp[nt][2 * hr + c], lse2[hr], dlt[hr], scale,
+                                                   softcap, slope, p, j, visible, &pr);
+                }
+        }
+        mma_scores_tile(dq, s, cols_lane(Ks[st], lane), DQ_BLOCK_N, DS_SPLIT);
+
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
+        if (tile + 2 < n_tiles) {
+            const int j2 = jt + 2 * DQ_BLOCK_N;
+            load_rows(Ks[st], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Ku, kbase, k_ss, j2, j_lo, j_hi,
+                      head_dim, HAS_MASK, mask, mrow, mask_ss);
+            load_rows(Vs[st], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Vu, vbase, v_ss, j2, j_lo, j_hi,
+                      head_dim, HAS_MASK, mask, mrow, mask_ss);
+#if HAS_MASK
+            for (int n = lid; n < DQ_BLOCK_N; n += DQ_WG)
+                Ms[st][n] = j2 + n >= j_lo && j2 + n <= j_hi ? mask[mrow + (long)(j2 + n) * mask_ss] : 0.0f;
+#endif
+        }
+        commit_copies();
+    }
+
+    store_rows(dQ, dq_off + b * dq_sb + (long)r.q_first * dq_ss + h * dq_sh, dq_ss, iw, r.sq, head_dim, dq, scale,
+               lane);
+}

@@ -1,0 +1,147 @@
+/*
+ * NVIDIA tensor-core building blocks (compute capability >= 8.0) through inline PTX, shared by
+ * the tensor-core attention kernels (attention_forward_mma.cl, attention_backward_mma.cl):
+ * mma.sync m16n8k16 with F16 or BF16 inputs and FP32 accumulation, ldmatrix, warp shuffles,
+ * ex2.approx, and a cp.async copy of 16-byte row chunks into local memory (plain loads and
+ * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
+ *
+ * Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); ASYNC_COPY.
+ */
+
+/* Helpers that take fragment arrays: always inlined, so that the arrays stay in registers. */
+#define MMA_INLINE __attribute__((always_inline)) inline
+
+#if FCL_DTYPE == 1
+#define MMA_IN "f16"
+#elif FCL_DTYPE == 2
+#define MMA_IN "bf16"
+#else
+#error "the tensor-core kernels take F16 or BF16"
+#endif
+
+/* c += a b for one m16n8k16 tile: a row-major 16x16 (4 registers of 2 values), b column-major
+ * 16x8 (2 registers), c 16x8 FP32 (4 values per lane). */
+inline void mma_16816(float *c, const uint *a, uint b0, uint b1)
+{
+    __asm__("mma.sync.aligned.m16n8k16.row.col.f32." MMA_IN "." MMA_IN ".f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 16-bit matrices from local memory; lane l gives the shared-memory address of row
+ * l % 8 of matrix l / 8 (16-byte aligned). TRANS delivers them transposed. */
+inline void ldmatrix_x4(uint *r, uint addr)
+{
+    __asm__("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+            : "r"(addr)
+            : "memory");
+}
+
+inline void ldmatrix_x4_trans(uint *r, uint addr)
+{
+    __asm__("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+            : "r"(addr)
+            : "memory");
+}
+
+/* x, opaque to the compiler: addresses derived from it inside a loop are computed there (one
+ * add each) instead of being hoisted out of the loop into dozens of live registers. */
+inline uint opaque(uint x)
+{
+    __asm__ __volatile__("mov.b32 %0, %0;" : "+r"(x));
+    return x;
+}
+
+/* Two floats rounded to the storage dtype, packed as one mma operand register (lo first). */
+inline uint pack_pair(float lo, float hi)
+{
+    uint r;
+    __asm__("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+inline float shuffle_xor(float x, int lane_mask)
+{
+    float r;
+    __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(lane_mask));
+    return r;
+}
+
+/* The max / sum over the 4 lanes that hold one row of an mma accumulator. */
+inline float quad_max(float x)
+{
+    x = fmax(x, shuffle_xor(x, 1));
+    return fmax(x, shuffle_xor(x, 2));
+}
+
+inline float quad_sum(float x)
+{
+    x += shuffle_xor(x, 1);
+    return x + shuffle_xor(x, 2);
+}
+
+/* 2^x, flushing subnormal results to zero (one MUFU instruction). */
+inline float exp2_ftz(float x)
+{
+    float r;
+    __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+/* 16 bytes (8 halves) of one K or V row into local memory: the first `bytes` from src, zeros
+ * after (bytes 0: all zeros, src not read). */
+inline void copy_chunk(__local ushort *dst, __global const ushort *src, int bytes)
+{
+#if ASYNC_COPY
+    __asm__ __volatile__("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src), "r"(bytes)
+                 : "memory");
+#else
+    #pragma unroll
+    for (int e = 0; e < 8; e++)
+        dst[e] = 2 * e < bytes ? src[e] : (ushort)0;
+#endif
+}
+
+/* Waits until this work-item's copies of the older of its two outstanding tiles have landed
+ * (all of them when `all`), then for the whole group. */
+inline void copies_landed(int all)
+{
+#if ASYNC_COPY
+    if (all)
+        __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory");
+    else
+        __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory");
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Closes this work-item's copies issued since the last call into one group (possibly empty). */
+inline void commit_copies(void)
+{
+#if ASYNC_COPY
+    __asm__ __volatile__("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+/* Rows r0 .. r0 + n_rows - 1 of a view (row r at src[base + r * row_stride]) into `tile`, one
+ * row every `pitch` halves, by the wg work-items of the group (this one is lid): rows outside
+ * [lo, hi], rows whose mask value is <= 0.5 when use_mask, and columns past head_dim become
+ * zeros. head_dim_pad (a multiple of 8) halves are written per row. */
+inline void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
+                      __global const ushort *src, long base, long row_stride, int r0, int lo, int hi, int head_dim,
+                      int use_mask, __global const float *mask, long mask_row0, long mask_ss)
+{
+    const int chunks = head_dim_pad / 8;
+    for (int idx = lid; idx < n_rows * chunks; idx += wg) {
+        const int n = idx / chunks, d = (idx - n * chunks) * 8;
+        const int r = r0 + n;
+        bool in = r >= lo && r <= hi;
+        if (in && use_mask)
+            in = mask[mask_row0 + (long)r * mask_ss] > 0.5f;
+        const int bytes = in ? 2 * clamp(head_dim - d, 0, 8) : 0;
+        copy_chunk(tile + n * pitch + d, bytes > 0 ? src + base + (long)r * row_stride + d : src, bytes);
+    }
+}
