@@ -1,8 +1,10 @@
-/* flashcl-bench --tune: the forward tile search. Candidates are applied through the
- * FLASHCL_FORWARD_TILES / FLASHCL_MMA_TILES overrides (which win over the table and any stored
- * entry), each is timed and checked like an ordinary forward case, and the fastest candidate
- * that passes the float64 check is stored with fcl_tuning_save. A candidate that fails to build
- * or fails the check is never stored. */
+/* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, and of
+ * the NVIDIA tensor-core backward where it runs. Candidates are applied through the
+ * FLASHCL_FORWARD_TILES / FLASHCL_MMA_TILES / FLASHCL_BACKWARD_MMA_TILES overrides (which win
+ * over the table and any stored entry), each is timed and checked against the float64
+ * reference (a backward candidate on a smaller shape that the check covers, then timed on the
+ * big one), and the fastest candidate that passes is stored with fcl_tuning_save. A candidate
+ * that fails to build or fails the check is never stored. */
 #include "bench.h"
 
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #define MAX_CANDIDATES 48
 
 typedef struct tune_space {
+    int backward;       /* the candidates are backward tiles */
     const char *kernel; /* fcl_tuning_save's name */
     const char *env;    /* the override variable */
     int n_values;
@@ -31,14 +34,14 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "nvidia-mma") == 0) {
-        *s = (tune_space){"forward_mma", "FLASHCL_MMA_TILES", 4, 0, {{0}}};
+        *s = (tune_space){0, "forward_mma", "FLASHCL_MMA_TILES", 4, 0, {{0}}};
         static const int mt[][2] = {{64, 1}, {64, 2}, {128, 1}, {128, 2}, {256, 2}}; /* rows, m-tiles */
         for (size_t i = 0; i < sizeof mt / sizeof *mt; i++)
             for (int n = 16; n <= 64; n *= 2)
                 add(s, mt[i][0], n, mt[i][1], 0);
         return;
     }
-    *s = (tune_space){"forward", "FLASHCL_FORWARD_TILES", 3, 0, {{0}}};
+    *s = (tune_space){0, "forward", "FLASHCL_FORWARD_TILES", 3, 0, {{0}}};
     if (env->info.type == FCL_DEVICE_CPU) { /* a few work-items with many rows each */
         static const int mr[][2] = {{8, 8}, {16, 8}, {16, 16}, {32, 16}, {32, 32}};
         for (size_t i = 0; i < sizeof mr / sizeof *mr; i++)
@@ -55,6 +58,22 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
                 for (int r = 1; r <= 2; r++)
                     add(s, m, n, r, 0);
     }
+}
+
+/* The candidates of the tensor-core backward at (dtype, d); 0 where it does not run. */
+static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
+{
+    memset(s, 0, sizeof *s);
+    if (strcmp(fcl_attention_backward_path(env->ctx, dt, d), "nvidia-mma") != 0)
+        return 0;
+    *s = (tune_space){1, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 4, 0, {{0}}};
+    for (int kn = 32; kn <= 128; kn *= 2)      /* dK/dV keys per work-group */
+        for (int km = 16; km <= 64; km *= 2)   /* dK/dV query rows per tile */
+            for (int qm = 64; qm <= 128; qm *= 2) /* dQ rows per work-group */
+                add(s, kn, km, qm, qm == 64 ? 32 : 16);
+    for (int qn = 16; qn <= 64; qn *= 2)       /* dQ keys per tile, at the default dK/dV tiles */
+        add(s, 64, 32, 64, qn);
+    return 1;
 }
 
 /* The timed shape: FlashAttention's benchmark at S 4096 on GPUs, a small one elsewhere. */
@@ -92,8 +111,10 @@ static void progress(int done, int total, int d, const char *tiles, double tflop
     fflush(stderr);
 }
 
-/* Times one candidate (the override set); 1 when it ran and passed the check. */
-static int try_candidate(const bench_env *env, const bench_case *c, double *tflops)
+/* Times one candidate (the override set); 1 when it ran and passed the check. A backward
+ * candidate is first checked on a shape small enough for the float64 reference (odd lengths,
+ * GQA, causal), since the timed one is reported unchecked. */
+static int try_candidate(const bench_env *env, const tune_space *s, const bench_case *c, double *tflops)
 {
     bench_env quiet = *env;
     quiet.json = 0;
@@ -103,17 +124,33 @@ static int try_candidate(const bench_env *env, const bench_case *c, double *tflo
     bench_result r;
     memset(&r, 0, sizeof r);
     *tflops = 0.0;
-    if (bench_forward(&quiet, c, &r) != 0 || !r.ok)
+    if (s->backward) {
+        bench_case small = *c;
+        small.b = 2;
+        small.sq = 301;
+        small.sk = 517;
+        small.hq = 4;
+        small.hkv = 2;
+        small.causal = 1;
+        bench_env once = quiet;
+        once.reps = 1;
+        once.warmup = 0;
+        if (bench_backward(&once, &small, &r) != 0 || !r.ok || r.rows_checked == 0)
+            return 0;
+        memset(&r, 0, sizeof r);
+        if (bench_backward(&quiet, c, &r) != 0 || !r.ok)
+            return 0;
+    } else if (bench_forward(&quiet, c, &r) != 0 || !r.ok) {
         return 0;
+    }
     *tflops = r.tflops;
     return 1;
 }
 
-/* One head dim: returns an exit code. */
-static int tune_head_dim(const bench_env *env, fcl_dtype dt, int d)
+/* One kernel's search space at one head dim: returns an exit code. */
+static int tune_space_at(const bench_env *env, fcl_dtype dt, int d, const tune_space *sp)
 {
-    tune_space s;
-    make_space(env, dt, d, &s);
+    const tune_space s = *sp;
     const bench_case c = tune_case(env, dt, d);
     int table[4] = {0, 0, 0, 0}, best_v[4] = {0, 0, 0, 0};
     double best = -1.0, table_tflops = -1.0;
@@ -136,7 +173,7 @@ static int tune_head_dim(const bench_env *env, fcl_dtype dt, int d)
         double tflops = 0.0;
         if (!seen) {
             memcpy(tried[n_tried++], eff, sizeof eff);
-            if (try_candidate(env, &c, &tflops)) {
+            if (try_candidate(env, &s, &c, &tflops)) {
                 if (i < 0)
                     table_tflops = tflops;
                 if (tflops > best) {
@@ -178,7 +215,13 @@ int bench_tune(const bench_env *env, const bench_opts *o)
     const int n = o->d > 0 ? 1 : 2;
     int rc = BENCH_EXIT_OK;
     for (int i = 0; i < n; i++) {
-        const int r = tune_head_dim(env, dt, dims[i]);
+        tune_space s;
+        make_space(env, dt, dims[i], &s);
+        int r = tune_space_at(env, dt, dims[i], &s);
+        if (make_backward_space(env, dt, dims[i], &s)) {
+            const int rb = tune_space_at(env, dt, dims[i], &s);
+            r = rb > r ? rb : r;
+        }
         if (r > rc)
             rc = r;
     }
