@@ -176,6 +176,18 @@ MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, in
     }
 }
 
+/* Starts the copies of query rows i0 .. i0 + DKDV_BLOCK_M - 1 of one head's Q and dO (rows
+ * outside [0, sq) zeros) into one stage of the dK/dV kernel's ring. */
+MMA_INLINE void issue_query_tile(__local ushort *Qst, __local ushort *dOst, int lid, __global const ushort *Qu,
+                                 __global const ushort *dOu, long qbase, long q_ss, long dobase, long do_ss, int i0,
+                                 int sq, int head_dim, __global const float *mask)
+{
+    load_rows(Qst, ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu, qbase, q_ss, i0, 0, sq - 1, head_dim, 0,
+              mask, 0, 0);
+    load_rows(dOst, ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu, dobase, do_ss, i0, 0, sq - 1, head_dim,
+              0, mask, 0, 0);
+}
+
 __kernel __attribute__((reqd_work_group_size(DKDV_WG, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)
 {
@@ -245,16 +257,12 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     const int qt0 = i_lo - (i_lo + q_align) % DKDV_BLOCK_M;
     const int n_qt = i_lo <= i_hi ? (i_hi - qt0) / DKDV_BLOCK_M + 1 : 0;
     const int n_items = group * n_qt;
+    const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss, dobase = do_off + b * do_sb + (long)r.q_first * do_ss;
     for (int it = 0; it < 2; it++) {
-        if (it < n_items) {
-            const int h = hk * group + it / n_qt, i0 = qt0 + (it % n_qt) * DKDV_BLOCK_M;
-            load_rows(Qs[it], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu,
-                      q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh, q_ss, i0, 0, r.sq - 1, head_dim, 0,
-                      mask, 0, 0);
-            load_rows(dOs[it], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu,
-                      do_off + b * do_sb + (long)r.q_first * do_ss + h * do_sh, do_ss, i0, 0, r.sq - 1, head_dim,
-                      0, mask, 0, 0);
-        }
+        if (it < n_items)
+            issue_query_tile(Qs[it], dOs[it], lid, Qu, dOu, qbase + (hk * group + it / n_qt) * q_sh, q_ss,
+                             dobase + (hk * group + it / n_qt) * do_sh, do_ss, qt0 + (it % n_qt) * DKDV_BLOCK_M, r.sq,
+                             head_dim, mask);
         commit_copies();
     }
     for (int item = 0; item < n_items; item++) {
@@ -306,13 +314,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (item + 2 < n_items) {
-            const int h2 = hk * group + (item + 2) / n_qt, i2 = qt0 + ((item + 2) % n_qt) * DKDV_BLOCK_M;
-            load_rows(Qs[st], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu,
-                      q_off + b * q_sb + (long)r.q_first * q_ss + h2 * q_sh, q_ss, i2, 0, r.sq - 1, head_dim, 0,
-                      mask, 0, 0);
-            load_rows(dOs[st], ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu,
-                      do_off + b * do_sb + (long)r.q_first * do_ss + h2 * do_sh, do_ss, i2, 0, r.sq - 1, head_dim,
-                      0, mask, 0, 0);
+            const int h2 = hk * group + (item + 2) / n_qt;
+            issue_query_tile(Qs[st], dOs[st], lid, Qu, dOu, qbase + h2 * q_sh, q_ss, dobase + h2 * do_sh, do_ss,
+                             qt0 + ((item + 2) % n_qt) * DKDV_BLOCK_M, r.sq, head_dim, mask);
         }
         commit_copies();
     }
@@ -330,6 +334,9 @@ void attention_backward_dq(BACKWARD_ARGS)
     __local ushort Vs[2][DQ_BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
 #if HAS_MASK
     __local float Ms[2][DQ_BLOCK_N];
+#define MASK_STAGE(st) Ms[st]
+#else
+#define MASK_STAGE(st) 0
 #endif
     __global const ushort *Ku = (__global const ushort *)K;
     __global const ushort *Vu = (__global const ushort *)V;
@@ -410,17 +417,10 @@ void attention_backward_dq(BACKWARD_ARGS)
     const int j_first = j_lo - (j_lo + k_align) % DQ_BLOCK_N;
     const int n_tiles = j_lo <= j_hi ? (j_hi - j_first) / DQ_BLOCK_N + 1 : 0;
     for (int tt = 0; tt < 2; tt++) {
-        if (tt < n_tiles) {
-            const int jt = j_first + tt * DQ_BLOCK_N;
-            load_rows(Ks[tt], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Ku, kbase, k_ss, jt, j_lo, j_hi,
-                      head_dim, HAS_MASK, mask, mrow, mask_ss);
-            load_rows(Vs[tt], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Vu, vbase, v_ss, jt, j_lo, j_hi,
-                      head_dim, HAS_MASK, mask, mrow, mask_ss);
-#if HAS_MASK
-            for (int n = lid; n < DQ_BLOCK_N; n += DQ_WG)
-                Ms[tt][n] = jt + n >= j_lo && jt + n <= j_hi ? mask[mrow + (long)(jt + n) * mask_ss] : 0.0f;
-#endif
-        }
+        if (tt < n_tiles)
+            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), DQ_BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
+                          kbase, vbase, k_ss, v_ss, j_first + tt * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow,
+                          mask_ss);
         commit_copies();
     }
     for (int tile = 0; tile < n_tiles; tile++) {
@@ -450,17 +450,9 @@ void attention_backward_dq(BACKWARD_ARGS)
         mma_scores_tile(dq, s, cols_lane(Ks[st], lane), DQ_BLOCK_N, DS_SPLIT);
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
-        if (tile + 2 < n_tiles) {
-            const int j2 = jt + 2 * DQ_BLOCK_N;
-            load_rows(Ks[st], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Ku, kbase, k_ss, j2, j_lo, j_hi,
-                      head_dim, HAS_MASK, mask, mrow, mask_ss);
-            load_rows(Vs[st], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Vu, vbase, v_ss, j2, j_lo, j_hi,
-                      head_dim, HAS_MASK, mask, mrow, mask_ss);
-#if HAS_MASK
-            for (int n = lid; n < DQ_BLOCK_N; n += DQ_WG)
-                Ms[st][n] = j2 + n >= j_lo && j2 + n <= j_hi ? mask[mrow + (long)(j2 + n) * mask_ss] : 0.0f;
-#endif
-        }
+        if (tile + 2 < n_tiles)
+            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), DQ_BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
+                          kbase, vbase, k_ss, v_ss, jt + 2 * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow, mask_ss);
         commit_copies();
     }
 

@@ -30,22 +30,6 @@
 #define NT_O (HEAD_DIM_PAD / 8)    /* n8 tiles of the output rows */
 #define ROW_HALVES (HEAD_DIM_PAD + 8)
 
-/* Starts the copies of key tile j0 (K, V, and with a mask its values into Ms) into one stage. */
-inline void issue_tile(__local ushort *Kst, __local ushort *Vst, __global const ushort *Ku,
-                       __global const ushort *Vu, long kbase, long vbase, long k_ss, long v_ss, int j0, int g_lo,
-                       int g_hi, int head_dim, __local float *Ms, __global const float *mask, long mrow,
-                       long mask_ss, int lid)
-{
-    load_rows(Kst, ROW_HALVES, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Ku, kbase, k_ss, j0, g_lo, g_hi, head_dim, 0,
-              mask, mrow, mask_ss);
-    load_rows(Vst, ROW_HALVES, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Vu, vbase, v_ss, j0, g_lo, g_hi, head_dim,
-              HAS_MASK, mask, mrow, mask_ss);
-#if HAS_MASK
-    for (int n = lid; n < BLOCK_N; n += WG_SIZE)
-        Ms[n] = j0 + n >= g_lo && j0 + n <= g_hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
-#endif
-}
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
@@ -121,8 +105,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
      * with tile t, so each copy has a whole tile's compute to land. */
     for (int tt = 0; tt < 2; tt++) {
         if (tt < n_tiles)
-            issue_tile(Ks[tt], Vs[tt], Ku, Vu, kbase, vbase, k_ss, v_ss, j_first + tt * BLOCK_N, g_lo, g_hi, head_dim,
-                       MASK_STAGE(tt), mask, mrow, mask_ss, lid);
+            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu,
+                          kbase, vbase, k_ss, v_ss, j_first + tt * BLOCK_N, g_lo, g_hi, head_dim, 0, mask, mrow,
+                          mask_ss);
         commit_copies();
     }
     for (int tile = 0; tile < n_tiles; tile++) {
@@ -243,8 +228,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (tile + 2 < n_tiles)
-            issue_tile(Ks[st], Vs[st], Ku, Vu, kbase, vbase, k_ss, v_ss, j0 + 2 * BLOCK_N, g_lo, g_hi, head_dim,
-                       MASK_STAGE(st), mask, mrow, mask_ss, lid);
+            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu,
+                          kbase, vbase, k_ss, v_ss, j0 + 2 * BLOCK_N, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss);
         commit_copies();
     }
 

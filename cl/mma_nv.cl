@@ -5,7 +5,7 @@
  * ex2.approx, and a cp.async copy of 16-byte row chunks into local memory (plain loads and
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
  *
- * Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); ASYNC_COPY.
+ * Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); ASYNC_COPY; HAS_MASK.
  */
 
 /* Helpers that take fragment arrays: always inlined, so that the arrays stay in registers. */
@@ -144,4 +144,22 @@ inline void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_
         const int bytes = in ? 2 * clamp(head_dim - d, 0, 8) : 0;
         copy_chunk(tile + n * pitch + d, bytes > 0 ? src + base + (long)r * row_stride + d : src, bytes);
     }
+}
+
+/* Starts the copies of key rows j0 .. j0 + n_rows - 1 of K and V into Kst and Vst (and, with
+ * HAS_MASK, their mask values into Ms; 0 outside [lo, hi]): rows outside [lo, hi] become
+ * zeros, and masked-out rows too in V, and in K when mask_k. */
+inline void issue_kv_tile(__local ushort *Kst, __local ushort *Vst, __local float *Ms, int n_rows, int pitch,
+                          int head_dim_pad, int wg, int lid, __global const ushort *Ku, __global const ushort *Vu,
+                          long kbase, long vbase, long k_ss, long v_ss, int j0, int lo, int hi, int head_dim,
+                          int mask_k, __global const float *mask, long mrow, long mask_ss)
+{
+    load_rows(Kst, pitch, n_rows, head_dim_pad, wg, lid, Ku, kbase, k_ss, j0, lo, hi, head_dim, HAS_MASK && mask_k,
+              mask, mrow, mask_ss);
+    load_rows(Vst, pitch, n_rows, head_dim_pad, wg, lid, Vu, vbase, v_ss, j0, lo, hi, head_dim, HAS_MASK, mask, mrow,
+              mask_ss);
+#if HAS_MASK
+    for (int n = lid; n < n_rows; n += wg)
+        Ms[n] = j0 + n >= lo && j0 + n <= hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
+#endif
 }
