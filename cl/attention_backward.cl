@@ -45,22 +45,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
     const int j_last = min(j0 + BLOCK_N, r.sk) - 1;
 
-    /* The query rows that may see some key of this block (before masks). */
-#if LAYOUT == 2
-    int i_lo = r.sq, i_hi = -1;
-    for (int jj = j0; jj <= j_last; jj++) {
-        i_lo = min(i_lo, packed_lo(cu_q, cu_q_off, seq_ss, jj, r.sq));
-        i_hi = max(i_hi, packed_hi(cu_q, cu_q_off, seq_ss, jj, r.sq) - 1);
-    }
-#else
-    int i_lo = 0, i_hi = r.sq - 1;
-#endif
-    if (window_right >= 0)
-        i_lo = max(i_lo, j0 - shift - window_right);
-    if (window_left >= 0)
-        i_hi = min(i_hi, j_last - shift + window_left);
-    if (j_last < j0) /* no key rows: an empty group */
-        i_hi = -1;
+    int i_lo, i_hi; /* the query rows that may see some key of this block (before masks) */
+    keys_rows(j0, j_last, r.sq, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &i_lo, &i_hi);
 
     const bool own = j < r.sk;
     bool key_on = own;
@@ -172,25 +158,14 @@ void attention_backward_dq(BACKWARD_ARGS)
     const bool own = i < r.sq;
 
     /* The keys that some row of this block may see, within this launch's chunk. */
-#if LAYOUT == 2
-    int j_lo = r.sk, j_hi = -1;
-    for (int ii = i0; ii <= i_last; ii++) {
-        j_lo = min(j_lo, packed_lo(cu_q, cu_q_off, seq_ss, ii, r.sk));
-        j_hi = max(j_hi, packed_hi(cu_q, cu_q_off, seq_ss, ii, r.sk) - 1);
-    }
-    const int my_lo = own ? packed_lo(cu_q, cu_q_off, seq_ss, i, r.sk) : 0;
-    const int my_hi = own ? packed_hi(cu_q, cu_q_off, seq_ss, i, r.sk) : 0;
-#else
-    int j_lo = 0, j_hi = r.sk - 1;
-#endif
-    if (window_left >= 0)
-        j_lo = max(j_lo, i0 + shift - window_left);
-    if (window_right >= 0)
-        j_hi = min(j_hi, i_last + shift + window_right);
+    int j_lo, j_hi;
+    rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
     j_lo = max(j_lo, item_lo);
     j_hi = min(j_hi, item_hi);
-    if (i_last < i0)
-        j_hi = -1;
+#if LAYOUT == 2
+    const int my_lo = own ? packed_lo(cu_q, cu_q_off, seq_ss, i, r.sk) : 0;
+    const int my_hi = own ? packed_hi(cu_q, cu_q_off, seq_ss, i, r.sk) : 0;
+#endif
 
     const long row = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
     const long qrow = q_off + b * q_sb + row * q_ss + h * q_sh;

@@ -208,22 +208,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
     const int j_last = min(j0 + DKDV_BLOCK_N, r.sk) - 1;
 
-    /* The query rows that may see some key of this block (before masks). */
-#if LAYOUT == 2
-    int i_lo = r.sq, i_hi = -1;
-    for (int jj = j0; jj <= j_last; jj++) {
-        i_lo = min(i_lo, packed_lo(cu_q, cu_q_off, seq_ss, jj, r.sq));
-        i_hi = max(i_hi, packed_hi(cu_q, cu_q_off, seq_ss, jj, r.sq) - 1);
-    }
-#else
-    int i_lo = 0, i_hi = r.sq - 1;
-#endif
-    if (window_right >= 0)
-        i_lo = max(i_lo, j0 - shift - window_right);
-    if (window_left >= 0)
-        i_hi = min(i_hi, j_last - shift + window_left);
-    if (j_last < j0)
-        i_hi = -1;
+    int i_lo, i_hi; /* the query rows that may see some key of this block (before masks) */
+    keys_rows(j0, j_last, r.sq, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &i_lo, &i_hi);
 
     /* This lane's keys jw + g and jw + g + 8: K and V fragments, and whether each takes part. */
     const int jw = j0 + warp * 16;
@@ -348,22 +334,8 @@ void attention_backward_dq(BACKWARD_ARGS)
     const int shift = r.sk - r.sq;
     const int i_last = min(i0 + DQ_BLOCK_M, r.sq) - 1;
 
-    /* The keys that some row of this block may see (before the mask). */
-#if LAYOUT == 2
-    int j_lo = r.sk, j_hi = -1;
-    for (int ii = i0; ii <= i_last; ii++) {
-        j_lo = min(j_lo, packed_lo(cu_q, cu_q_off, seq_ss, ii, r.sk));
-        j_hi = max(j_hi, packed_hi(cu_q, cu_q_off, seq_ss, ii, r.sk) - 1);
-    }
-#else
-    int j_lo = 0, j_hi = r.sk - 1;
-#endif
-    if (window_left >= 0)
-        j_lo = max(j_lo, i0 + shift - window_left);
-    if (window_right >= 0)
-        j_hi = min(j_hi, i_last + shift + window_right);
-    if (i_last < i0)
-        j_hi = -1;
+    int j_lo, j_hi; /* the keys that some row of this block may see (before the mask) */
+    rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
 
     /* This lane's rows iw + g and iw + g + 8: Q and dO fragments, LSE (log2 units), delta, and
      * the keys [jlo, jhi] each sees before the mask (empty for rows past sq or with LSE -inf). */

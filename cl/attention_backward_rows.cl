@@ -77,6 +77,54 @@ inline int packed_hi(__global const int *bounds, long off, long ss, int r, int L
     return clamp(bounds[off + r * ss + 1], packed_lo(bounds, off, ss, r, L), L);
 }
 
+/* The query rows [*lo, *hi] that may see some key of the block j0 .. j_last (before masks;
+ * empty when *lo > *hi). The symmetric rows_keys gives the keys [*lo, *hi] that some query row
+ * of the block i0 .. i_last may see. Query i sits at position i + shift; packed rows only see
+ * their own sequence (seq_bounds in `bounds`). */
+inline void keys_rows(int j0, int j_last, int sq, int shift, int window_left, int window_right,
+                      __global const int *bounds, long off, long ss, int *lo, int *hi)
+{
+#if LAYOUT == 2
+    *lo = sq;
+    *hi = -1;
+    for (int jj = j0; jj <= j_last; jj++) {
+        *lo = min(*lo, packed_lo(bounds, off, ss, jj, sq));
+        *hi = max(*hi, packed_hi(bounds, off, ss, jj, sq) - 1);
+    }
+#else
+    *lo = 0;
+    *hi = sq - 1;
+#endif
+    if (window_right >= 0)
+        *lo = max(*lo, j0 - shift - window_right);
+    if (window_left >= 0)
+        *hi = min(*hi, j_last - shift + window_left);
+    if (j_last < j0) /* no key rows: an empty block */
+        *hi = -1;
+}
+
+inline void rows_keys(int i0, int i_last, int sk, int shift, int window_left, int window_right,
+                      __global const int *bounds, long off, long ss, int *lo, int *hi)
+{
+#if LAYOUT == 2
+    *lo = sk;
+    *hi = -1;
+    for (int ii = i0; ii <= i_last; ii++) {
+        *lo = min(*lo, packed_lo(bounds, off, ss, ii, sk));
+        *hi = max(*hi, packed_hi(bounds, off, ss, ii, sk) - 1);
+    }
+#else
+    *lo = 0;
+    *hi = sk - 1;
+#endif
+    if (window_left >= 0)
+        *lo = max(*lo, i0 + shift - window_left);
+    if (window_right >= 0)
+        *hi = min(*hi, i_last + shift + window_right);
+    if (i_last < i0) /* no query rows: an empty block */
+        *hi = -1;
+}
+
 /* The scaled score after softcap and ALiBi in natural units; *dcap gets d(capped)/d(raw). */
 inline float backward_score(float dot, float scale, float softcap, float slope, int pos, int j, float *dcap)
 {
