@@ -5,49 +5,157 @@
  *                   none), so the mask form runs like the device-length form.
  *  decode_partial   one work-group per (key split, KV head and row block, batch). The rows of
  *                   a KV head are its Hq / Hkv query heads times the Lq query positions (GQA
- *                   native: each K/V tile is loaded once into local memory for all of them).
- *                   The split's keys are visited in tiles of BLOCK_N keys with an online
- *                   softmax; the split's unnormalised state (acc[D], m, l per row) goes to
- *                   `part`. Splits outside the visible keys (past the length, before the
- *                   window) exit without reading K or V.
- *  decode_combine   one work-item per (row, d): merges the splits' states into O and LSE.
+ *                   native: every K/V row is read once for all of them). The work-group is
+ *                   TEAMS teams of TEAM work-items; a team takes one key at a time and each of
+ *                   its items owns DIMS dims of it (DIMS / 8 chunks of 8 dims; on GPUs one
+ *                   chunk, so a team reads a K or V row as TEAM coalesced 16-byte loads). Items
+ *                   keep their dims of the block's query rows (pre-scaled) and of the output
+ *                   accumulators in registers. The split's keys go in batches of TEAMS * KEYS:
+ *                   each team reads its KEYS keys' K and V straight into registers (no local
+ *                   staging; the next batch's K is read once this batch's dot products are
+ *                   done, so that it arrives while this batch's softmax and p V run),
+ *                   computes its partial dot products, and the team's partials meet in local
+ *                   memory: barrier, then the owner of each row (item row % TEAM) sums them,
+ *                   applies scale / softcap / ALiBi / visibility and takes the team's online
+ *                   softmax step for the batch, writing p and the rescale factor; barrier, then
+ *                   every item adds p * V for its own dims (no reduction). Two barriers per
+ *                   batch (none when TEAM is 1, the CPU shape: one item per team owning every
+ *                   dim, float8 arithmetic that the CPU compilers vectorise). At the end of the
+ *                   split the teams' states (m, l, acc) are merged in local memory and the
+ *                   split's unnormalised state (acc[D], m, l per row) goes to `part`. Splits
+ *                   outside the visible keys (past the length, before the window) read no K/V.
+ *  decode_combine   one work-group per query row: COMBINE_LANES lanes of splits times
+ *                   COMBINE_DL lanes of dims (float4s dl, dl + COMBINE_DL, ...); each lane
+ *                   merges its splits' states (four splits' loads in flight), the lanes'
+ *                   states are merged in local memory, and the row's O and LSE are written.
  *
  * Query t of Lq (batch b) sits at position p = len_b - Lq + t and sees keys j with
  * max(0, p - window_left) <= j <= p (and mask[b, j] > 0.5 in the mask form); len_b comes from
  * the host, from lens[b] (clamped to [0, L_max]) or from the mask. A row with no visible key
- * writes O = 0 and LSE = -inf.
+ * writes O = 0 and LSE = -inf. In the mask form the V of a key that no row sees is zeroed
+ * before use (dropped slots may hold anything, NaN included).
  *
- * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; BLOCK_N; ROWS_WG (rows per work-group);
- * WG_SIZE; VEC (4: K/V tiles loaded 4 elements at a time, needs head_dim % 4 == 0; else 1); LEN_DEVICE (len_b from `lens`, else the host length); HAS_MASK; PAGED (K/V are
- * pages [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max,
- * Hkv, D]); HAS_SOFTCAP; HAS_ALIBI. Scores are kept in log2 units.
+ * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; DIMS (dims per work-item: 8 or a multiple,
+ * dividing HEAD_DIM_PAD; TEAM = HEAD_DIM_PAD / DIMS); TEAMS; KEYS (keys per team and batch);
+ * ROWS_WG (rows per work-group); WIDE (K/V rows read 8 elements at a time as 16-byte loads:
+ * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element);
+ * LEN_DEVICE (len_b from `lens`, else the host length); HAS_MASK; PAGED (K/V are pages
+ * [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max, Hkv, D]);
+ * HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL (divides HEAD_DIM_PAD / 4). Scores are kept
+ * in log2 units.
  */
 
-#define STEPS(n) (((n) + WG_SIZE - 1) / WG_SIZE)
+#define TEAM (HEAD_DIM_PAD / DIMS)         /* work-items per team */
+#define CH (DIMS / 8)                      /* 8-dim chunks per work-item */
+#define WG_SIZE (TEAM * TEAMS)
+#define BATCH (TEAMS * KEYS)               /* keys per work-group and batch */
+#define OWN ((ROWS_WG + TEAM - 1) / TEAM)  /* rows whose softmax state one item owns */
+#define PAIRS (ROWS_WG * KEYS)             /* (row, key) scores of a team and batch */
+#if TEAM % 4 == 0
+#define RED_LD (TEAM + 4)                  /* a pair's TEAM partials, float4-aligned, spread over banks */
+#else
+#define RED_LD (TEAM + 1)
+#endif
+#define TEAM_LD (PAIRS * RED_LD + 16)      /* a team's partials */
+#define PART_LD (HEAD_DIM_PAD + 8)         /* one split state: acc[HEAD_DIM_PAD], m, l; 32-byte rows */
+#define C_PER (HEAD_DIM_PAD / 4 / COMBINE_DL) /* decode_combine: float4s of dims per dim lane */
+#define C_WG (COMBINE_DL * COMBINE_LANES)     /* decode_combine's work-group */
 #define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
+#if TEAM > 1 /* GPU shape: short loops over private arrays unrolled, so the arrays stay in registers */
+#define UNROLL _Pragma("unroll")
+#else        /* CPU shape: long loops, left to the compiler's vectoriser */
+#define UNROLL
+#endif
 
-/* Element index of row j (head hk) of sequence b's K or V: paged or contiguous. */
-inline long cache_row(int b, int j, int hk, long off, long s0, long s1, long sh,
-                      __global const int *table, long bt_off, long bt_sb, long bt_ss, int page_size,
-                      int num_pages)
+#if FCL_DTYPE == 0
+typedef float8 raw8; /* 8 elements as stored */
+#else
+typedef uint4 raw8;
+#endif
+
+/* Element indices of row j (head hk) of sequence b's K and V: paged or contiguous. */
+inline void cache_rows(int b, int j, int hk, long k_off, long k_s0, long k_s1, long k_sh, long v_off, long v_s0,
+                       long v_s1, long v_sh, __global const int *table, long bt_off, long bt_sb, long bt_ss,
+                       int page_size, int num_pages, long *ki, long *vi)
 {
 #if PAGED
-    const int page = clamp(table[bt_off + b * bt_sb + (long)(j / page_size) * bt_ss], 0, num_pages - 1);
-    return off + page * s0 + (long)(j % page_size) * s1 + hk * sh;
+    const long page = clamp(table[bt_off + b * bt_sb + (long)(j / page_size) * bt_ss], 0, num_pages - 1);
+    const long r = j % page_size;
+    *ki = k_off + page * k_s0 + r * k_s1 + hk * k_sh;
+    *vi = v_off + page * v_s0 + r * v_s1 + hk * v_sh;
 #else
-    return off + b * s0 + (long)j * s1 + hk * sh;
+    *ki = k_off + b * k_s0 + (long)j * k_s1 + hk * k_sh;
+    *vi = v_off + b * v_s0 + (long)j * v_s1 + hk * v_sh;
 #endif
 }
 
-/* The logit (log2 units) of block row r_abs (of n_rows) and key j from the raw dot product, or
- * -inf when the key is not visible to that row. */
+/* 8 elements of a K or V row from element index i, whose first is dim d0: one 16-byte load
+ * (two for f32) when WIDE, else element by element; dims >= head_dim read as 0. */
+inline raw8 load_raw8(__global const store_t *p, long i, int d0, int head_dim)
+{
+#if WIDE
+    if (d0 >= head_dim) /* WIDE: head_dim % 8 == 0, so a chunk is all in or all out */
+        return (raw8)(0);
+#if FCL_DTYPE == 0
+    __global const float4 *v = (__global const float4 *)(p + i);
+    return (float8)(v[0], v[1]);
+#else
+    return *(__global const uint4 *)(p + i);
+#endif
+#elif FCL_DTYPE == 0
+    float t[8];
+    UNROLL
+    for (int e = 0; e < 8; e++)
+        t[e] = d0 + e < head_dim ? p[i + e] : 0.0f;
+    return vload8(0, t);
+#else
+    ushort t[8];
+    UNROLL
+    for (int e = 0; e < 8; e++)
+        t[e] = d0 + e < head_dim ? ((__global const ushort *)p)[i + e] : (ushort)0;
+    return as_uint4(vload8(0, t));
+#endif
+}
+
+/* The 8 stored elements as floats. */
+inline float8 unpack8(raw8 x)
+{
+#if FCL_DTYPE == 0
+    return x;
+#elif FCL_DTYPE == 1
+    return vload_half8(0, (const __private half *)&x);
+#else
+    const uint4 lo = x << 16, hi = x & (uint4)(0xffff0000u);
+    return as_float8((uint8)(lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w));
+#endif
+}
+
+/* 8 query elements from element index i (first dim d0) as floats; dims >= head_dim are 0. */
+inline float8 load_q8(__global const store_t *Q, long i, int d0, int head_dim)
+{
+    float t[8];
+    UNROLL
+    for (int e = 0; e < 8; e++)
+        t[e] = d0 + e < head_dim ? LOAD(Q, i + e) : 0.0f;
+    return vload8(0, t);
+}
+
+/* The sum of a float8's elements. */
+inline float hsum8(float8 x)
+{
+    const float4 a = x.lo + x.hi;
+    const float2 c = a.lo + a.hi;
+    return c.x + c.y;
+}
+
+/* The logit (log2 units) of block row `row` (of n_rows) and key j from the dot product of the
+ * pre-scaled query, or -inf when the key is not visible to that row. */
 inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq, int hk, int group, int p_first,
-                          int b, int window_left, float qscale, float softcap, int l_max,
+                          int b, int window_left, float softcap, int l_max,
                           __global const float *mask, long mask_off, long mask_sb, long mask_ss,
                           __global const float *alibi, long alibi_off, long alibi_sb, long alibi_sh)
 {
     const int rr = min(row, n_rows - 1), p = p_first + rr % lq;
-    x *= qscale;
 #if HAS_SOFTCAP
     x = softcap * tanh(x / softcap);
 #endif
@@ -63,6 +171,63 @@ inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq,
 #endif
     return visible ? x : -INFINITY;
 }
+
+/* One row's online-softmax step over a batch: logits s[KEYS] become p[KEYS] relative to the
+ * new running max *m; *l is rescaled and grows by the p's. Returns the rescale factor. */
+inline float softmax_step(float *s, float *m, float *l)
+{
+    float mx = *m;
+    UNROLL
+    for (int k = 0; k < KEYS; k++)
+        mx = fmax(mx, s[k]);
+    const float alpha = mx == -INFINITY ? 1.0f : exp2(*m - mx);
+    float sum = *l * alpha;
+    UNROLL
+    for (int k = 0; k < KEYS; k++) {
+        s[k] = mx == -INFINITY ? 0.0f : exp2(s[k] - mx);
+        sum += s[k];
+    }
+    *m = mx;
+    *l = sum;
+    return alpha;
+}
+
+#if TEAM > 1
+/* The sum of a pair's TEAM partial dot products in local memory. */
+inline float team_sum(__local const float *x)
+{
+#if TEAM % 4 == 0
+    __local const float4 *x4 = (__local const float4 *)x;
+    float4 s = x4[0];
+    UNROLL
+    for (int i = 1; i < TEAM / 4; i++)
+        s += x4[i];
+    return (s.x + s.y) + (s.z + s.w);
+#else
+    float s = x[0];
+    UNROLL
+    for (int i = 1; i < TEAM; i++)
+        s += x[i];
+    return s;
+#endif
+}
+#endif
+
+/* Reads into dst[KEYS][CH] the chunks of the team's KEYS keys from key jt on, of K (src Kc,
+ * index ki) or V (src Vc, index vi); keys past j_hi read as 0. */
+#define LOAD_KEYS(dst, src, idx, jt)                                                                            \
+    UNROLL                                                                                                      \
+    for (int k = 0; k < KEYS; k++) {                                                                            \
+        const int j = (jt) + k;                                                                                 \
+        long ki, vi;                                                                                            \
+        cache_rows(b, min(j, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,       \
+                   bt_sb, bt_ss, page_size, num_pages, &ki, &vi);                                               \
+        UNROLL                                                                                                  \
+        for (int c = 0; c < CH; c++) {                                                                          \
+            const int d0 = (lane + c * TEAM) * 8;                                                               \
+            dst[k][c] = j <= j_hi ? load_raw8(src, idx + d0, d0, head_dim) : (raw8)(0);                         \
+        }                                                                                                       \
+    }
 
 __kernel void decode_mask_len(__global const float *mask, __global int *lens, const int l_max,
                               const long mask_off, const long mask_sb, const long mask_ss)
@@ -98,12 +263,16 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
                     const long alibi_off, const long alibi_sb, const long alibi_sh,
                     const long lens_off, const long lens_s)
 {
-    __local float Kt[HEAD_DIM_PAD][BLOCK_N + 1]; /* transposed: the score loop runs along keys */
-    __local float Vs[BLOCK_N][HEAD_DIM_PAD];
-    __local float Qs[ROWS_WG][HEAD_DIM_PAD];
-    __local float Ss[ROWS_WG][BLOCK_N + 1];
-    __local float m_s[ROWS_WG], l_s[ROWS_WG], alpha_s[ROWS_WG];
-    const int lid = get_local_id(0), split = get_group_id(0);
+#if TEAM > 1
+    __local float4 red4[TEAMS * TEAM_LD / 4]; /* partial dot products [team][row * KEYS + key][lane] */
+    __local float *red = (__local float *)red4;
+    __local float p_s[TEAMS * PAIRS], alpha_s[TEAMS * ROWS_WG];
+#endif
+#if TEAMS > 1
+    __local float m_t[TEAMS * ROWS_WG], l_t[TEAMS * ROWS_WG];
+    __local float8 out8[ROWS_WG * HEAD_DIM_PAD / 8];
+#endif
+    const int lid = get_local_id(0), team = lid / TEAM, lane = lid - team * TEAM, split = get_group_id(0);
     const int hk = get_group_id(1) / row_blocks, r0 = (get_group_id(1) % row_blocks) * ROWS_WG;
     const int b = get_group_id(2), Hq = get_num_groups(1) / row_blocks * group;
     const int n_rows = group * lq; /* rows of this KV head: (query head, position) pairs */
@@ -118,170 +287,283 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
     if (window_left >= 0)
         j_lo = max(j_lo, p_first - window_left);
 
-    for (int step = 0; step < STEPS(ROWS_WG * HEAD_DIM_PAD); step++) {
-        const int e = lid + step * WG_SIZE, r = e / HEAD_DIM_PAD, d = e - r * HEAD_DIM_PAD;
-        if (r < ROWS_WG) {
-            const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
-            Qs[r][d] = d < head_dim ? LOAD(Q, q_off + b * q_sb + (long)t * q_ss + h * q_sh + d) : 0.0f;
-        }
-    }
-    for (int r = lid; r < ROWS_WG; r += WG_SIZE) {
-        m_s[r] = -INFINITY;
-        l_s[r] = 0.0f;
-    }
 #if HAS_LOGIT_MODS
     const float qscale = scale;
 #else
     const float qscale = scale * FCL_LOG2E;
 #endif
-    float acc[STEPS(ROWS_WG * HEAD_DIM_PAD)];
-    for (int k = 0; k < STEPS(ROWS_WG * HEAD_DIM_PAD); k++)
-        acc[k] = 0.0f;
+    /* this item's dims (chunks lane, lane + TEAM, ...) of the block's query rows and outputs */
+    float8 q[ROWS_WG][CH], acc[ROWS_WG][CH];
+    UNROLL
+    for (int r = 0; r < ROWS_WG; r++) {
+        const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
+        UNROLL
+        for (int c = 0; c < CH; c++) {
+            const int d0 = (lane + c * TEAM) * 8;
+            q[r][c] = load_q8(Q, q_off + b * q_sb + (long)t * q_ss + h * q_sh + d0, d0, head_dim) * qscale;
+            acc[r][c] = (float8)(0.0f);
+        }
+    }
+    float m_own[OWN], l_own[OWN]; /* the team's softmax state of rows lane, lane + TEAM, ... */
+    UNROLL
+    for (int o = 0; o < OWN; o++) {
+        m_own[o] = -INFINITY;
+        l_own[o] = 0.0f;
+    }
 
-    for (int jt = j_lo; jt <= j_hi; jt += BLOCK_N) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        /* VEC consecutive elements per work-item and step (VEC 4: head_dim % 4 == 0) */
-        for (int step = 0; step < STEPS(BLOCK_N * HEAD_DIM_PAD / VEC); step++) {
-            const int e = (lid + step * WG_SIZE) * VEC, n = e / HEAD_DIM_PAD, d = e - n * HEAD_DIM_PAD, j = jt + n;
-            if (n < BLOCK_N) {
-                const bool in = j <= j_hi && d < head_dim;
-#if HAS_MASK /* dropped slots may hold anything (freed rows): their V must not reach O, even * 0 */
-                const bool vin = in && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
-#else
-                const bool vin = in;
-#endif
-                const long kr = cache_row(b, min(j, j_hi), hk, k_off, k_s0, k_s1, k_sh, table, bt_off, bt_sb,
-                                          bt_ss, page_size, num_pages);
-                const long vr = cache_row(b, min(j, j_hi), hk, v_off, v_s0, v_s1, v_sh, table, bt_off, bt_sb,
-                                          bt_ss, page_size, num_pages);
-#if VEC == 4
-                const float4 kx = in ? LOAD4(Kc, kr + d) : (float4)(0.0f);
-                const float4 vx = vin ? LOAD4(Vc, vr + d) : (float4)(0.0f);
-                Kt[d][n] = kx.x;
-                Kt[d + 1][n] = kx.y;
-                Kt[d + 2][n] = kx.z;
-                Kt[d + 3][n] = kx.w;
-                vstore4(vx, 0, &Vs[n][d]);
-#else
-                Kt[d][n] = in ? LOAD(Kc, kr + d) : 0.0f;
-                Vs[n][d] = vin ? LOAD(Vc, vr + d) : 0.0f;
-#endif
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-#if WG_SIZE == 1
-        /* one work-item: the loops run along keys with independent accumulators (vectorisable) */
-        float sc[ROWS_WG][BLOCK_N];
-        for (int r = 0; r < ROWS_WG; r++)
-            for (int n = 0; n < BLOCK_N; n++)
-                sc[r][n] = 0.0f;
-        for (int d = 0; d < HEAD_DIM_PAD; d++)
+    /* K of a batch is read as soon as the previous batch's dot products free its registers, so
+     * it arrives during that batch's softmax and p V; V is read at the start of its batch */
+    raw8 kr[KEYS][CH];
+    LOAD_KEYS(kr, Kc, ki, j_lo + team * KEYS)
+    for (int jb = j_lo; jb <= j_hi; jb += BATCH) {
+        const int jt = jb + team * KEYS; /* this team's first key */
+        raw8 vr[KEYS][CH];
+        LOAD_KEYS(vr, Vc, vi, jt)
+        /* partial (TEAM > 1) or whole dot products of this item's dims */
+        float s[ROWS_WG][KEYS];
+        UNROLL
+        for (int k = 0; k < KEYS; k++) {
+            float8 kf[CH];
+            UNROLL
+            for (int c = 0; c < CH; c++)
+                kf[c] = unpack8(kr[k][c]);
+            UNROLL
             for (int r = 0; r < ROWS_WG; r++) {
-                const float qd = Qs[r][d];
-                for (int n = 0; n < BLOCK_N; n++)
-                    sc[r][n] = fma(qd, Kt[d][n], sc[r][n]);
+                float8 x = q[r][0] * kf[0];
+                UNROLL
+                for (int c = 1; c < CH; c++)
+                    x = fma(q[r][c], kf[c], x);
+                s[r][k] = hsum8(x);
             }
+        }
+        LOAD_KEYS(kr, Kc, ki, jt + BATCH) /* the next batch's K */
+        float alpha[ROWS_WG];
+#if TEAM > 1
+        UNROLL
         for (int r = 0; r < ROWS_WG; r++)
-            for (int n = 0; n < BLOCK_N; n++)
-                Ss[r][n] = decode_logit(sc[r][n], r0 + r, jt + n, j_hi, n_rows, lq, hk, group, p_first, b,
-                                        window_left, qscale, softcap, l_max, mask, mask_off, mask_sb, mask_ss,
-                                        alibi, alibi_off, alibi_sb, alibi_sh);
-#else
-        /* scores of (row, key) pairs, spread over the work-items */
-        for (int step = 0; step < STEPS(ROWS_WG * BLOCK_N); step++) {
-            const int e = lid + step * WG_SIZE, r = e / BLOCK_N, n = e - r * BLOCK_N;
-            if (r < ROWS_WG) {
-                float x = 0.0f;
-                for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    x = fma(Qs[r][d], Kt[d][n], x);
-                Ss[r][n] = decode_logit(x, r0 + r, jt + n, j_hi, n_rows, lq, hk, group, p_first, b, window_left,
-                                        qscale, softcap, l_max, mask, mask_off, mask_sb, mask_ss, alibi, alibi_off,
-                                        alibi_sb, alibi_sh);
-            }
-        }
-#endif
+            UNROLL
+            for (int k = 0; k < KEYS; k++)
+                red[team * TEAM_LD + (r * KEYS + k) * RED_LD + lane] = s[r][k];
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int r = lid; r < ROWS_WG; r += WG_SIZE) { /* the online softmax of row r */
-            float tile_max = -INFINITY;
-            for (int n = 0; n < BLOCK_N; n++)
-                tile_max = fmax(tile_max, Ss[r][n]);
-            const float m_new = fmax(m_s[r], tile_max);
-            const float alpha = m_new == -INFINITY ? 1.0f : exp2(m_s[r] - m_new);
-            float l = l_s[r] * alpha;
-            for (int n = 0; n < BLOCK_N; n++) {
-                const float p = m_new == -INFINITY ? 0.0f : exp2(Ss[r][n] - m_new);
-                Ss[r][n] = p;
-                l += p;
+        UNROLL
+        for (int o = 0; o < OWN; o++) { /* the owner of row r sums the team's partials */
+            const int r = lane + o * TEAM;
+            if (r < ROWS_WG) {
+                float x[KEYS];
+                UNROLL
+                for (int k = 0; k < KEYS; k++)
+                    x[k] = decode_logit(team_sum(red + team * TEAM_LD + (r * KEYS + k) * RED_LD), r0 + r, jt + k, j_hi,
+                                        n_rows, lq, hk, group, p_first, b, window_left, softcap, l_max, mask, mask_off,
+                                        mask_sb, mask_ss, alibi, alibi_off, alibi_sb, alibi_sh);
+                alpha_s[team * ROWS_WG + r] = softmax_step(x, &m_own[o], &l_own[o]);
+                UNROLL
+                for (int k = 0; k < KEYS; k++)
+                    p_s[team * PAIRS + r * KEYS + k] = x[k];
             }
-            m_s[r] = m_new;
-            l_s[r] = l;
-            alpha_s[r] = alpha;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-#if WG_SIZE == 1
-        for (int r = 0; r < ROWS_WG; r++) { /* acc[r * HEAD_DIM_PAD + d]; inner loops along d */
-            const float al = alpha_s[r];
-            for (int d = 0; d < HEAD_DIM_PAD; d++)
-                acc[r * HEAD_DIM_PAD + d] *= al;
-            for (int n = 0; n < BLOCK_N; n++) {
-                const float pr = Ss[r][n];
-                for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    acc[r * HEAD_DIM_PAD + d] = fma(pr, Vs[n][d], acc[r * HEAD_DIM_PAD + d]);
-            }
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++) {
+            alpha[r] = alpha_s[team * ROWS_WG + r];
+            UNROLL
+            for (int k = 0; k < KEYS; k++)
+                s[r][k] = p_s[team * PAIRS + r * KEYS + k];
         }
 #else
-        for (int k = 0; k < STEPS(ROWS_WG * HEAD_DIM_PAD); k++) {
-            const int e = lid + k * WG_SIZE, r = e / HEAD_DIM_PAD, d = e - r * HEAD_DIM_PAD;
-            if (r < ROWS_WG) {
-                float a = acc[k] * alpha_s[r];
-                for (int n = 0; n < BLOCK_N; n++)
-                    a = fma(Ss[r][n], Vs[n][d], a);
-                acc[k] = a;
-            }
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++) { /* one item per team: it owns every row */
+            UNROLL
+            for (int k = 0; k < KEYS; k++)
+                s[r][k] = decode_logit(s[r][k], r0 + r, jt + k, j_hi, n_rows, lq, hk, group, p_first, b,
+                                       window_left, softcap, l_max, mask, mask_off, mask_sb, mask_ss, alibi,
+                                       alibi_off, alibi_sb, alibi_sh);
+            alpha[r] = softmax_step(s[r], &m_own[r], &l_own[r]);
         }
 #endif
+        /* acc = acc * alpha + p V over this item's dims */
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++)
+            UNROLL
+            for (int c = 0; c < CH; c++)
+                acc[r][c] *= alpha[r];
+        UNROLL
+        for (int k = 0; k < KEYS; k++) {
+#if HAS_MASK
+            float live = 0.0f; /* some row sees key k: its V is a valid row */
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                live = fmax(live, s[r][k]);
+#endif
+            UNROLL
+            for (int c = 0; c < CH; c++) {
+                float8 vf = unpack8(vr[k][c]);
+#if HAS_MASK
+                vf = live > 0.0f ? vf : (float8)(0.0f);
+#endif
+                UNROLL
+                for (int r = 0; r < ROWS_WG; r++)
+                    acc[r][c] = fma((float8)(s[r][k]), vf, acc[r][c]);
+            }
+        }
     }
 
     /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l. */
+#if TEAMS > 1
+    /* merge the teams: rescale each to the block max, then sum the accumulators team by team */
+    UNROLL
+    for (int o = 0; o < OWN; o++) {
+        const int r = lane + o * TEAM;
+        if (r < ROWS_WG) {
+            m_t[team * ROWS_WG + r] = m_own[o];
+            l_t[team * ROWS_WG + r] = l_own[o];
+        }
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < STEPS(ROWS_WG * HEAD_DIM_PAD); k++) {
-        const int e = lid + k * WG_SIZE, r = e / HEAD_DIM_PAD, d = e - r * HEAD_DIM_PAD, row = r0 + r;
-        if (r < ROWS_WG && row < n_rows) {
+    float m_row[ROWS_WG];
+    UNROLL
+    for (int r = 0; r < ROWS_WG; r++) {
+        float mx = -INFINITY;
+        for (int t = 0; t < TEAMS; t++)
+            mx = fmax(mx, m_t[t * ROWS_WG + r]);
+        const float mine = m_t[team * ROWS_WG + r], f = mine == -INFINITY ? 0.0f : exp2(mine - mx);
+        UNROLL
+        for (int c = 0; c < CH; c++)
+            acc[r][c] *= f;
+        m_row[r] = mx;
+    }
+    for (int t = 0; t < TEAMS - 1; t++) { /* one barrier site: not unrolled */
+        if (team == t)
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                UNROLL
+                for (int c = 0; c < CH; c++) {
+                    const int i = r * (HEAD_DIM_PAD / 8) + lane + c * TEAM;
+                    out8[i] = t == 0 ? acc[r][c] : out8[i] + acc[r][c];
+                }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (team == TEAMS - 1)
+#endif
+    {
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++) {
+            const int row = r0 + r;
+            if (row >= n_rows)
+                break;
             const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
-            part[slot * (HEAD_DIM_PAD + 2) + d] = acc[k];
-            if (d == 0) {
-                part[slot * (HEAD_DIM_PAD + 2) + HEAD_DIM_PAD] = m_s[r];
-                part[slot * (HEAD_DIM_PAD + 2) + HEAD_DIM_PAD + 1] = l_s[r];
+            UNROLL
+            for (int c = 0; c < CH; c++) {
+                float8 x = acc[r][c];
+#if TEAMS > 1
+                x += out8[r * (HEAD_DIM_PAD / 8) + lane + c * TEAM];
+#endif
+                ((__global float8 *)(part + slot * PART_LD))[lane + c * TEAM] = x;
+            }
+            if (r % TEAM == lane) {
+#if TEAMS > 1
+                float l = 0.0f;
+                for (int t = 0; t < TEAMS; t++) {
+                    const float mt = m_t[t * ROWS_WG + r];
+                    l += mt == -INFINITY ? 0.0f : l_t[t * ROWS_WG + r] * exp2(mt - m_row[r]);
+                }
+                part[slot * PART_LD + HEAD_DIM_PAD] = m_row[r];
+                part[slot * PART_LD + HEAD_DIM_PAD + 1] = l;
+#else
+                part[slot * PART_LD + HEAD_DIM_PAD] = m_own[r / TEAM];
+                part[slot * PART_LD + HEAD_DIM_PAD + 1] = l_own[r / TEAM];
+#endif
             }
         }
     }
 }
 
-__kernel void decode_combine(__global const float *part, __global store_t *O, __global float *LSE,
-                             const int lq, const int Hq, const int head_dim, const int n_splits,
-                             const int write_lse,
-                             const long o_off, const long o_sb, const long o_ss, const long o_sh,
-                             const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss)
+__kernel __attribute__((reqd_work_group_size(C_WG, 1, 1)))
+void decode_combine(__global const float *part, __global store_t *O, __global float *LSE,
+                    const int lq, const int Hq, const int head_dim, const int n_splits, const int write_lse,
+                    const long o_off, const long o_sb, const long o_ss, const long o_sh,
+                    const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss)
 {
-    const int d = get_global_id(0), row = get_global_id(1); /* row = (b * Hq + h) * lq + t */
+#if COMBINE_LANES > 1
+    __local float4 o_s[COMBINE_LANES * HEAD_DIM_PAD / 4];
+    __local float m_s[COMBINE_LANES], l_s[COMBINE_LANES];
+#endif
+    const int lid = get_local_id(0), sl = lid / COMBINE_DL, dl = lid - sl * COMBINE_DL;
+    const int row = get_group_id(1); /* row = (b * Hq + h) * lq + t */
     const int b = row / (Hq * lq), h = (row / lq) % Hq, t = row % lq;
-    if (d >= head_dim)
-        return;
-    __global const float *st = part + (long)row * n_splits * (HEAD_DIM_PAD + 2);
-    float m = -INFINITY;
-    for (int s = 0; s < n_splits; s++)
-        if (st[s * (HEAD_DIM_PAD + 2) + HEAD_DIM_PAD + 1] > 0.0f)
-            m = fmax(m, st[s * (HEAD_DIM_PAD + 2) + HEAD_DIM_PAD]);
-    float l = 0.0f, o = 0.0f;
-    for (int s = 0; s < n_splits; s++) {
-        __global const float *x = st + s * (HEAD_DIM_PAD + 2);
-        if (x[HEAD_DIM_PAD + 1] > 0.0f) { /* empty splits hold no state */
-            const float w = exp2(x[HEAD_DIM_PAD] - m);
-            l = fma(x[HEAD_DIM_PAD + 1], w, l);
-            o = fma(x[d], w, o);
+    __global const float *st = part + (long)row * n_splits * PART_LD;
+    /* this lane's splits sl, sl + COMBINE_LANES, ... and float4s of dims dl, dl + COMBINE_DL, ...:
+     * four splits' loads in flight, then an online merge of their states (empty splits, l = 0,
+     * hold no state) */
+    float m = -INFINITY, l = 0.0f;
+    float4 o[C_PER];
+    UNROLL
+    for (int i = 0; i < C_PER; i++)
+        o[i] = (float4)(0.0f);
+    for (int s0 = sl; s0 < n_splits; s0 += 4 * COMBINE_LANES) {
+        float ms[4], ls[4];
+        float4 xs[4][C_PER];
+        UNROLL
+        for (int u = 0; u < 4; u++) {
+            const int sp = s0 + u * COMBINE_LANES;
+            __global const float *x = st + (long)min(sp, n_splits - 1) * PART_LD;
+            ls[u] = sp < n_splits ? x[HEAD_DIM_PAD + 1] : 0.0f;
+            ms[u] = x[HEAD_DIM_PAD];
+            UNROLL
+            for (int i = 0; i < C_PER; i++)
+                xs[u][i] = ((__global const float4 *)x)[dl + i * COMBINE_DL];
         }
+        UNROLL
+        for (int u = 0; u < 4; u++)
+            if (ls[u] > 0.0f) {
+                const float mn = fmax(m, ms[u]), a = exp2(m - mn), w = exp2(ms[u] - mn);
+                l = fma(ls[u], w, l * a);
+                UNROLL
+                for (int i = 0; i < C_PER; i++)
+                    o[i] = o[i] * a + xs[u][i] * w;
+                m = mn;
+            }
     }
-    STORE(O, o_off + b * o_sb + (long)t * o_ss + h * o_sh + d, l > 0.0f ? o / l : 0.0f);
-    if (write_lse && d == 0)
-        LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
+#if COMBINE_LANES > 1
+    /* the lanes' states, merged in lane order by the first lane */
+    UNROLL
+    for (int i = 0; i < C_PER; i++)
+        o_s[sl * (HEAD_DIM_PAD / 4) + dl + i * COMBINE_DL] = o[i];
+    if (dl == 0) {
+        m_s[sl] = m;
+        l_s[sl] = l;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (sl == 0) {
+        m = -INFINITY;
+        for (int k = 0; k < COMBINE_LANES; k++)
+            if (l_s[k] > 0.0f)
+                m = fmax(m, m_s[k]);
+        l = 0.0f;
+        UNROLL
+        for (int i = 0; i < C_PER; i++)
+            o[i] = (float4)(0.0f);
+        for (int k = 0; k < COMBINE_LANES; k++)
+            if (l_s[k] > 0.0f) {
+                const float w = exp2(m_s[k] - m);
+                l = fma(l_s[k], w, l);
+                UNROLL
+                for (int i = 0; i < C_PER; i++)
+                    o[i] += o_s[k * (HEAD_DIM_PAD / 4) + dl + i * COMBINE_DL] * w;
+            }
+    }
+#endif
+    if (sl == 0) {
+        UNROLL
+        for (int i = 0; i < C_PER; i++) {
+            const int d = (dl + i * COMBINE_DL) * 4;
+            const float od[4] = {o[i].x, o[i].y, o[i].z, o[i].w};
+            UNROLL
+            for (int e = 0; e < 4; e++)
+                if (d + e < head_dim)
+                    STORE(O, o_off + b * o_sb + (long)t * o_ss + h * o_sh + d + e, l > 0.0f ? od[e] / l : 0.0f);
+        }
+        if (write_lse && dl == 0)
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] =
+                l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
+    }
 }

@@ -5,8 +5,8 @@
 # scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's
 # shapes, in one run: B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one
 # query row. Output under $OUT (default ./gpu-out): ctest.txt, bench.jsonl, peer.jsonl.
-# BS, LENS, REPS narrow the sweep; SWEEP="N,R,W ..." adds a FLASHCL_DECODE_TILES sweep at
-# B 8, L 32k into sweep.jsonl.
+# BS, LENS, REPS narrow the sweep (caches over MAX_CACHE_GB, default 8, are skipped);
+# SWEEP="N,R,W[,G[,S[,M]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -25,6 +25,8 @@ fi
 : > "$out/peer.jsonl"
 for b in ${BS:-1 8 32}; do
   for l in ${LENS:-4096 32768 131072}; do
+    # the bench builds the cache from host float arrays: skip caches over MAX_CACHE_GB (default 8)
+    (( b * l * 8 * 128 * 4 <= ${MAX_CACHE_GB:-8} * 1073741824 )) || { echo "skip B $b L $l (cache over ${MAX_CACHE_GB:-8} GB)"; continue; }
     timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 --hkv 8 --d 128 --reps ${REPS:-10} \
       --warmup 2 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
     python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \

@@ -6,6 +6,7 @@
 #include "op_checks.h"
 #include "tuning.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 static const char *const op = "fcl_attention_decode";
@@ -83,73 +84,139 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
     return FCL_SUCCESS;
 }
 
-/* The launch geometry: rows per work-group, key splits. */
+/* The launch geometry: tiles (teams, keys per batch, rows per work-group), key splits. */
 typedef struct decode_plan {
     fcl_decode_tiles t;
+    fcl_decode_shape s; /* of t */
     int hdp, group, n_rows, row_blocks, n_splits, split_keys;
+    int wg, batch;      /* work-items per work-group, keys per work-group and batch */
+    int combine_lanes;  /* decode_combine: lanes of splits ... */
+    int combine_dl;     /* ... times lanes of dims (float4s; divides hdp / 4) */
 } decode_plan;
 
-/* Key tiles one work-item may run under the device's loop cap (0 when there is none, -1 when
- * not even one fits); loop iterations per tile and per launch counted generously. */
-static long tiles_under_cap(fcl_context ctx, const decode_plan *p, long *per_tile_out, long *fixed_out)
+/* The shape, work-group size and batch of the plan's tiles, and its row blocks. */
+static void reshape(decode_plan *p)
 {
-    const long n = p->t.block_n, r = p->t.rows, w = p->t.wg, h = p->hdp;
-    const long per_tile = (n * h + w - 1) / w + (r * n + w - 1) / w * (h + 1) + r * n * (w == 1 ? h : 0) + 2 * n * r +
-                          (r * h + w - 1) / w * (n + 1) + 16;
-    const long fixed = 3 * ((r * h + w - 1) / w) + 64;
-    *per_tile_out = per_tile;
-    *fixed_out = fixed;
-    return fcl_tiles_under_loop_cap(ctx, per_tile, fixed);
+    p->s = fcl_decode_shape_of(&p->t, p->hdp);
+    p->wg = p->s.team * p->s.teams;
+    p->batch = p->s.teams * p->s.keys;
+    p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;
+    /* the combine's work-group: lanes of dims (a float4 each, or more past 32 lanes and the
+     * partial kernel's work-group), times 1 to 8 lanes of splits while that stays within the
+     * partial kernel's work-group */
+    p->combine_dl = p->hdp / 4;
+    while (p->combine_dl > (p->wg > 32 ? p->wg : 32) && p->combine_dl % 2 == 0)
+        p->combine_dl /= 2;
+    p->combine_lanes = 1;
+    while (p->combine_lanes < 8 && p->combine_lanes * 2 * p->combine_dl <= p->wg)
+        p->combine_lanes *= 2;
 }
 
-/* Splits so that B * Hkv * row_blocks * splits fills the device (waves per compute unit), and,
- * on loop-capped devices, so that one split's tiles stay under the cap. */
-static fcl_status plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, decode_plan *p)
+/* Key batches one work-item may run under the device's loop cap (0 when there is none, -1
+ * when not even one fits); loop iterations of cl/attention_decode.cl per batch and outside
+ * the batch loop counted generously (every loop, unrolled or not, element-wise loads). */
+static long batches_under_cap(fcl_context ctx, const decode_plan *p, long *per_batch_out, long *fixed_out)
 {
-    const long n = p->t.block_n;
-    const long tiles = bound > 0 ? (long)((bound + n - 1) / n) : 1;
+    const long team = p->s.team, teams = p->s.teams, keys = p->s.keys, r = p->t.rows;
+    const long ch = p->hdp / team / 8, own = (r + team - 1) / team;
+    const long loads = 3 * keys * ch * (1 + 8);               /* K, V and spare; 8 elements each */
+    const long dots = keys * (ch + r * ch) + r * keys;         /* unpack, partials, their stores */
+    const long owner = own * (keys * (team + 4) + 2 * keys);   /* sums, logits, softmax step */
+    const long pv = r * keys + r * ch + keys * (r + ch + ch * r) + keys * ch;
+    const long per_batch = loads + dots + owner + pv + 16;
+    const long fixed = r * ch * (8 + 2) + own + teams * (2 * r + r * ch + 2) + r * (ch + teams + 2) + 64;
+    *per_batch_out = per_batch;
+    *fixed_out = fixed;
+    return fcl_tiles_under_loop_cap(ctx, per_batch, fixed);
+}
+
+/*
+ * The key splits of a length bound `bound` (the host length, or L_max for the device forms).
+ * B * Hkv * row_blocks work-groups per split; the split count aims at waves work-groups per
+ * compute unit (several, so that the last wave's tail is short), but no split gets fewer than
+ * split_min keys (its fixed costs: Q, the team merge, the state written and combined) or one
+ * batch; split lengths are whole batches. On loop-capped devices a split's batches also stay
+ * under the cap (more splits).
+ */
+static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, decode_plan *p)
+{
+    const long batch = p->batch, keys = bound > 0 ? (long)bound : 1;
     const long base = (long)(B * Hkv * p->row_blocks);
     const long target = (long)ctx->info.compute_units * p->t.waves;
+    const long least = p->t.split_min > batch ? p->t.split_min : batch;
+    const long most = (keys + least - 1) / least;
     long splits = (target + base - 1) / base;
-    splits = splits < 1 ? 1 : splits > tiles ? tiles : splits;
-    long split_tiles = (tiles + splits - 1) / splits;
-    long per_tile, fixed;
-    const long cap = tiles_under_cap(ctx, p, &per_tile, &fixed);
-    if (cap > 0 && split_tiles > cap)
-        split_tiles = cap;
-    p->split_keys = (int)(split_tiles * n);
-    p->n_splits = (int)((tiles + split_tiles - 1) / split_tiles);
-    return FCL_SUCCESS;
+    splits = splits < 1 ? 1 : splits > most ? most : splits;
+    long split_batches = ((keys + splits - 1) / splits + batch - 1) / batch;
+    long per_batch, fixed;
+    const long cap = batches_under_cap(ctx, p, &per_batch, &fixed);
+    if (cap > 0 && split_batches > cap)
+        split_batches = cap;
+    p->split_keys = (int)(split_batches * batch);
+    p->n_splits = (int)((keys + p->split_keys - 1) / p->split_keys);
 }
 
-/* Builds (or finds) the program; halves the work-group while the kernel cannot run it. */
+/* Builds (or finds) the program; while a kernel cannot run its work-group, halves the partial
+ * kernel's work-group, else the combine's lanes of splits, else its lanes of dims. */
 static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_resolved *r, int len_device, int mask,
-                              int paged, int vec, decode_plan *p, cl_kernel k[3])
+                              int paged, int wide, decode_plan *p, cl_kernel k[3])
 {
     static const char *const names[3] = {"decode_mask_len", "decode_partial", "decode_combine"};
     for (;;) {
-        char opts[256];
-        snprintf(opts, sizeof opts,
-                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_N=%d -DROWS_WG=%d -DWG_SIZE=%d -DLEN_DEVICE=%d "
-                 "-DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d -DVEC=%d",
-                 (int)dt, p->hdp, p->t.block_n, p->t.rows, p->t.wg, len_device, mask, paged, r->softcap > 0.0f,
-                 r->alibi != NULL, vec);
+        char opts[360];
+        const int n = snprintf(opts, sizeof opts,
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
+                 "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
+                 "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d",
+                 (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, wide,
+                 len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl);
+        if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
+            snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
         for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
             s = fcl_get_kernel(ctx, sources, 2, opts, names[i], &k[i]);
         if (s != FCL_SUCCESS)
             return s;
-        size_t wg = 0;
+        size_t wg = 0, wc = 0;
         cl_int err = clGetKernelWorkGroupInfo(k[1], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+        if (err == CL_SUCCESS)
+            err = clGetKernelWorkGroupInfo(k[2], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wc, &wc, NULL);
         if (err != CL_SUCCESS)
             return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
-        if (wg >= (size_t)p->t.wg)
+        if (wg >= (size_t)p->wg && wc >= (size_t)(p->combine_dl * p->combine_lanes))
             return FCL_SUCCESS;
-        if (p->t.wg == 1)
-            return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: the decode kernel cannot run on device \"%s\"", op,
+        if (wg < (size_t)p->wg && p->wg > 1) {
+            p->t.wg = p->wg / 2;
+            reshape(p);
+        } else if (wc < (size_t)(p->combine_dl * p->combine_lanes) && p->combine_lanes > 1) {
+            p->combine_lanes /= 2;
+        } else if (wc < (size_t)p->combine_dl && p->combine_dl % 2 == 0) {
+            p->combine_dl /= 2;
+        } else {
+            return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: the decode kernels cannot run on device \"%s\"", op,
                             ctx->info.name);
-        p->t.wg /= 2;
+        }
     }
+}
+
+/* 1 when K and V can be read 8 elements at a time as aligned 16-byte loads: head_dim % 8 == 0
+ * and every row start (offset, strides; a host pointer under the buffer) 16-byte aligned. */
+static int wide_loads(const fcl_kv_view *kv, int64_t D)
+{
+    const size_t esize = fcl_dtype_size(kv->dtype);
+    if (D % 8)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if ((size_t)kv->k[i] * esize % 16 || (size_t)kv->v[i] * esize % 16)
+            return 0;
+    const cl_mem bufs[2] = {kv->k_buf, kv->v_buf};
+    for (int i = 0; i < 2; i++) {
+        void *host = NULL;
+        if (clGetMemObjectInfo(bufs[i], CL_MEM_HOST_PTR, sizeof host, &host, NULL) != CL_SUCCESS ||
+            (uintptr_t)host % 16)
+            return 0;
+    }
+    return 1;
 }
 
 /* Sets kernel arguments from a list of (size, pointer) pairs. */
@@ -177,38 +244,32 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv)};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
-    p.row_blocks = (p.n_rows + p.t.rows - 1) / p.t.rows;
-    const int len_device = len == -1;
+    reshape(&p);
+    const int len_device = len == -1, wide = wide_loads(&kv, D);
     cl_kernel k[3];
-    /* 4-wide K/V loads when every row of the caches starts at a multiple of 4 elements */
-    int vec = D % 4 == 0 ? 4 : 1;
-    for (int i = 0; i < 4; i++)
-        if (kv.k[i] % 4 || kv.v[i] % 4)
-            vec = 1;
-    /* on loop-capped devices, smaller tiles until one tile fits under the cap */
+    /* on loop-capped devices, smaller batches (then fewer rows) until one batch fits under the cap */
     for (;;) {
-        if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, vec, &p, k)))
+        if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, wide, &p, k)))
             return s;
-        long per_tile, fixed;
-        if (tiles_under_cap(ctx, &p, &per_tile, &fixed) >= 0)
+        long per_batch, fixed;
+        if (batches_under_cap(ctx, &p, &per_batch, &fixed) >= 0)
             break;
-        if (p.t.block_n == 1 && p.t.rows == 1)
-            return fcl_loop_cap_error(ctx, op, "key", per_tile, fixed);
-        if (p.t.block_n >= p.t.rows)
-            p.t.block_n /= 2;
+        if (p.s.keys == 1 && p.t.rows == 1)
+            return fcl_loop_cap_error(ctx, op, "key", per_batch, fixed);
+        if (p.s.keys >= p.t.rows)
+            p.t.block_n = p.batch / 2;
         else
             p.t.rows /= 2;
-        p.row_blocks = (p.n_rows + p.t.rows - 1) / p.t.rows;
+        reshape(&p);
     }
-    if ((s = plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p)))
-        return s;
+    plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p);
     const long limit = fcl_device_loop_limit(ctx);
-    if (mask && limit > 0 && kv.l_max / p.t.wg > limit / 2)
+    if (mask && limit > 0 && kv.l_max / p.wg > limit / 2)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: a mask over %lld keys needs more loop iterations than device "
                         "\"%s\" allows", op, (long long)kv.l_max, ctx->info.name);
 
     cl_int err = CL_SUCCESS;
-    const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)p.n_splits * (size_t)(p.hdp + 2);
+    const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)p.n_splits * (size_t)(p.hdp + 8);
     /* kept by the context: a generation loop allocates nothing per step */
     cl_mem part = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
@@ -226,7 +287,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
         const cl_int lmax = (cl_int)kv.l_max;
         const size_t sz[6] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_int), 8, 8, 8};
         const void *const v[6] = {&mb, &mask_lens, &lmax, &mask_v[0], &mask_v[1], &mask_v[2]};
-        const size_t g[2] = {(size_t)p.t.wg, (size_t)B}, l[2] = {(size_t)p.t.wg, 1};
+        const size_t g[2] = {(size_t)p.wg, (size_t)B}, l[2] = {(size_t)p.wg, 1};
         err = set_args(k[0], 6, sz, v);
         if (err == CL_SUCCESS)
             err = clEnqueueNDRangeKernel(ctx->queue, k[0], 2, NULL, g, l, 0, NULL, NULL);
@@ -262,8 +323,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
                 sz[n] = sizeof(cl_long);
                 v[n] = &longs[g][i];
             }
-        const size_t g[3] = {(size_t)p.n_splits * (size_t)p.t.wg, (size_t)(kv.Hkv * p.row_blocks), (size_t)B};
-        const size_t l[3] = {(size_t)p.t.wg, 1, 1};
+        const size_t g[3] = {(size_t)p.n_splits * (size_t)p.wg, (size_t)(kv.Hkv * p.row_blocks), (size_t)B};
+        const size_t l[3] = {(size_t)p.wg, 1, 1};
         if (err == CL_SUCCESS)
             err = set_args(k[1], n, sz, v);
         if (err == CL_SUCCESS)
@@ -286,7 +347,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             v[8 + i] = &ov[i];
             v[12 + i] = &lv[i];
         }
-        const size_t g[2] = {((size_t)D + 31) / 32 * 32, (size_t)(B * Hq * Lq)}, l[2] = {32, 1};
+        const size_t cw = (size_t)(p.combine_dl * p.combine_lanes);
+        const size_t g[2] = {cw, (size_t)(B * Hq * Lq)}, l[2] = {cw, 1};
         if (err == CL_SUCCESS)
             err = set_args(k[2], 16, sz, v);
         if (err == CL_SUCCESS)

@@ -21,15 +21,15 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0, 0}, {16, 16}, {4, 2, 32, 1, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128 (2026-12-01) */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2, 0}, {32, 32}, {32, 16, 128, 8}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 32, 2, 0}, {32, 32}, {32, 16, 128, 8}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 16, 1, 0}, {32, 32}, {32, 16, 128, 8}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0, 0}, {32, 32}, {32, 16, 64, 4}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0, 0}, {32, 32}, {32, 16, 1, 2}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0, 0}, {16, 16}, {16, 16, 16, 1}},
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2, 0}, {32, 32}, {64, 4, 128, 8, 128, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 32, 2, 0}, {32, 32}, {32, 4, 128, 8, 128, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 16, 1, 0}, {32, 32}, {16, 4, 128, 8, 128, 0}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0, 0}, {32, 32}, {32, 4, 128, 4, 128, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0, 0}, {32, 32}, {32, 16, 1, 2, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0, 0}, {16, 16}, {4, 2, 32, 1, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -195,31 +195,71 @@ fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad)
 
 int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad)
 {
-    return t->block_n * (2 * head_dim_pad + 1) + t->rows * (head_dim_pad + t->block_n + 4) + t->wg;
+    /* as declared in cl/attention_decode.cl: the teams' partial dot products, p and rescale
+     * factors (teams of several items), the teams' states and merge buffer (several teams);
+     * plus decode_mask_len's array */
+    const fcl_decode_shape sh = fcl_decode_shape_of(t, head_dim_pad);
+    const int pairs = t->rows * sh.keys, red_ld = sh.team % 4 == 0 ? sh.team + 4 : sh.team + 1;
+    int n = sh.team * sh.teams;
+    if (sh.team > 1)
+        n += sh.teams * (pairs * red_ld + 16) + sh.teams * (pairs + t->rows);
+    if (sh.teams > 1)
+        n += 2 * sh.teams * t->rows + t->rows * head_dim_pad;
+    return n;
 }
 
+fcl_decode_shape fcl_decode_shape_of(const fcl_decode_tiles *t, int head_dim_pad)
+{
+    const int chunks = head_dim_pad / 8 > 1 ? head_dim_pad / 8 : 1;
+    fcl_decode_shape sh = {1, 1, 1};
+    for (int d = 1; d <= chunks && d <= t->wg; d++)
+        if (chunks % d == 0)
+            sh.team = d;
+    while (sh.team * sh.teams * 2 <= t->wg)
+        sh.teams *= 2;
+    sh.keys = t->block_n / sh.teams > 1 ? t->block_n / sh.teams : 1;
+    return sh;
+}
+
+/* block_n and wg as the shape of t gives them. */
+static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
+{
+    const fcl_decode_shape sh = fcl_decode_shape_of(t, head_dim_pad);
+    t->block_n = sh.teams * sh.keys;
+    t->wg = sh.team * sh.teams;
+}
+
+/* The table's decode tiles: NVIDIA 128 work-items (8 teams of 16 at D 128), 4 keys per team,
+ * 4 rows, 8 waves, splits of at least 128 keys (sm_90 estimate with clang + ptxas: 187
+ * registers, no spills; not yet swept on the H200); CPUs one work-item owning every dim, 32
+ * keys per batch; llvmpipe small per-work-item state (its compiler's time grows with it) and
+ * 32 work-items (its kernels report no more). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
     fcl_decode_tiles t = entry_for(&ctx->info, head_dim_pad)->decode;
     const char *env = getenv("FLASHCL_DECODE_TILES");
-    int n, r, w;
-    if (env && sscanf(env, "%d,%d,%d", &n, &r, &w) == 3 && n > 0 && r > 0 && w > 0) {
-        t.block_n = n;
-        t.rows = r;
-        t.wg = w;
-    }
+    int v[6] = {0, 0, 0, t.waves, t.split_min, t.max_regs};
+    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) >= 3 && v[0] > 0 &&
+        v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] >= 0 && v[5] >= 0)
+        t = (fcl_decode_tiles){v[0], v[1], v[2], v[3], v[4], v[5]};
     int need = 1;
     while (need < rows && need < t.rows)
         need *= 2;
     t.rows = need;
     while ((size_t)t.wg > ctx->info.max_work_group_size && t.wg > 1)
         t.wg /= 2;
+    decode_normalise(&t, head_dim_pad);
     const uint64_t budget = ctx->info.local_mem_bytes - 256;
-    while ((uint64_t)fcl_decode_local_floats(&t, head_dim_pad) * 4 > budget && (t.block_n > 1 || t.rows > 1)) {
-        if (t.block_n >= t.rows && t.block_n > 1)
+    while ((uint64_t)fcl_decode_local_floats(&t, head_dim_pad) * 4 > budget &&
+           (t.block_n > 1 || t.rows > 1 || t.wg > 1)) {
+        const fcl_decode_shape sh = fcl_decode_shape_of(&t, head_dim_pad);
+        if (sh.keys > 1 && sh.keys >= t.rows)
             t.block_n /= 2;
-        else
+        else if (t.rows > 1)
             t.rows /= 2;
+        else
+            t.wg /= 2;
+        decode_normalise(&t, head_dim_pad);
     }
     return t;
 }

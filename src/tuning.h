@@ -54,16 +54,31 @@ typedef struct fcl_backward_mma_tiles {
 fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad);
 
 typedef struct fcl_decode_tiles {
-    int block_n;      /* keys per local-memory tile */
+    int block_n;      /* keys per work-group and batch (teams x keys per team) */
     int rows;         /* most query rows (query heads x positions of one KV head) per work-group */
-    int wg;           /* work-items per work-group */
+    int wg;           /* most work-items per work-group */
     int waves;        /* work-groups to aim for per compute unit when choosing the split count */
+    int split_min;    /* fewest keys per split (a split's fixed costs: Q, team merge, state) */
+    int max_regs;     /* NVIDIA: registers per work-item of the partial kernel (-cl-nv-maxrregcount);
+                       * 0: the compiler's choice */
 } fcl_decode_tiles;
 
+typedef struct fcl_decode_shape {
+    int team;         /* work-items per team (a team takes one key at a time; each item owns
+                       * head_dim_pad / team dims): the largest divisor of head_dim_pad / 8 <= wg */
+    int teams;        /* teams per work-group: the largest power of two with team * teams <= wg */
+    int keys;         /* keys per team and batch: block_n / teams, at least 1 */
+} fcl_decode_shape;
+
 /* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
- * device's table entry, FLASHCL_DECODE_TILES="N,R,W" if set; rows clamped to the next power of
- * two >= `rows`, then N and R halved until the local arrays fit the local memory. */
+ * device's table entry, FLASHCL_DECODE_TILES="N,R,W[,G[,S[,M]]]" (block_n, rows, wg,
+ * waves, split_min, max_regs) if set; rows clamped to the next power of two >= `rows`, wg to the device's
+ * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
+ * and wg as their shape gives them (teams * keys, team * teams). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);
+
+/* The work-group shape of tiles t at padded head dim `head_dim_pad`. */
+fcl_decode_shape fcl_decode_shape_of(const fcl_decode_tiles *t, int head_dim_pad);
 
 /* Floats of the decode kernel's local arrays. */
 int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad);

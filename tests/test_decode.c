@@ -14,10 +14,13 @@
  *
  * Covered: host lengths 0, 1, odd and L_max for the three dtypes; MHA, GQA (8/2), MQA;
  * Lq 1..8 (Lq > len leaves early rows empty); softcap, window_left, ALiBi [Hq] and [B, Hq],
- * custom scale; D 16, 59, 64, 128, 256. The three length forms (host len, device lens I32 [B],
- * device mask F32 [B, L_max] or [L_max], prefix and with holes, no valid key); device lengths
- * above L_max or negative (clamped); paged caches (page sizes 1, 3, 16, 64, shuffled block
- * tables) equal to contiguous ones, both filled by fcl_kv_cache_append; different split counts
+ * custom scale; D 16, 40, 59, 64, 96, 111, 128, 160, 256. The three length forms (host len,
+ * device lens I32 [B], device mask F32 [B, L_max] or [L_max], prefix and with holes, no valid
+ * key; NaN in dropped slots); device lengths above L_max or negative (clamped); paged caches
+ * (page sizes 1, 3, 11, 16, 64, shuffled block tables) equal to contiguous ones, both filled by
+ * fcl_kv_cache_append; 16-byte row loads (unpadded caches, rows aligned) and element-wise ones
+ * (padded caches, head dims not a multiple of 8); the kernel's work-group shapes (teams of
+ * several items and merges of several teams, one item per team) and different split counts
  * (FLASHCL_DECODE_TILES, FLASHCL_LOOP_LIMIT); fcl_kv_cache_append bit for bit (host and device
  * positions, positions outside the cache, paged); a 200-step generation loop against the
  * causal forward over the whole sequence; bad arguments (status, message, outputs untouched,
@@ -35,7 +38,8 @@
 
 #define U (-1)       /* unbounded window_left */
 #define SWEEP (-100) /* host length: run 0, 1, an odd length and L_max */
-enum { GUARD = 67 }; /* NaN elements before and after every guarded view */
+enum { GUARD = 67 };        /* NaN elements before and after every guarded view */
+enum { ALIGNED_LEAD = 72 }; /* NaN elements before an unpadded cache view: rows start 16-byte aligned */
 
 /* ---------------------------------------------------------------- small helpers */
 
@@ -89,14 +93,16 @@ static void make_slopes(int n, int Hq, float *s)
 /*
  * A K/V cache pair on the device. Contiguous: views [B, L_max, Hkv, D]; paged: views
  * [num_pages, page_size, Hkv, D] with a shuffled block table [B, max_pages] (spare pages
- * unused). Each view sits GUARD elements into its own buffer; with `pad` the head, row and
- * batch/page strides have gaps. The base buffers are what tests fill and read whole.
+ * unused). Each view sits `lead` elements into its own buffer (GUARD with `pad`, whose head, row
+ * and batch/page strides have gaps, so that rows are misaligned; else ALIGNED_LEAD, so that the
+ * kernel's 16-byte row loads run), with GUARD elements after it. The base buffers are what tests
+ * fill and read whole.
  */
 typedef struct cache_dev {
     fcl_dtype dt;
     int B, Lmax, Hkv, D;
     int paged, page_size, max_pages, num_pages;
-    int64_t shape[4], strides[4], base_n;
+    int64_t shape[4], strides[4], base_n, lead;
     fcl_tensor kbase, vbase, k, v, table;
     int32_t *bt; /* host block table [B, max_pages] */
     fcl_kv_cache kv;
@@ -125,11 +131,12 @@ static void cache_create(fcl_context ctx, cache_dev *c, fcl_dtype dt, int B, int
     const int64_t shape[4] = {dim0, rows, Hkv, D}, strides[4] = {s0, sr, sh, 1};
     memcpy(c->shape, shape, sizeof shape);
     memcpy(c->strides, strides, sizeof strides);
-    c->base_n = GUARD + dim0 * s0 + GUARD;
+    c->lead = pad ? GUARD : ALIGNED_LEAD;
+    c->base_n = c->lead + dim0 * s0 + GUARD;
     c->kbase = support_tensor(ctx, dt, 1, &c->base_n, NULL);
     c->vbase = support_tensor(ctx, dt, 1, &c->base_n, NULL);
-    c->k = support_view(c->kbase, 4, shape, strides, GUARD);
-    c->v = support_view(c->vbase, 4, shape, strides, GUARD);
+    c->k = support_view(c->kbase, 4, shape, strides, c->lead);
+    c->v = support_view(c->vbase, 4, shape, strides, c->lead);
     if (c->paged) {
         /* a random permutation of the pages; the first B * max_pages are used */
         int *perm = support_xmalloc(sizeof(int) * (size_t)c->num_pages);
@@ -173,7 +180,7 @@ static int64_t cache_index(const cache_dev *c, int b, int j, int h, int d)
             return -1;
         r = j % c->page_size;
     }
-    return GUARD + i0 * c->strides[0] + r * c->strides[1] + (int64_t)h * c->strides[2] + d;
+    return c->lead + i0 * c->strides[0] + r * c->strides[1] + (int64_t)h * c->strides[2] + d;
 }
 
 /* Writes logical caches k, v [B, L_max, Hkv, D] into the base buffers, NaN everywhere else. */
@@ -562,10 +569,10 @@ static int decode_case(fcl_context ctx, const dcase *c, int host_len, uint64_t s
     return ok;
 }
 
-/* Runs every case of a table (host SWEEP cases at 0, 1, an odd length and L_max). */
-static void decode_table(const dcase *cases, size_t n, uint64_t seed0)
+/* Runs every case of a table (host SWEEP cases at 0, 1, an odd length and L_max); returns the
+ * failed runs and adds the runs to *runs. */
+static size_t run_table(fcl_context ctx, const dcase *cases, size_t n, uint64_t seed0, size_t *runs_out)
 {
-    fcl_context ctx = support_context();
     size_t failed = 0, runs = 0;
     for (size_t i = 0; i < n; i++) {
         const dcase *c = &cases[i];
@@ -578,6 +585,16 @@ static void decode_table(const dcase *cases, size_t n, uint64_t seed0)
             runs++;
         }
     }
+    *runs_out += runs;
+    return failed;
+}
+
+/* Runs every case of a table with the device's default tiles. */
+static void decode_table(const dcase *cases, size_t n, uint64_t seed0)
+{
+    fcl_context ctx = support_context();
+    size_t runs = 0;
+    const size_t failed = run_table(ctx, cases, n, seed0, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
@@ -856,10 +873,11 @@ Test(decode, paged_equals_contiguous)
 /* ---------------------------------------------------------------- split counts */
 
 /*
- * The same problems with different split plans: the device's default tiles, key tiles of 16
- * and of 64 (FLASHCL_DECODE_TILES), and a loop cap of 20000 iterations (FLASHCL_LOOP_LIMIT:
- * a few key tiles per split on any device). Every run must match the reference, and the runs
- * must agree with each other within the rule's bound.
+ * The same problems with different split plans: the device's default tiles, batches of 8
+ * and of 32 keys (FLASHCL_DECODE_TILES), one-batch splits of 16 keys aiming at 64 work-groups
+ * per compute unit (dozens of splits to combine), and a loop cap of 20000 iterations
+ * (FLASHCL_LOOP_LIMIT: a few batches per split on any device). Every run must match the
+ * reference, and the runs must agree with each other within the rule's bound.
  */
 Test(decode, split_counts)
 {
@@ -868,27 +886,30 @@ Test(decode, split_counts)
         {FCL_F32, 2, 8, 2, 64, 700, 3, F_LENS, 0, {700, 333, 0, 0}, 250, 5.0f, 0, AL_NONE, 0, 0, 0, 2},
         {FCL_BF16, 2, 2, 2, 128, 520, 4, F_LENS, 0, {517, 200, 0, 0}, U, 0, 0.2f, AL_NONE, 0, 0, 0, 2},
     };
-    /* settings: default tiles, FLASHCL_DECODE_TILES 16,16,16 and 64,16,64, FLASHCL_LOOP_LIMIT;
-     * the tile settings run on the device-lens f32 case only (each compiles anew) */
-    static const char *const setting[4] = {"default tiles", "FLASHCL_DECODE_TILES=16,16,16",
-                                           "FLASHCL_DECODE_TILES=64,16,64", "FLASHCL_LOOP_LIMIT=20000"};
-    static const char *const tiles[4] = {NULL, "16,16,16", "64,16,64", NULL};
+    /* settings: default tiles, FLASHCL_DECODE_TILES 8,4,16, 32,4,32 and 16,4,32,64,1,
+     * FLASHCL_LOOP_LIMIT; the tile settings run on the device-lens f32 case only (each compiles
+     * anew) */
+    enum { NS = 5, LOOP = NS - 1 };
+    static const char *const setting[NS] = {"default tiles", "FLASHCL_DECODE_TILES=8,4,16",
+                                            "FLASHCL_DECODE_TILES=32,4,32", "FLASHCL_DECODE_TILES=16,4,32,64,1",
+                                            "FLASHCL_LOOP_LIMIT=20000"};
+    static const char *const tiles[NS] = {NULL, "8,4,16", "32,4,32", "16,4,32,64,1", NULL};
     static const int with_tiles[3] = {0, 1, 0};
     fcl_context ctx = support_context();
     int ok = 1;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const dcase *c = &cases[i];
         const size_t no = (size_t)c->B * c->Lq * c->Hq * c->D, nl = (size_t)c->B * c->Hq * c->Lq;
-        float *o[4] = {NULL, NULL, NULL, NULL}, *l[4] = {NULL, NULL, NULL, NULL};
+        float *o[NS] = {NULL}, *l[NS] = {NULL};
         double naive[2] = {0.0, 0.0};
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < NS; t++) {
             if (!with_tiles[i] && tiles[t])
                 continue;
             o[t] = support_xmalloc(sizeof(float) * no);
             l[t] = support_xmalloc(sizeof(float) * nl);
             if (tiles[t])
                 setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
-            if (t == 3)
+            if (t == LOOP)
                 support_force_chunks(1);
             const int r = decode_case(ctx, c, c->lens[0], 7000 + i, o[t], l[t], naive); /* same data each time */
             unsetenv("FLASHCL_DECODE_TILES");
@@ -896,7 +917,7 @@ Test(decode, split_counts)
             cr_expect(r, "(case %zu above ran with %s)", i, setting[t]);
             ok &= r;
         }
-        for (int t = 1; t < 4; t++) {
+        for (int t = 1; t < NS; t++) {
             if (!o[t])
                 continue;
             double d, dl;
@@ -909,13 +930,60 @@ Test(decode, split_counts)
                       i, setting[t], d, 2.0 * naive[0] + 1e-5, dl, 2.0 * naive[1] + 1e-5);
             ok &= agree;
         }
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < NS; t++) {
             free(o[t]);
             free(l[t]);
         }
     }
     fcl_context_release(ctx);
     cr_assert(ok, "decode with different split counts disagrees");
+}
+
+/* ---------------------------------------------------------------- work-group shapes */
+
+/*
+ * The kernel's work-group shapes on any device, through FLASHCL_DECODE_TILES (N keys per
+ * batch, R rows, W work-items, G waves, S fewest keys per split):
+ *   16,4,64,8,0    the GPU shape: teams of head_dim_pad / 8 items (2 at D 16, 12 at D 96, 20 at
+ *                  D 160, 32 at D 256), several teams merged at the end of a split (32 at D 16),
+ *                  1 to 8 keys per team, K prefetched, 2 rows per owner at D 16; many splits
+ *   4,2,8,2,0      teams of 5 to 8 items owning several 8-dim chunks each
+ *   12,3,48,2,0    1 to 16 teams, 1 to 12 keys (batches not a power of two), R 4
+ *   5,2,1,2,0      the CPU shape: one item owning every dim, 5 keys per batch (not on llvmpipe:
+ *                  its compiler takes minutes over that much state per work-item; PoCL runs
+ *                  this shape by default)
+ * over head dims 16, 40 (padded to 64: chunks past the head dim), 59 and 111 (element-wise
+ * loads), 96, 160, 256, with 16-byte row loads (unpadded caches) and without (padded), GQA
+ * with Lq > 1, MQA, MHA, every length form, paged caches and every logit modifier, at lengths
+ * that are not multiples of any batch.
+ */
+Test(decode, team_shapes)
+{
+    static const dcase cases[] = {
+        {FCL_F16, 2, 8, 2, 128, 150, 3, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},           /* GQA Lq 3: 12 rows */
+        {FCL_BF16, 2, 4, 1, 40, 77, 2, F_LENS, 0, {77, 31, 0, 0}, 20, 5.0f, 0, AL_H, 0, 0, 0, 3}, /* MQA D 40 */
+        {FCL_F32, 2, 6, 2, 96, 90, 1, F_MASK, M_HOLES, {90, 45, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 96, holes */
+        {FCL_F16, 2, 4, 2, 111, 66, 4, F_LENS, 0, {66, 9, 0, 0}, U, 0, 0.2f, AL_BH, 11, 1, 0, 2}, /* D 111, paged */
+        {FCL_F32, 1, 2, 1, 256, 41, 2, F_HOST, 0, S4, 7, 0, 0, AL_BH, 0, 0, 0, 2},              /* D 256, window */
+        {FCL_BF16, 2, 3, 3, 16, 70, 1, F_HOST, 0, S4, U, 5.0f, 0, AL_NONE, 0, 1, 1, 3},          /* MHA D 16, no LSE */
+        {FCL_F16, 1, 4, 2, 160, 45, 1, F_MASK, M_PREFIX, {43, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 160 */
+        {FCL_F32, 2, 4, 2, 59, 37, 3, F_HOST, 0, {29, 0, 0, 0}, 5, 0, 0, AL_NONE, 0, 0, 0, 2},  /* D 59, window */
+    };
+    static const char *const tiles[] = {"16,4,64,8,0", "4,2,8,2,0", "12,3,48,2,0", "5,2,1,2,0"};
+    fcl_context ctx = support_context();
+    fcl_device_info info;
+    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const size_t n_tiles = strstr(info.name, "llvmpipe") ? 3 : 4;
+    size_t failed = 0, runs = 0;
+    for (size_t t = 0; t < n_tiles; t++) {
+        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        const size_t f = run_table(ctx, cases, sizeof cases / sizeof cases[0], 8000 + 100 * t, &runs);
+        unsetenv("FLASHCL_DECODE_TILES");
+        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
+        failed += f;
+    }
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
 
 /* ---------------------------------------------------------------- fcl_kv_cache_append */
@@ -959,8 +1027,8 @@ static int cache_matches(const cache_dev *c, const unsigned char *ek, const unsi
             bad++;
         }
     cr_expect(bad == 0, "[%s] %zu bytes of the cache buffers differ from the expected contents (first at element %ld "
-              "of the base buffer: GUARD %d, element strides {%lld, %lld, %lld})",
-              what, bad, first, GUARD, (long long)c->strides[0], (long long)c->strides[1], (long long)c->strides[2]);
+              "of the base buffer: view at element %lld, element strides {%lld, %lld, %lld})",
+              what, bad, first, (long long)c->lead, (long long)c->strides[0], (long long)c->strides[1], (long long)c->strides[2]);
     free(gk);
     free(gv);
     return bad == 0;
@@ -1581,7 +1649,8 @@ Test(append_errors, positions_and_rows)
 }
 
 /* Mask form: dropped cache slots may hold anything (freed rows); here their K and V are NaN,
- * and O must still be the reference over the kept keys (queries at the last kept key). */
+ * and O must still be the reference over the kept keys (queries at the last kept key); with
+ * the device's tiles and with the GPU shape (FLASHCL_DECODE_TILES=16,4,64,8,0). */
 Test(decode, dropped_slots_hold_nan)
 {
     const int B = 2, L = 80, Lq = 2, Hq = 4, Hkv = 2, D = 64;
@@ -1608,27 +1677,33 @@ Test(decode, dropped_slots_hold_nan)
     fcl_tensor tm = support_tensor(ctx, FCL_F32, 2, ms, m);
     fcl_kv_cache cache = {support_tensor(ctx, FCL_F16, 4, cs, kn), support_tensor(ctx, FCL_F16, 4, cs, vn), NULL};
     fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    support_poison(to);
-    cr_assert(fcl_attention_decode(ctx, &p, tq, &cache, -1, NULL, tm, to, NULL, NULL) == FCL_SUCCESS, "%s",
-              fcl_last_error(ctx));
-    support_read(to, o);
-    for (int b = 0; b < B; b++) { /* each sequence alone: Sk = last + 1, its mask as key mask */
-        const int Sk = last[b] + 1;
-        float *ks = support_xmalloc(sizeof(float) * (size_t)Sk * row);
-        float *vs = support_xmalloc(sizeof(float) * (size_t)Sk * row);
-        memcpy(ks, k + (size_t)b * L * row, sizeof(float) * (size_t)Sk * row);
-        memcpy(vs, v + (size_t)b * L * row, sizeof(float) * (size_t)Sk * row);
-        ref_attn_problem rp = {.B = 1, .Sq = Lq, .Sk = Sk, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
-                               .window_left = -1, .window_right = -1, .key_mask = m + b * L};
-        const size_t n = (size_t)Lq * Hq * D;
-        double *ref = support_xmalloc(sizeof(double) * n);
-        float *naive = support_xmalloc(sizeof(float) * n);
-        ref_attention_forward(&rp, q + (size_t)b * n, ks, vs, ref, NULL);
-        ref_attention_forward_naive(&rp, FCL_F16, q + (size_t)b * n, ks, vs, naive, NULL);
-        const double err = support_max_err_f(o + (size_t)b * n, ref, n), nerr = support_max_err_f(naive, ref, n);
-        cr_expect(support_within(err, nerr, 2.0), "sequence %d: NaN in dropped slots reached O: err %g, naive %g", b,
-                  err, nerr);
-        free(ks), free(vs), free(ref), free(naive);
+    static const char *const tiles[2] = {NULL, "16,4,64,8,0"};
+    for (int t = 0; t < 2; t++) {
+        if (tiles[t])
+            setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        support_poison(to);
+        const fcl_status st = fcl_attention_decode(ctx, &p, tq, &cache, -1, NULL, tm, to, NULL, NULL);
+        unsetenv("FLASHCL_DECODE_TILES");
+        cr_assert(st == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+        support_read(to, o);
+        for (int b = 0; b < B; b++) { /* each sequence alone: Sk = last + 1, its mask as key mask */
+            const int Sk = last[b] + 1;
+            float *ks = support_xmalloc(sizeof(float) * (size_t)Sk * row);
+            float *vs = support_xmalloc(sizeof(float) * (size_t)Sk * row);
+            memcpy(ks, k + (size_t)b * L * row, sizeof(float) * (size_t)Sk * row);
+            memcpy(vs, v + (size_t)b * L * row, sizeof(float) * (size_t)Sk * row);
+            ref_attn_problem rp = {.B = 1, .Sq = Lq, .Sk = Sk, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
+                                   .window_left = -1, .window_right = -1, .key_mask = m + b * L};
+            const size_t n = (size_t)Lq * Hq * D;
+            double *ref = support_xmalloc(sizeof(double) * n);
+            float *naive = support_xmalloc(sizeof(float) * n);
+            ref_attention_forward(&rp, q + (size_t)b * n, ks, vs, ref, NULL);
+            ref_attention_forward_naive(&rp, FCL_F16, q + (size_t)b * n, ks, vs, naive, NULL);
+            const double err = support_max_err_f(o + (size_t)b * n, ref, n), nerr = support_max_err_f(naive, ref, n);
+            cr_expect(support_within(err, nerr, 2.0), "sequence %d (tiles %s): NaN in dropped slots reached O: err %g, "
+                      "naive %g", b, tiles[t] ? tiles[t] : "default", err, nerr);
+            free(ks), free(vs), free(ref), free(naive);
+        }
     }
     fcl_tensor all[] = {tq, to, tm, cache.k, cache.v};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

@@ -2,11 +2,15 @@
  * length = the cache length Sk) on random inputs (fixed seeds; the caches repeat a 4M-element
  * random block), timed by bench_time; GB/s count
  * the K and V bytes read (B * Sk * Hkv * D * 2 * dtype size); checked on sampled query rows
- * by bench_check_forward (causal, bottom-right: the Sq queries are the last positions). */
+ * by bench_check_forward (causal, bottom-right: the Sq queries are the last positions).
+ * FLASHCL_DECODE_SWEEP="T1;T2;...": the case runs once per FLASHCL_DECODE_TILES setting Ti on
+ * the same inputs (made once), each setting named on stderr before its result line; the exit
+ * code follows the last setting's check (every line shows its own). */
 #include "bench.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHECK_ROWS 16
 /* The caches repeat a random block of this many elements: multi-GB caches are filled at
@@ -67,6 +71,27 @@ static fcl_status enqueue_decode(void *arg, cl_event *ev)
     return fcl_attention_decode(c->ctx, &c->p, c->f->tq, &c->f->cache, c->len, NULL, NULL, c->f->to, NULL, ev);
 }
 
+/* Times the call, reads O back and checks it: one result in r (r->op and r->c set). */
+static int run_once(const bench_env *env, dec_call *call, dec_data *f, size_t nq, size_t nk, bench_result *r)
+{
+    int rc = bench_time_op(env, enqueue_decode, call, "fcl_attention_decode", r);
+    if (!rc) {
+        fcl_status st = fcl_tensor_read_f32(f->to, f->h.o, nq);
+        if (st)
+            rc = bench_lib_error(env, "reading O", st);
+    }
+    if (!rc) {
+        /* decode is the causal forward with Sq = the query rows, Sk = the cache length */
+        bench_check_in in = {.c = &r->c, .q = f->h.q, .k = f->h.k, .v = f->h.v, .o = f->h.o, .check_rows = CHECK_ROWS};
+        bench_check_forward(&in, r);
+        const double bytes = 2.0 * (double)nk * (double)fcl_dtype_size(r->c.dtype);
+        r->gbps = bytes / (r->ms * 1e-3) * 1e-9;
+        r->ms_event = NAN; /* the event covers only the last of the op's kernels */
+        r->tflops = r->tflops_exact = r->tflops_event = NAN;
+    }
+    return rc;
+}
+
 int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
 {
     dec_data f = {0};
@@ -83,21 +108,24 @@ int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
         rc = make_tensors(env, c, &f, nq, nk);
     dec_call call = {env->ctx, bench_params_of(&r->c), &f, c->sk};
     call.p.causal = 0; /* implied by decode */
-    if (!rc)
-        rc = bench_time_op(env, enqueue_decode, &call, "fcl_attention_decode", r);
-    if (!rc) {
-        fcl_status st = fcl_tensor_read_f32(f.to, f.h.o, nq);
-        if (st)
-            rc = bench_lib_error(env, "reading O", st);
-    }
-    if (!rc) {
-        /* decode is the causal forward with Sq = the query rows, Sk = the cache length */
-        bench_check_in in = {.c = &r->c, .q = f.h.q, .k = f.h.k, .v = f.h.v, .o = f.h.o, .check_rows = CHECK_ROWS};
-        bench_check_forward(&in, r);
-        const double bytes = 2.0 * (double)nk * (double)fcl_dtype_size(c->dtype);
-        r->gbps = bytes / (r->ms * 1e-3) * 1e-9;
-        r->ms_event = NAN; /* the event covers only the last of the op's kernels */
-        r->tflops = r->tflops_exact = r->tflops_event = NAN;
+    const char *sweep = getenv("FLASHCL_DECODE_SWEEP");
+    if (!rc && sweep && *sweep) {
+        char list[1024], *save = NULL;
+        snprintf(list, sizeof list, "%s", sweep);
+        const bench_result blank = *r;
+        int first = 1;
+        for (char *t = strtok_r(list, ";", &save); t && !rc; t = strtok_r(NULL, ";", &save)) {
+            if (!first)
+                bench_print_result(env, r); /* the previous setting's line */
+            first = 0;
+            *r = blank;
+            setenv("FLASHCL_DECODE_TILES", t, 1);
+            fprintf(stderr, "flashcl-bench: decode sweep: FLASHCL_DECODE_TILES=%s\n", t);
+            rc = run_once(env, &call, &f, nq, nk, r);
+        }
+        unsetenv("FLASHCL_DECODE_TILES");
+    } else if (!rc) {
+        rc = run_once(env, &call, &f, nq, nk, r);
     }
     free_data(&f);
     return rc;
