@@ -214,13 +214,24 @@ int bench_tune(const bench_env *env, const bench_opts *o)
     const int dims[2] = {o->d > 0 ? o->d : 64, 128};
     const int n = o->d > 0 ? 1 : 2;
     int rc = BENCH_EXIT_OK;
+    const int fwd = !o->op || !strcmp(o->op, "forward"), bwd = !o->op || !strcmp(o->op, "backward");
+    if (!fwd && !bwd) {
+        fprintf(stderr, "flashcl-bench: --tune takes --op forward or --op backward (or no --op: both)\n");
+        return BENCH_EXIT_USAGE;
+    }
     for (int i = 0; i < n; i++) {
         tune_space s;
-        make_space(env, dt, dims[i], &s);
-        int r = tune_space_at(env, dt, dims[i], &s);
-        if (make_backward_space(env, dt, dims[i], &s)) {
+        int r = BENCH_EXIT_OK;
+        if (fwd) {
+            make_space(env, dt, dims[i], &s);
+            r = tune_space_at(env, dt, dims[i], &s);
+        }
+        if (bwd && make_backward_space(env, dt, dims[i], &s)) {
             const int rb = tune_space_at(env, dt, dims[i], &s);
             r = rb > r ? rb : r;
+        } else if (bwd && !fwd) {
+            fprintf(stderr, "flashcl-bench: tune D %d: the backward runs the portable kernels here (their tiles "
+                            "come from the table and FLASHCL_BACKWARD_TILES); nothing to tune\n", dims[i]);
         }
         if (r > rc)
             rc = r;
