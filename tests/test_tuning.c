@@ -1,6 +1,6 @@
 /*
  * Tuned tiles (fcl_tuning_save / fcl_tuning_get): bad input is refused with its status and
- * a sentence and stores nothing; a stored entry is used at once and by a later context on the
+ * a sentence and stores nothing; a tensor-core backward entry reads back where that kernel runs; a stored entry is used at once and by a later context on the
  * same device (through its own disk cache folder), the environment override still wins, a
  * damaged entry is ignored (the table's tiles come back), the disk cache off refuses to store,
  * and the forward run with tuned tiles meets the float64 reference (2x rule) and equals the same
@@ -78,6 +78,7 @@ Test(tuning, bad_input_refused)
     fcl_context ctx = support_context();
     static const int good[4] = {32, 32, 1, 0}, uneven[3] = {30, 32, 4}, zero[3] = {0, 32, 1};
     static const int mma_bad[4] = {40, 32, 1, 0}, mma_regs[4] = {64, 32, 1, 300};
+    static const int bwd_odd[4] = {64, 20, 64, 32}, bwd_big[4] = {512, 32, 64, 32}, bwd_zero[4] = {64, 32, 0, 32};
     static const struct {
         const char *kernel;
         int head_dim;
@@ -96,6 +97,10 @@ Test(tuning, bad_input_refused)
         {"forward", 64, zero, 3, "forward"},
         {"forward_mma", 64, mma_bad, 4, "forward_mma"},
         {"forward_mma", 64, mma_regs, 4, "forward_mma"},
+        {"backward_mma", 64, good, 3, "4"},
+        {"backward_mma", 64, bwd_odd, 4, "backward_mma"},
+        {"backward_mma", 64, bwd_big, 4, "backward_mma"},
+        {"backward_mma", 64, bwd_zero, 4, "backward_mma"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const fcl_status st = fcl_tuning_save(ctx, cases[i].kernel, cases[i].head_dim, cases[i].values, cases[i].n);
@@ -111,6 +116,23 @@ Test(tuning, bad_input_refused)
     cr_assert(fcl_tuning_get(ctx, "nope", 64, out, 3) == FCL_ERR_INVALID_ARGUMENT);
     cr_assert(fcl_tuning_get(NULL, "forward", 64, out, 3) == FCL_ERR_INVALID_ARGUMENT);
     cr_assert(count_files() == 0, "a refused call wrote into the cache folder");
+    fcl_context_release(ctx);
+}
+
+/* A tensor-core backward entry is stored and read back where that kernel runs; elsewhere
+ * fcl_tuning_get reports no such kernel (first value 0) whatever is stored. */
+Test(tuning, backward_mma_entry)
+{
+    fcl_context ctx = support_context();
+    const int v[4] = {32, 16, 128, 32}; /* fits 48 KB of local memory at D 96 */
+    cr_assert(fcl_tuning_save(ctx, "backward_mma", 96, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[4] = {-1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "backward_mma", 96, now, 4) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_backward_path(ctx, FCL_F16, 96), "nvidia-mma") == 0)
+        cr_assert(memcmp(now, v, sizeof v) == 0, "stored %d,%d,%d,%d, got %d,%d,%d,%d", v[0], v[1], v[2], v[3],
+                  now[0], now[1], now[2], now[3]);
+    else
+        cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
     fcl_context_release(ctx);
 }
 
