@@ -27,10 +27,6 @@
  * 16-byte aligned); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
-#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
-#define KSTEPS (HEAD_DIM_PAD / 16)     /* k16 steps over the head dim */
-#define NT_O (HEAD_DIM_PAD / 8)        /* n8 tiles of a gradient row */
-#define ROW_HALVES (HEAD_DIM_PAD + 8)  /* local row pitch: ldmatrix without bank conflicts */
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
 #define DQ_WG (DQ_BLOCK_M * 2)         /* one warp per 16 query rows */
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
@@ -316,14 +312,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 __kernel __attribute__((reqd_work_group_size(DQ_WG, 1, 1)))
 void attention_backward_dq(BACKWARD_ARGS)
 {
-    __local ushort Ks[2][DQ_BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
-    __local ushort Vs[2][DQ_BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
-#if HAS_MASK
-    __local float Ms[2][DQ_BLOCK_N];
-#define MASK_STAGE(st) Ms[st]
-#else
-#define MASK_STAGE(st) 0
-#endif
+    KV_RING(DQ_BLOCK_N); /* key tile t lives in stage t % 2 */
     __global const ushort *Ku = (__global const ushort *)K;
     __global const ushort *Vu = (__global const ushort *)V;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;

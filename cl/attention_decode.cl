@@ -60,7 +60,6 @@
 #define PART_LD (HEAD_DIM_PAD + 8)         /* one split state: acc[HEAD_DIM_PAD], m, l; 32-byte rows */
 #define C_PER (HEAD_DIM_PAD / 4 / COMBINE_DL) /* decode_combine: float4s of dims per dim lane */
 #define C_WG (COMBINE_DL * COMBINE_LANES)     /* decode_combine's work-group */
-#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
 #if TEAM > 1 /* GPU shape: short loops over private arrays unrolled, so the arrays stay in registers */
 #define UNROLL _Pragma("unroll")
 #else        /* CPU shape: long loops, left to the compiler's vectoriser */

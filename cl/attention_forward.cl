@@ -23,7 +23,6 @@
  * Scores are kept in log2 units (natural score * log2(e)) so the softmax uses exp2.
  */
 
-#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
 #define WG_SIZE (BLOCK_M / ROWS)
 /* Iterations for WG_SIZE work-items to cover n items with a constant trip count. */
 #define STRIDED_STEPS(n) (((n) + WG_SIZE - 1) / WG_SIZE)

@@ -22,26 +22,14 @@
  * (multiples of 16), M_TILES; ASYNC_COPY; HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
-#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
 #define NWARPS (BLOCK_M / (16 * M_TILES))
 #define WG_SIZE (NWARPS * 32)
-#define KSTEPS (HEAD_DIM_PAD / 16) /* k16 steps of Q K^T */
 #define NT_S (BLOCK_N / 8)         /* n8 tiles of a tile's scores */
-#define NT_O (HEAD_DIM_PAD / 8)    /* n8 tiles of the output rows */
-#define ROW_HALVES (HEAD_DIM_PAD + 8)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
-    /* two stages of K and V tiles (and mask values): tile t lives in stage t % 2 */
-    __local ushort Ks[2][BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
-    __local ushort Vs[2][BLOCK_N * ROW_HALVES] __attribute__((aligned(16)));
-#if HAS_MASK
-    __local float Ms[2][BLOCK_N];
-#define MASK_STAGE(st) Ms[st]
-#else
-#define MASK_STAGE(st) 0
-#endif
+    KV_RING(BLOCK_N); /* tile t lives in stage t % 2 */
     __global const ushort *Qu = (__global const ushort *)Q;
     __global const ushort *Ku = (__global const ushort *)K;
     __global const ushort *Vu = (__global const ushort *)V;

@@ -37,4 +37,6 @@ inline ushort float_to_bf16(float f)
 #endif
 
 #define FCL_LOG2E 1.4426950408889634f
+/* The attention kernels' logits are transformed beyond the scale (softcap and/or ALiBi). */
+#define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
 #define FCL_LN2 0.6931471805599453f

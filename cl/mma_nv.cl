@@ -5,8 +5,29 @@
  * ex2.approx, and a cp.async copy of 16-byte row chunks into local memory (plain loads and
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
  *
- * Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); ASYNC_COPY; HAS_MASK.
+ * Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); HEAD_DIM_PAD; ASYNC_COPY; HAS_MASK.
  */
+
+/* The head dim's k16 steps and n8 tiles, and the pitch of a row in local memory (8 halves of
+ * padding: ldmatrix reads 8 rows without bank conflicts). */
+#define KSTEPS (HEAD_DIM_PAD / 16)
+#define NT_O (HEAD_DIM_PAD / 8)
+#define ROW_HALVES (HEAD_DIM_PAD + 8)
+
+/* Declares a kernel's two-stage ring of K and V tiles of n rows (Ks, Vs; with HAS_MASK the
+ * keys' mask values Ms); MASK_STAGE(st) is stage st's mask values (0 without a mask). */
+#if HAS_MASK
+#define KV_RING(n)                                                                                 \
+    __local ushort Ks[2][(n) * ROW_HALVES] __attribute__((aligned(16)));                          \
+    __local ushort Vs[2][(n) * ROW_HALVES] __attribute__((aligned(16)));                          \
+    __local float Ms[2][n]
+#define MASK_STAGE(st) Ms[st]
+#else
+#define KV_RING(n)                                                                                 \
+    __local ushort Ks[2][(n) * ROW_HALVES] __attribute__((aligned(16)));                          \
+    __local ushort Vs[2][(n) * ROW_HALVES] __attribute__((aligned(16)))
+#define MASK_STAGE(st) 0
+#endif
 
 /* Helpers that take fragment arrays: always inlined, so that the arrays stay in registers. */
 #define MMA_INLINE __attribute__((always_inline)) inline

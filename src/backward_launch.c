@@ -225,11 +225,11 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const fcl_backward_tiles t = v.t;
     const long bm = t.block_m, bn = t.block_n, group = (long)(f->Hq / f->Hkv);
     const long n_qtiles = f->sq > 0 ? (long)((f->sq + bm - 1) / bm) : 1;
-    long dkdv_tiles = 0, dq_tiles = 0;
-    if ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
-                              3 * hdp + bn + group + 64, &dkdv_tiles)) ||
-        (s = tiles_per_launch(ctx, f->op, "key", (bn * hdp + bm - 1) / bm + bn * (2 * hdp + 6) + 16,
-                              3 * hdp + bm + 64, &dq_tiles)))
+    long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the tensor-core ones: never) */
+    if (!v.mma && ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
+                                         3 * hdp + bn + group + 64, &dkdv_tiles)) ||
+                   (s = tiles_per_launch(ctx, f->op, "key", (bn * hdp + bm - 1) / bm + bn * (2 * hdp + 6) + 16,
+                                         3 * hdp + bm + 64, &dq_tiles))))
         return s;
     const long dkdv_items = group * n_qtiles, dq_keys = (long)f->sk;
     const long dkdv_per = dkdv_tiles, dq_per = dq_tiles * bn;

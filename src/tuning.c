@@ -17,19 +17,21 @@ typedef struct tuning_entry {
     fcl_forward_tiles forward;
     fcl_mma_tiles mma;
     fcl_backward_tiles backward;
+    fcl_backward_mma_tiles backward_mma;
     fcl_decode_tiles decode;
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0, 0}, {16, 16}, {4, 2, 32, 1, 0, 0}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
-     * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128 (2026-12-01) */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2, 0}, {32, 32}, {64, 4, 128, 8, 128, 0}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 32, 2, 0}, {32, 32}, {32, 4, 128, 8, 128, 0}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 16, 1, 0}, {32, 32}, {16, 4, 128, 8, 128, 0}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0, 0}, {32, 32}, {32, 4, 128, 4, 128, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0, 0}, {32, 32}, {32, 16, 1, 2, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0, 0}, {16, 16}, {4, 2, 32, 1, 0, 0}},
+     * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128; tensor-core
+     * backward 64,32,64,32, none past D 128 (registers) (2026-12-01) */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2, 0}, {32, 32}, {64, 32, 64, 32}, {64, 4, 128, 8, 128, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 32, 2, 0}, {32, 32}, {64, 32, 64, 32}, {32, 4, 128, 8, 128, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 16, 1, 0}, {32, 32}, {0, 0, 0, 0}, {16, 4, 128, 8, 128, 0}},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 4, 128, 4, 128, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -117,12 +119,10 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 
 fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
 {
-    /* NVIDIA compute capability >= 8.0 only; K, V, dK and dV of a warp's 16 keys live in
-     * registers, which caps the head dim at 128. */
-    fcl_backward_mma_tiles t = {0, 0, 0, 0};
-    if (head_dim_pad > 128 || ctx->info.nv_cc_major < 8)
-        return t;
-    int v[4] = {64, 32, 64, 32};
+    fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
+    if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
+        return (fcl_backward_mma_tiles){0, 0, 0, 0};
+    int v[4] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n};
     override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", v);
     t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3]};
     /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row */

@@ -47,7 +47,8 @@ typedef struct fcl_backward_mma_tiles {
 } fcl_backward_mma_tiles;
 
 /* Tiles of the NVIDIA tensor-core backward (cl/attention_backward_mma.cl) at padded head dim
- * `head_dim_pad`: NVIDIA's defaults (none past 128), then a tuned entry, then
+ * `head_dim_pad`: the device's table entry (NVIDIA compute capability >= 8.0 only; none past
+ * 128: a warp's K, V, dK and dV live in registers), then a tuned entry, then
  * FLASHCL_BACKWARD_MMA_TILES="KN,KM,QM,QN" if set (all multiples of 16 in [16, 256]); each
  * local tile halved until its two stages fit the local memory; dkdv_block_n 0 when there is no
  * such path or a work-group would exceed the device's limit. */
