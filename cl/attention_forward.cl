@@ -43,14 +43,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const int lid = get_local_id(0);
     FORWARD_GROUP_SETUP /* the group's key range [g_lo, g_hi] is the union over its rows */
 
-#if HAS_LOGIT_MODS
-    const float qscale = scale;
-#else
-    const float qscale = scale * FCL_LOG2E;
-#endif
-#if HAS_ALIBI
-    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
-#endif
+    FORWARD_LOGIT_SETUP
     /* Work-item lid owns block rows lid + r * WG_SIZE, r < ROWS. Arrays are declared here,
      * outside the tile loop. */
     float q[ROWS][HEAD_DIM_PAD];

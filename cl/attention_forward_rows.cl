@@ -69,6 +69,12 @@
     forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q, \
                        cu_q_off, seq_ss, &g_lo, &g_hi);
 
+/* The portable kernels' factor on the queries (the scale, times log2(e) unless logit mods
+ * transform the scores first) and, with ALiBi, the head's slope in log2 units. */
+#define FORWARD_LOGIT_SETUP                                                                              \
+    const float qscale = HAS_LOGIT_MODS ? scale : scale * FCL_LOG2E;                                     \
+    const float slope = HAS_ALIBI ? alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E : 0.0f;
+
 /* The key range [*lo, *hi] (sequence positions, before the key mask) that the group's rows
  * i0 .. i_last may see inside this launch's keys; empty when *lo > *hi. Query i sits at
  * absolute position i + shift. */

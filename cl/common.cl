@@ -2,7 +2,8 @@
  * Shared helpers of every flashcl kernel: storage dtype load/store selected by -D FCL_DTYPE
  * (0 = f32, 1 = f16, 2 = bf16). F16 goes through vload_half/vstore_half_rte and BF16 through
  * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float. LOAD4 reads 4
- * consecutive elements into a float4 (the address needs only the element's alignment).
+ * consecutive elements into a float4 (the address needs only the element's alignment). With
+ * -D VW, the register-blocked kernels' vector types floatv and vec_u.
  */
 #ifndef FCL_DTYPE
 #error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
@@ -34,6 +35,24 @@ inline ushort float_to_bf16(float f)
 #define STORE(p, i, x) ((p)[i] = float_to_bf16(x))
 #else
 #error "unknown FCL_DTYPE"
+#endif
+
+#ifdef VW
+/* Register-blocked kernels (VW: their local-memory vector width): a VW-vector of floats and
+ * the same as an array. */
+#if VW == 1
+typedef float floatv;
+#elif VW == 2
+typedef float2 floatv;
+#elif VW == 4
+typedef float4 floatv;
+#else
+#error "VW must be 1, 2 or 4"
+#endif
+typedef union {
+    floatv v;
+    float s[VW];
+} vec_u;
 #endif
 
 #define FCL_LOG2E 1.4426950408889634f

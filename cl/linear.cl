@@ -101,19 +101,6 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
 #define AS_ROW (TM + VW) /* floats per k row of the local tiles: padded by one vector */
 #define BS_ROW (TN + VW)
 
-#if VW == 1
-typedef float floatv;
-#elif VW == 2
-typedef float2 floatv;
-#elif VW == 4
-typedef float4 floatv;
-#else
-#error "VW must be 1, 2 or 4"
-#endif
-typedef union {
-    floatv v;
-    float s[VW];
-} vec_u;
 
 /* Work-item t's elements of the A tile at (m0, k0) into r (zeros outside M x K). */
 inline void gemm_fetch_a(__global const store_t *A, const long a_off, const long a_sm, const long a_sk,

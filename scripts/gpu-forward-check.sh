@@ -2,16 +2,20 @@
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh). First the forward correctness grid (test_forward,
 # test_varlen, test_packed_qkv, test_backward: its recompute is the forward) once per forward
-# kernel: the tensor-core path ("nvidia-mma", FLASHCL_FORWARD_PATH unset) and the portable one
-# (FLASHCL_FORWARD_PATH=portable). A path that fails its grid is not timed. Then, for each
-# path that passed, flashcl-bench (JSON) on FlashAttention's benchmark shapes (hidden 2048,
+# kernel: the tensor-core path ("mma": "nvidia-mma", FLASHCL_FORWARD_PATH unset), the
+# register-blocked portable one ("blocked") and the row-per-work-item one ("rows"). A path that
+# fails its grid is not timed. Then, for each path of BENCH_PATHS (default "mma blocked") that
+# passed, flashcl-bench (JSON) on FlashAttention's benchmark shapes (hidden 2048,
 # batch x seqlen = 16k, seqlen 512..16k, D 64 and 128, causal and not, F16), PyTorch
 # scaled_dot_product_attention (flash and cuDNN backends, .devcarry/sdpa_peer.py) on the same
 # shapes, CLBlast SGEMM, and one table with the ratios (scripts/peer_table.py) in table.md.
 # Everything goes under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl.
-# Knobs: SEQS, DIMS, REPS, PATHS ("mma portable"), SKIP_TESTS=1, TESTS (ctest regex),
-# TUNE=1 (flashcl-bench --tune first, into tune.jsonl: the stored winners are then used by the
-# table), SWEEP="M,N,T ..." (FLASHCL_MMA_TILES settings timed at S 4096 into sweep.jsonl).
+# Knobs: SEQS, DIMS, REPS, PATHS ("mma blocked rows"), BENCH_PATHS, SKIP_TESTS=1, TESTS (ctest
+# regex), TUNE=1 (flashcl-bench --tune first, into tune.jsonl: the stored winners are then used
+# by the table), SWEEP="M,N,T ..." (FLASHCL_MMA_TILES settings timed at S 4096 into sweep.jsonl),
+# BLOCKED_SWEEP="M,N,WM,WN[,DK,NK,R] ..." (FLASHCL_BLOCKED_TILES settings, likewise, into
+# blocked-sweep.jsonl), PTX=1 (the compiled programs of one D 64 and one D 128 case per path,
+# i.e. the PTX NVIDIA's compiler made, as ptx-<path>.tgz for ptxas / nvdisasm elsewhere).
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -23,10 +27,10 @@ clinfo -l > "$out/clinfo.txt" 2>&1
 build/tools/flashcl-info > "$out/info.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 
-path_env() { [[ $1 == portable ]] && echo portable || echo auto; }
+path_env() { [[ $1 == mma ]] && echo auto || echo "$1"; }
 
 passed=""
-for path in ${PATHS:-mma portable}; do
+for path in ${PATHS:-mma blocked rows}; do
   if [[ "${SKIP_TESTS:-0}" == 1 ]]; then passed="$passed $path"; continue; fi
   start=$(date +%s)
   FLASHCL_FORWARD_PATH=$(path_env "$path") ctest --test-dir build --output-on-failure -j8 \
@@ -37,8 +41,24 @@ for path in ${PATHS:-mma portable}; do
 done
 echo "paths that passed the grid:${passed:- none}"
 
+timed=""
+for path in ${BENCH_PATHS:-mma blocked}; do
+  [[ " $passed " == *" $path "* ]] && timed="$timed $path"
+done
+
+if [[ "${PTX:-0}" == 1 ]]; then
+  for path in $timed; do
+    dir=$(mktemp -d)
+    for d in 64 128; do
+      FLASHCL_CACHE_DIR=$dir FLASHCL_FORWARD_PATH=$(path_env "$path") "$bench" --op forward --dtype f16 --b 1 \
+        --sq 1024 --sk 1024 --hq 2 --hkv 2 --d $d --reps 1 --warmup 0 --check-rows 0 > /dev/null 2>>"$out/errors.log"
+    done
+    tar -czf "$out/ptx-$path.tgz" -C "$dir" .
+  done
+fi
+
 if [[ "${TUNE:-0}" == 1 ]]; then
-  for path in $passed; do
+  for path in $timed; do
     FLASHCL_FORWARD_PATH=$(path_env "$path") "$bench" --tune --json > "$out/tune-$path.jsonl" 2>>"$out/errors.log"
     cat "$out/tune-$path.jsonl"
   done
@@ -51,7 +71,7 @@ for d in ${DIMS:-64 128}; do
   for s in ${SEQS:-512 1024 2048 4096 8192 16384}; do
     for causal in "" "--causal"; do
       b=$((16384 / s)); h=$((2048 / d))
-      for path in $passed; do
+      for path in $timed; do
         FLASHCL_FORWARD_PATH=$(path_env "$path") "$bench" --op forward --dtype f16 --b $b --sq $s --sk $s \
           --hq $h --hkv $h --d $d $causal --reps ${REPS:-10} --warmup 2 --check-rows 32 --json \
           >> "$out/bench.jsonl" 2>>"$out/errors.log"
@@ -77,4 +97,25 @@ if [[ -n "${SWEEP:-}" ]]; then
     done
   done
   cat "$out/sweep.jsonl"
+fi
+
+# Optional blocked-kernel tile sweep: S 4096, D 64 and 128, F16, into blocked-sweep.jsonl.
+if [[ -n "${BLOCKED_SWEEP:-}" ]]; then
+  : > "$out/blocked-sweep.jsonl"
+  for t in $BLOCKED_SWEEP; do
+    for d in 64 128; do
+      h=$((2048 / d))
+      for causal in "" "--causal"; do
+        FLASHCL_FORWARD_PATH=blocked FLASHCL_BLOCKED_TILES=$t "$bench" --op forward --dtype f16 --b 4 --sq 4096 \
+          --sk 4096 --hq $h --hkv $h --d $d $causal --reps 3 --warmup 1 --check-rows 16 --json 2>>"$out/errors.log" |
+          sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/blocked-sweep.jsonl"
+      done
+    done
+  done
+  python3 - "$out/blocked-sweep.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"{r['tiles']:>22} D {r['d']:>3} causal {str(r['causal']):5} {r['tflops']:7.2f} TFLOP/s ok {r['ok']}")
+PY
 fi

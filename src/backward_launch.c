@@ -95,8 +95,8 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
 {
     static const char *const sources[] = {"common", "attention_backward_rows", "mma_nv", "attention_backward_mma"};
     const fcl_forward_job *f = &job->fwd;
-    const int aligned = fcl_rows_aligned(f->Q, f->q_dims) && fcl_rows_aligned(f->K, f->k_dims) &&
-                        fcl_rows_aligned(f->V, f->v_dims) && fcl_rows_aligned(job->dO, job->do_dims);
+    const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
+                        fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "

@@ -17,15 +17,16 @@ typedef struct forward_variant {
     cl_kernel kernel;
     int block_m, block_n;
     size_t wg_size;
-    int mma;                 /* the tensor-core kernel (never chunked) */
-    fcl_forward_tiles tiles; /* the portable kernel's tiles */
+    int chunked;             /* the rows kernel: keys in chunks under a loop cap (others never chunk) */
+    fcl_forward_tiles tiles; /* the rows kernel's tiles */
 } forward_variant;
 
 int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env)
 {
     const char *env = getenv(path_env);
-    return !(env && strcmp(env, "portable") == 0) && ctx->info.nv_cc_major >= 8 &&
-           (dtype == FCL_F16 || dtype == FCL_BF16) && fcl_device_loop_limit(ctx) == 0;
+    const int forced_off = env && env[0] && strcmp(env, "auto") != 0 && strcmp(env, "nvidia-mma") != 0;
+    return !forced_off && ctx->info.nv_cc_major >= 8 && (dtype == FCL_F16 || dtype == FCL_BF16) &&
+           fcl_device_loop_limit(ctx) == 0;
 }
 
 /* The tensor-core kernel applies: fcl_nv_mma_usable (FLASHCL_FORWARD_PATH) and a table entry. */
@@ -37,20 +38,35 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_mma_tiles 
     return tiles->block_m > 0;
 }
 
+/* The blocked kernel applies: tiles for the device at hdp (fcl_tune_forward_blocked) and
+ * FLASHCL_FORWARD_PATH is not "rows". */
+static int blocked_applies(fcl_context ctx, int hdp, fcl_blocked_tiles *tiles)
+{
+    const char *env = getenv("FLASHCL_FORWARD_PATH");
+    if (env && strcmp(env, "rows") == 0)
+        return 0;
+    *tiles = fcl_tune_forward_blocked(ctx, hdp);
+    return tiles->block_m > 0;
+}
+
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
     fcl_mma_tiles t;
+    fcl_blocked_tiles bt;
     if (!ctx)
         return NULL;
-    return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
+    const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
+    if (head_dim > 0 && mma_applies(ctx, dtype, hdp, &t))
+        return "nvidia-mma";
+    return blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
 }
 
-int fcl_rows_aligned(fcl_tensor t, const int dims[3])
+int fcl_rows_aligned(fcl_tensor t, const int dims[3], int n)
 {
-    if (t->offset % 8)
+    if (t->offset % n)
         return 0;
     for (int i = 0; i < 3; i++)
-        if (dims[i] >= 0 && t->strides[dims[i]] % 8)
+        if (dims[i] >= 0 && t->strides[dims[i]] % n)
             return 0;
     return 1;
 }
@@ -68,9 +84,9 @@ static fcl_status build_forward(fcl_context ctx, const char *const *sources, int
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
 }
 
-/* Builds (or finds) the portable kernel variant; halves BLOCK_M if the compiled kernel cannot
- * run BLOCK_M / ROWS work-items (register pressure on GPUs). */
-static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
+/* Builds (or finds) the rows kernel variant; halves BLOCK_M if the compiled kernel cannot run
+ * BLOCK_M / ROWS work-items (register pressure on GPUs). */
+static fcl_status get_rows_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward"};
     const fcl_attn_resolved *r = &job->params;
@@ -92,11 +108,60 @@ static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *jo
             break;
         tiles->block_m /= 2;
     }
-    v->mma = 0;
+    v->chunked = 1;
     v->block_m = tiles->block_m;
     v->block_n = tiles->block_n;
     v->wg_size = (size_t)(tiles->block_m / tiles->rows);
     return FCL_SUCCESS;
+}
+
+/* Builds (or finds) the blocked kernel variant with tiles t; halves BLOCK_M while the compiled
+ * kernel cannot run its work-group. v->kernel stays NULL when no BLOCK_M fits (the rows kernel
+ * then runs). */
+static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, fcl_blocked_tiles t,
+                                     forward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_blocked"};
+    const fcl_attn_resolved *r = &job->params;
+    const int vec = job->D % 4 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 4) &&
+                    fcl_rows_aligned(job->K, job->k_dims, 4) && fcl_rows_aligned(job->V, job->v_dims, 4);
+    v->kernel = NULL;
+    for (; t.block_m >= t.wm && t.block_m % t.wm == 0; t.block_m /= 2) {
+        char opts[384];
+        int n = snprintf(opts, sizeof opts,
+                         "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d "
+                         "-DVW=%d -DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+                         (int)job->dtype, hdp, t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, vec, job->layout,
+                         r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
+        if (t.max_regs > 0 && ctx->info.nv_cc_major > 0)
+            snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t.max_regs);
+        size_t wg;
+        fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+        if (s != FCL_SUCCESS)
+            return s;
+        const size_t items = (size_t)(t.block_m / t.wm * (t.block_n / t.wn));
+        if (wg >= items) {
+            v->chunked = 0;
+            v->block_m = t.block_m;
+            v->block_n = t.block_n;
+            v->wg_size = items;
+            return FCL_SUCCESS;
+        }
+        v->kernel = NULL;
+    }
+    return FCL_SUCCESS;
+}
+
+/* The device's portable kernel: the blocked one where it applies and fits, else the rows one. */
+static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
+{
+    fcl_blocked_tiles t;
+    if (blocked_applies(ctx, hdp, &t)) {
+        fcl_status s = get_blocked_kernel(ctx, job, hdp, t, v);
+        if (s != FCL_SUCCESS || v->kernel)
+            return s;
+    }
+    return get_rows_kernel(ctx, job, hdp, v);
 }
 
 static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_mma_tiles *t,
@@ -109,15 +174,15 @@ static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, in
                      "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d "
                      "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
                      (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
-                     fcl_rows_aligned(job->K, job->k_dims) && fcl_rows_aligned(job->V, job->v_dims), job->layout,
-                     r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
+                     fcl_rows_aligned(job->K, job->k_dims, 8) && fcl_rows_aligned(job->V, job->v_dims, 8),
+                     job->layout, r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
     if (t->max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
     size_t wg;
     fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
     if (s != FCL_SUCCESS)
         return s;
-    v->mma = 1;
+    v->chunked = 0;
     v->block_m = t->block_m;
     v->block_n = t->block_n;
     v->wg_size = (size_t)(t->block_m / (16 * t->m_tiles) * 32);
@@ -168,7 +233,7 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
      * BLOCK_N - 1 keys after it. */
     const int64_t span = job->sk + (job->layout == FCL_LAYOUT_VARLEN ? v.block_n - 1 : 0);
     int64_t chunk_keys = span > 0 ? span : 1;
-    if (!v.mma && (s = chunk_for_loop_limit(ctx, job->op, &v.tiles, hdp, chunk_keys, &chunk_keys)) != FCL_SUCCESS)
+    if (v.chunked && (s = chunk_for_loop_limit(ctx, job->op, &v.tiles, hdp, chunk_keys, &chunk_keys)) != FCL_SUCCESS)
         return s;
     const int64_t n_chunks = span > 0 ? (span + chunk_keys - 1) / chunk_keys : 1;
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);

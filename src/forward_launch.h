@@ -21,7 +21,7 @@ typedef struct fcl_forward_job {
     int q_dims[3], k_dims[3], v_dims[3], o_dims[3]; /* dims holding batch, seq, head (-1: none) */
     int lse_dims[3];                                /* dims holding batch, head, seq (-1: none) */
     fcl_tensor seq_q, seq_k; /* varlen: cu_seqlens; packed: seq_bounds in seq_q */
-    int fp32_probs;          /* the portable kernel whatever the device: O is then the sum of FP32
+    int fp32_probs;          /* a portable kernel whatever the device: O is then the sum of FP32
                               * probabilities times V, which the backward's delta = rowsum(dO * O)
                               * assumes (set where a backward op recomputes O) */
     fcl_attn_resolved params;
@@ -31,18 +31,20 @@ typedef struct fcl_forward_job {
 int fcl_pad_head_dim(int64_t D);
 
 /* The NVIDIA tensor-core kernels may run: compute capability >= 8.0, F16 or BF16, no loop
- * cap, and the environment variable path_env is not "portable". */
+ * cap, and the environment variable path_env is unset, empty, "auto" or "nvidia-mma" (any other
+ * value, such as "portable", keeps them off). */
 int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env);
 
-/* Rows of view t (dims d: batch, seq, head) start at 16-byte boundaries for 16-bit dtypes:
- * the offset and those strides are multiples of 8 elements (cp.async copies). */
-int fcl_rows_aligned(fcl_tensor t, const int dims[3]);
+/* Rows of view t (dims d: batch, seq, head) start at multiples of n elements: the offset and
+ * those strides are (n 8: 16-byte rows of 16-bit dtypes for cp.async copies; n 4: the blocked
+ * forward's vector loads). */
+int fcl_rows_aligned(fcl_tensor t, const int dims[3], int n);
 
 /* Offset and the strides of dims d[0..2] of t into out (0 for an absent dim or tensor). */
 void fcl_view_params(fcl_tensor t, const int d[3], cl_long out[4]);
 
-/* Builds (or finds) the kernel variant (tensor-core or portable, see fcl_attention_forward_path)
- * and enqueues the launch(es). */
+/* Builds (or finds) the kernel variant (tensor-core, blocked or rows, see
+ * fcl_attention_forward_path) and enqueues the launch(es). */
 fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_event *event);
 
 #endif

@@ -17,7 +17,8 @@ int fcl_tuned_value_count(const char *kernel)
         return 0;
     if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
+    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0 ||
+        strcmp(kernel, "forward_blocked") == 0)
         return 4;
     return 0;
 }
@@ -30,6 +31,9 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
                 return 0;
         return 1;
     }
+    if (kernel && strcmp(kernel, "forward_blocked") == 0) /* block_m, block_n, rows and keys per item */
+        return v[2] > 0 && v[2] <= 16 && v[3] > 0 && v[3] <= 16 && v[0] > 0 && v[0] <= 256 && v[0] % v[2] == 0 &&
+               v[1] > 0 && v[1] <= 256 && v[1] % v[3] == 0;
     switch (fcl_tuned_value_count(kernel)) {
     case 3: /* block_m, block_n, rows */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 1024 && v[2] > 0 && v[0] % v[2] == 0;
@@ -110,7 +114,7 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
                         !ctx ? "ctx" : !kernel ? "kernel" : "values");
     const int want = fcl_tuned_value_count(kernel);
     if (want == 0)
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, forward_mma, backward_mma)",
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, forward_blocked, forward_mma, backward_mma)",
                         kernel);
     if (n_values != want)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s takes %d values, not %d", kernel, want,

@@ -6,7 +6,8 @@
 
 #include "internal.h"
 
-/* Number of values of a tuned kernel ("forward" 3, "forward_mma" 4), 0 for an unknown name. */
+/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_mma", "backward_mma" 4), 0 for
+ * an unknown name. */
 int fcl_tuned_value_count(const char *kernel);
 
 /* Whether `values` are valid tiles for `kernel` (see fcl_tuning_save). */

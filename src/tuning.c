@@ -15,6 +15,7 @@ typedef struct tuning_entry {
     int max_head_dim_pad;  /* the entry's forward tiles apply up to this padded head dim */
     long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
     fcl_forward_tiles forward;
+    fcl_blocked_tiles blocked;
     fcl_mma_tiles mma;
     fcl_backward_tiles backward;
     fcl_backward_mma_tiles backward_mma;
@@ -22,16 +23,22 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128; tensor-core
-     * backward 64,32,64,32, none past D 128 (registers) (2026-12-01) */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {128, 64, 2, 0}, {32, 32}, {64, 32, 64, 32}, {64, 4, 128, 8, 128, 0}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 32, 2, 0}, {32, 32}, {64, 32, 64, 32}, {32, 4, 128, 8, 128, 0}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 16, 1, 0}, {32, 32}, {0, 0, 0, 0}, {16, 4, 128, 8, 128, 0}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 4, 128, 4, 128, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
+     * backward 64,32,64,32, none past D 128 (registers) (2026-12-01); blocked 64x128 of 8x8 at D 64,
+     * 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0}, {32, 32},
+     {64, 32, 64, 32}, {64, 4, 128, 8, 128, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0}, {32, 32},
+     {64, 32, 64, 32}, {32, 4, 128, 8, 128, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0}, {32, 32},
+     {0, 0, 0, 0}, {16, 4, 128, 8, 128, 0}},
+    /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0},
+     {32, 4, 128, 4, 128, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -101,6 +108,68 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
     return t;
 }
 
+/* The widest of 4, 2, 1 that divides the blocked kernel's rows, keys and dims per work-item. */
+static int blocked_vw(const fcl_blocked_tiles *t, int head_dim_pad)
+{
+    const int oc = head_dim_pad / (t->block_n / t->wn);
+    return t->wm % 4 == 0 && t->wn % 4 == 0 && oc % 4 == 0 ? 4 : t->wm % 2 == 0 && t->wn % 2 == 0 && oc % 2 == 0 ? 2 : 1;
+}
+
+uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
+{
+    /* as declared in cl/attention_forward_blocked.cl: the staging array (Q and K slices, V
+     * slices or partial row results), the probabilities, the rows' key ranges */
+    const uint64_t vw = (uint64_t)t->vw, tx = (uint64_t)(t->block_n / t->wn);
+    const uint64_t qs = t->block_m / vw + 1, ks = t->block_n / vw + 1, vs = head_dim_pad / vw + 1;
+    uint64_t stage = (uint64_t)t->dk * (qs + ks);
+    if ((uint64_t)t->nk * vs > stage)
+        stage = (uint64_t)t->nk * vs;
+    if (tx * (t->block_m / vw) > stage)
+        stage = tx * (t->block_m / vw);
+    return (stage + (uint64_t)t->block_n * qs) * vw * 4 + 8 * (uint64_t)t->block_m;
+}
+
+fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
+{
+    fcl_blocked_tiles t = entry_for(&ctx->info, head_dim_pad)->blocked;
+    const char *path = getenv("FLASHCL_FORWARD_PATH");
+    if (t.block_m == 0 && path && strcmp(path, "blocked") == 0) { /* forced: any GPU's tiles */
+        const fcl_device_info gpu = {.name = "", .vendor = "", .type = FCL_DEVICE_GPU};
+        t = entry_for(&gpu, head_dim_pad)->blocked;
+    }
+    if (t.block_m == 0 || fcl_device_loop_limit(ctx) > 0) /* no blocked kernel on this device */
+        return (fcl_blocked_tiles){0, 0, 0, 0, 0, 0, 0, 0};
+    int v[4] = {t.block_m, t.block_n, t.wm, t.wn};
+    if (fcl_tuned_find(ctx, "forward_blocked", head_dim_pad, v)) {
+        t.block_m = v[0];
+        t.block_n = v[1];
+        t.wm = v[2];
+        t.wn = v[3];
+    }
+    const char *env = getenv("FLASHCL_BLOCKED_TILES");
+    int e[7] = {0, 0, 0, 0, t.dk, t.nk, t.max_regs};
+    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3], &e[4], &e[5], &e[6]) >= 4 &&
+        fcl_tuned_values_valid("forward_blocked", e) && e[4] > 0 && e[5] > 0 && e[6] >= 0 && e[6] <= 255)
+        t = (fcl_blocked_tiles){e[0], e[1], e[2], e[3], e[4], e[5], e[6], 0};
+    while (head_dim_pad % (t.block_n / t.wn) && t.wn < t.block_n)
+        t.wn *= 2;
+    t.dk = t.dk < 4 ? 4 : t.dk / 4 * 4;
+    while (head_dim_pad % t.dk)
+        t.dk -= 4;
+    while (t.block_n % t.nk)
+        t.nk--;
+    t.vw = blocked_vw(&t, head_dim_pad);
+    while (t.block_m > t.wm && ((size_t)(t.block_m / t.wm * (t.block_n / t.wn)) > ctx->info.max_work_group_size ||
+                                fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)) {
+        t.block_m /= 2;
+        t.vw = blocked_vw(&t, head_dim_pad);
+    }
+    if ((size_t)(t.block_m / t.wm * (t.block_n / t.wn)) > ctx->info.max_work_group_size ||
+        fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes || t.block_m % t.wm)
+        t.block_m = 0;
+    return t;
+}
+
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 {
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
@@ -143,7 +212,8 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
     const int want = fcl_tuned_value_count(kernel);
     if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
-                        : want == 0 ? "unknown kernel (forward, forward_mma, backward_mma)" : n_values != want ? "wrong value count"
+                        : want == 0 ? "unknown kernel (forward, forward_blocked, forward_mma, backward_mma)"
+                        : n_values != want ? "wrong value count"
                         : "head_dim outside [1, 256]");
     const int hdp = fcl_pad_head_dim(head_dim);
     if (want == 3) {
@@ -151,6 +221,12 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[0] = t.block_m;
         values[1] = t.block_n;
         values[2] = t.rows;
+    } else if (strcmp(kernel, "forward_blocked") == 0) {
+        const fcl_blocked_tiles t = fcl_tune_forward_blocked(ctx, hdp);
+        values[0] = t.block_m;
+        values[1] = t.block_n;
+        values[2] = t.wm;
+        values[3] = t.wn;
     } else if (strcmp(kernel, "backward_mma") == 0) {
         const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp);
         values[0] = t.dkdv_block_n;

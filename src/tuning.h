@@ -16,6 +16,28 @@ typedef struct fcl_forward_tiles {
  * the local array fits in half the device's local memory and M / R fits its work-group limit. */
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_blocked_tiles {
+    int block_m;      /* query rows per work-group */
+    int block_n;      /* keys per tile */
+    int wm;           /* rows per work-item; block_m / wm work-items along the rows */
+    int wn;           /* keys per work-item; block_n / wn work-items along the keys */
+    int dk;           /* head dims per local slice of Q and K (a multiple of 4) */
+    int nk;           /* keys per local slice of V */
+    int max_regs;     /* NVIDIA: registers per work-item (-cl-nv-maxrregcount); 0: the compiler's choice */
+    int vw;           /* local-memory vector width (4, 2 or 1), dividing wm, wn and the dims per item */
+} fcl_blocked_tiles;
+
+/* Tiles of the register-blocked GPU forward (cl/attention_forward_blocked.cl) at padded head dim
+ * `head_dim_pad`: the device's table entry, then a tuned entry ("forward_blocked": block_m,
+ * block_n, wm, wn), then FLASHCL_BLOCKED_TILES="M,N,WM,WN[,DK[,NK[,R]]]" if valid; then made to
+ * fit: wn doubled until block_n / wn divides head_dim_pad, dk and nk to divisors, block_m halved
+ * until the work-group and its local arrays fit the device. block_m 0 where the table has no
+ * such kernel for the device (CPUs, devices with a loop cap). */
+fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad);
+
+/* Bytes of the blocked forward's local arrays with tiles t at head dim `head_dim_pad`. */
+uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad);
+
 typedef struct fcl_mma_tiles {
     int block_m;      /* query rows per work-group (multiple of 16 * m_tiles); 0: no tensor-core path */
     int block_n;      /* keys per local-memory tile (multiple of 16) */

@@ -20,6 +20,12 @@ fcl_context support_context(void)
     cr_assert(st == FCL_SUCCESS && ctx != NULL, "fcl_context_create(FLASHCL_DEVICE=%s): %s: %s",
               getenv("FLASHCL_DEVICE") ? getenv("FLASHCL_DEVICE") : "(unset)",
               fcl_status_string(st), fcl_last_error(NULL));
+    /* a run that forces the blocked forward kernel must get it, not the rows fallback */
+    const char *path = getenv("FLASHCL_FORWARD_PATH");
+    if (path && strcmp(path, "blocked") == 0)
+        cr_assert(strcmp(fcl_attention_forward_path(ctx, FCL_F32, 64), "blocked") == 0,
+                  "FLASHCL_FORWARD_PATH=blocked, but this device runs the %s forward kernel (a loop cap?)",
+                  fcl_attention_forward_path(ctx, FCL_F32, 64));
     return ctx;
 }
 
@@ -228,12 +234,21 @@ unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
 
 void support_fix_tiles(int on)
 {
+    static char saved_path[64];
+    static int had_path;
     if (on) {
+        const char *path = getenv("FLASHCL_FORWARD_PATH");
+        had_path = path != NULL;
+        snprintf(saved_path, sizeof saved_path, "%s", path ? path : "");
         setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
         setenv("FLASHCL_BACKWARD_TILES", "16,16", 1);
-        setenv("FLASHCL_FORWARD_PATH", "portable", 1); /* the tiles above are the portable kernel's */
+        setenv("FLASHCL_FORWARD_PATH", "rows", 1); /* the tiles above are the rows kernel's, the one that chunks */
     } else {
-        unsetenv("FLASHCL_FORWARD_PATH");
+        if (had_path)
+            setenv("FLASHCL_FORWARD_PATH", saved_path, 1);
+        else
+            unsetenv("FLASHCL_FORWARD_PATH");
+        had_path = 0;
         unsetenv("FLASHCL_FORWARD_TILES");
         unsetenv("FLASHCL_BACKWARD_TILES");
     }

@@ -10,7 +10,9 @@
 #include <stdint.h>
 
 /* A new context on FLASHCL_DEVICE (default device when unset); fails the test (cr_assert)
- * with fcl_last_error's message when none can be made. Release with fcl_context_release. */
+ * with fcl_last_error's message when none can be made, and when FLASHCL_FORWARD_PATH=blocked
+ * but the device would run another forward kernel (so a forced run never passes on the
+ * fallback). Release with fcl_context_release. */
 fcl_context support_context(void);
 
 /* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator (splitmix64), then
@@ -47,10 +49,10 @@ fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const 
 unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 
 /* The chunked-launch switches (see FLASHCL_LOOP_LIMIT in src/tuning.h): support_fix_tiles(1)
- * pins the portable forward kernel (FLASHCL_FORWARD_PATH=portable: the tensor-core kernel is
- * never chunked) with tiles 16x16x1 and the backward tiles to 16x16 on every device,
- * support_force_chunks(1) then caps the loop iterations at 20000, i.e. a few tiles per
- * launch; (0) undoes each. */
+ * pins the rows forward kernel (FLASHCL_FORWARD_PATH=rows: the only one that chunks) with tiles
+ * 16x16x1 and the backward tiles to 16x16 on every device, support_force_chunks(1) then caps the
+ * loop iterations at 20000, i.e. a few tiles per launch; (0) undoes each (restoring the
+ * caller's FLASHCL_FORWARD_PATH). */
 void support_fix_tiles(int on);
 void support_force_chunks(int on);
 

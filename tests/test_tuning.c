@@ -27,11 +27,14 @@ static void sandbox_init(void)
     setenv("FLASHCL_CACHE_DIR", g_dir, 1);
     unsetenv("FLASHCL_FORWARD_TILES");
     unsetenv("FLASHCL_FORWARD_PATH");
+    unsetenv("FLASHCL_BLOCKED_TILES");
 }
 
 static void sandbox_fini(void)
 {
     unsetenv("FLASHCL_CACHE_DIR");
+    unsetenv("FLASHCL_FORWARD_PATH");
+    unsetenv("FLASHCL_BLOCKED_TILES");
     unsetenv("FLASHCL_FORWARD_TILES");
     support_remove_tree(g_dir);
 }
@@ -79,6 +82,7 @@ Test(tuning, bad_input_refused)
     static const int good[4] = {32, 32, 1, 0}, uneven[3] = {30, 32, 4}, zero[3] = {0, 32, 1};
     static const int mma_bad[4] = {40, 32, 1, 0}, mma_regs[4] = {64, 32, 1, 300};
     static const int bwd_odd[4] = {64, 20, 64, 32}, bwd_big[4] = {512, 32, 64, 32}, bwd_zero[4] = {64, 32, 0, 32};
+    static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
     static const struct {
         const char *kernel;
         int head_dim;
@@ -101,6 +105,10 @@ Test(tuning, bad_input_refused)
         {"backward_mma", 64, bwd_odd, 4, "backward_mma"},
         {"backward_mma", 64, bwd_big, 4, "backward_mma"},
         {"backward_mma", 64, bwd_zero, 4, "backward_mma"},
+        {"forward_blocked", 64, good, 3, "4"},
+        {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
+        {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
+        {"forward_blocked", 64, blk_wide, 4, "forward_blocked"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const fcl_status st = fcl_tuning_save(ctx, cases[i].kernel, cases[i].head_dim, cases[i].values, cases[i].n);
@@ -133,6 +141,75 @@ Test(tuning, backward_mma_entry)
                   now[0], now[1], now[2], now[3]);
     else
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
+    fcl_context_release(ctx);
+}
+
+/* A causal GQA forward (F16 or F32, head dim D) with ctx's stored tiles, then with the same
+ * tiles through the environment variable env = tiles: both outputs must be the same bits, and
+ * within the float64 rule. */
+static void check_tuned_forward(fcl_context ctx, fcl_dtype dt, int D, const char *env, const char *tiles)
+{
+    const int B = 1, Sq = 77, Sk = 133, Hq = 4, Hkv = 2;
+    const size_t nq = (size_t)B * Sq * Hq * D, nk = (size_t)B * Sk * Hkv * D;
+    float *Q = support_xmalloc(sizeof(float) * nq), *K = support_xmalloc(sizeof(float) * nk);
+    float *V = support_xmalloc(sizeof(float) * nk), *o1 = support_xmalloc(sizeof(float) * nq);
+    float *o2 = support_xmalloc(sizeof(float) * nq), *naive = support_xmalloc(sizeof(float) * nq);
+    double *ref = support_xmalloc(sizeof(double) * nq);
+    support_random(Q, nq, 71, -1.5f, 1.5f, dt);
+    support_random(K, nk, 72, -1.5f, 1.5f, dt);
+    support_random(V, nk, 73, -1.0f, 1.0f, dt);
+    const int64_t qs[4] = {B, Sq, Hq, D}, ks[4] = {B, Sk, Hkv, D};
+    fcl_tensor q = support_tensor(ctx, dt, 4, qs, Q), k = support_tensor(ctx, dt, 4, ks, K);
+    fcl_tensor v = support_tensor(ctx, dt, 4, ks, V), o = support_tensor(ctx, dt, 4, qs, NULL);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.causal = 1;
+    support_poison(o);
+    cr_assert(fcl_attention_forward(ctx, &p, q, k, v, o, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    support_read(o, o1);
+    setenv(env, tiles, 1);
+    support_poison(o);
+    cr_assert(fcl_attention_forward(ctx, &p, q, k, v, o, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    support_read(o, o2);
+    unsetenv(env);
+    double md;
+    long first;
+    cr_assert(support_bit_diff(o1, o2, nq, &md, &first) == 0, "tuned tiles differ from the same tiles via %s", env);
+    ref_attn_problem rp = {B, Sq, Sk, Hq, Hkv, D, 0.0, 1, -1, -1, 0.0, NULL, 0, NULL, 0};
+    ref_attention_forward(&rp, Q, K, V, ref, NULL);
+    ref_attention_forward_naive(&rp, dt, Q, K, V, naive, NULL);
+    const double err = support_max_err_f(o1, ref, nq), nerr = support_max_err_f(naive, ref, nq);
+    cr_assert(support_count_nan(o1, nq) == 0, "NaN in O");
+    cr_assert(support_within(err, nerr, 2.0), "O: err %g > 2 * naive %g + 1e-5", err, nerr);
+    fcl_tensor ts[] = {q, k, v, o};
+    for (int i = 0; i < 4; i++)
+        fcl_tensor_release(ts[i]);
+    free(Q); free(K); free(V); free(o1); free(o2); free(naive); free(ref);
+}
+
+/* A blocked-kernel entry is used where that kernel runs (here forced, FLASHCL_FORWARD_PATH=blocked,
+ * on any device without a loop cap): fcl_tuning_get reads it back, and the forward with it is
+ * correct and the same bits as those tiles through FLASHCL_BLOCKED_TILES. */
+Test(tuning, blocked_entry)
+{
+    fcl_context ctx = support_context();
+    setenv("FLASHCL_FORWARD_PATH", "blocked", 1);
+    const int D = 64;
+    int table[4] = {0, 0, 0, 0};
+    cr_assert(fcl_tuning_get(ctx, "forward_blocked", D, table, 4) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_forward_path(ctx, FCL_F32, D), "blocked") != 0) { /* a loop-capped device */
+        cr_assert(table[0] == 0, "no blocked kernel here, yet fcl_tuning_get gave %d rows per work-group", table[0]);
+        fcl_context_release(ctx);
+        return;
+    }
+    const int tuned[4] = {32, table[1] == 32 ? 64 : 32, 4, 4}; /* unlike the table's, within every limit */
+    cr_assert(fcl_tuning_save(ctx, "forward_blocked", D, tuned, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[4];
+    cr_assert(fcl_tuning_get(ctx, "forward_blocked", D, now, 4) == FCL_SUCCESS);
+    cr_assert(memcmp(now, tuned, sizeof now) == 0, "stored %d,%d,%d,%d, got %d,%d,%d,%d", tuned[0], tuned[1],
+              tuned[2], tuned[3], now[0], now[1], now[2], now[3]);
+    char tiles[64];
+    snprintf(tiles, sizeof tiles, "%d,%d,%d,%d", tuned[0], tuned[1], tuned[2], tuned[3]);
+    check_tuned_forward(ctx, FCL_F32, D, "FLASHCL_BLOCKED_TILES", tiles);
     fcl_context_release(ctx);
 }
 
@@ -190,46 +267,10 @@ Test(tuning, stored_used_kept_and_overridden)
 Test(tuning, forward_with_tuned_tiles)
 {
     fcl_context ctx = support_context();
-    const int B = 1, Sq = 77, Sk = 133, Hq = 2, Hkv = 1, D = 40;
-    const fcl_dtype dt = FCL_F16;
-    const size_t nq = (size_t)B * Sq * Hq * D, nk = (size_t)B * Sk * Hkv * D;
-    float *Q = support_xmalloc(sizeof(float) * nq), *K = support_xmalloc(sizeof(float) * nk);
-    float *V = support_xmalloc(sizeof(float) * nk), *o1 = support_xmalloc(sizeof(float) * nq);
-    float *o2 = support_xmalloc(sizeof(float) * nq), *naive = support_xmalloc(sizeof(float) * nq);
-    double *ref = support_xmalloc(sizeof(double) * nq);
-    support_random(Q, nq, 71, -1.5f, 1.5f, dt);
-    support_random(K, nk, 72, -1.5f, 1.5f, dt);
-    support_random(V, nk, 73, -1.0f, 1.0f, dt);
-    const int64_t qs[4] = {B, Sq, Hq, D}, ks[4] = {B, Sk, Hkv, D};
-    fcl_tensor q = support_tensor(ctx, dt, 4, qs, Q), k = support_tensor(ctx, dt, 4, ks, K);
-    fcl_tensor v = support_tensor(ctx, dt, 4, ks, V), o = support_tensor(ctx, dt, 4, qs, NULL);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    p.causal = 1;
-    const int tuned[3] = {16, 32, 2};
+    const int tuned[3] = {16, 32, 2}, D = 40;
     cr_assert(fcl_tuning_save(ctx, "forward", D, tuned, 3) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    setenv("FLASHCL_FORWARD_PATH", "portable", 1); /* the entry is the portable kernel's */
-    support_poison(o);
-    cr_assert(fcl_attention_forward(ctx, &p, q, k, v, o, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    support_read(o, o1);
-    setenv("FLASHCL_FORWARD_TILES", "16,32,2", 1);
-    support_poison(o);
-    cr_assert(fcl_attention_forward(ctx, &p, q, k, v, o, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    support_read(o, o2);
-    unsetenv("FLASHCL_FORWARD_TILES");
+    setenv("FLASHCL_FORWARD_PATH", "rows", 1); /* the entry is the rows kernel's */
+    check_tuned_forward(ctx, FCL_F16, D, "FLASHCL_FORWARD_TILES", "16,32,2");
     unsetenv("FLASHCL_FORWARD_PATH");
-    double md;
-    long first;
-    cr_assert(support_bit_diff(o1, o2, nq, &md, &first) == 0, "tuned tiles differ from the same tiles via env");
-
-    ref_attn_problem rp = {B, Sq, Sk, Hq, Hkv, D, 0.0, 1, -1, -1, 0.0, NULL, 0, NULL, 0};
-    ref_attention_forward(&rp, Q, K, V, ref, NULL);
-    ref_attention_forward_naive(&rp, dt, Q, K, V, naive, NULL);
-    const double err = support_max_err_f(o1, ref, nq), nerr = support_max_err_f(naive, ref, nq);
-    cr_assert(support_count_nan(o1, nq) == 0, "NaN in O");
-    cr_assert(support_within(err, nerr, 2.0), "O: err %g > 2 * naive %g + 1e-5", err, nerr);
-    fcl_tensor ts[] = {q, k, v, o};
-    for (int i = 0; i < 4; i++)
-        fcl_tensor_release(ts[i]);
     fcl_context_release(ctx);
-    free(Q); free(K); free(V); free(o1); free(o2); free(naive); free(ref);
 }

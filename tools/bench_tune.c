@@ -1,10 +1,10 @@
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, and of
  * the NVIDIA tensor-core backward where it runs. Candidates are applied through the
- * FLASHCL_FORWARD_TILES / FLASHCL_MMA_TILES / FLASHCL_BACKWARD_MMA_TILES overrides (which win
- * over the table and any stored entry), each is timed and checked against the float64
- * reference (a backward candidate on a smaller shape that the check covers, then timed on the
- * big one), and the fastest candidate that passes is stored with fcl_tuning_save. A candidate
- * that fails to build or fails the check is never stored. */
+ * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_BACKWARD_MMA_TILES
+ * overrides (which win over the table and any stored entry), each is timed and checked against
+ * the float64 reference (a backward candidate on a smaller shape that the check covers, then
+ * timed on the big one), and the fastest candidate that passes is stored with fcl_tuning_save.
+ * A candidate that fails to build or fails the check is never stored. */
 #include "bench.h"
 
 #include <stdlib.h>
@@ -39,6 +39,15 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
         for (size_t i = 0; i < sizeof mt / sizeof *mt; i++)
             for (int n = 16; n <= 64; n *= 2)
                 add(s, mt[i][0], n, mt[i][1], 0);
+        return;
+    }
+    if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "blocked") == 0) {
+        *s = (tune_space){0, "forward_blocked", "FLASHCL_BLOCKED_TILES", 4, 0, {{0}}};
+        static const int bw[][4] = {{64, 64, 4, 4},  {128, 64, 4, 4}, {128, 64, 8, 4}, {64, 64, 8, 4},
+                                    {64, 32, 4, 2},  {128, 32, 8, 2}, {64, 128, 4, 8}, {128, 128, 8, 8},
+                                    {32, 64, 2, 4},  {64, 64, 4, 8},  {128, 64, 8, 8}, {256, 64, 16, 4}};
+        for (size_t i = 0; i < sizeof bw / sizeof *bw; i++)
+            add(s, bw[i][0], bw[i][1], bw[i][2], bw[i][3]);
         return;
     }
     *s = (tune_space){0, "forward", "FLASHCL_FORWARD_TILES", 3, 0, {{0}}};

@@ -278,14 +278,20 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
 
 /*
  * Which forward kernel runs for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
- * and packed forwards alike, and the attention inside the qkvo forwards): "nvidia-mma" (tensor
- * cores through inline PTX mma.sync: NVIDIA compute capability >= 8.0, F16 or BF16) or
- * "portable" (any OpenCL device; also where FLASHCL_FORWARD_PATH=portable). Both meet the same
- * tolerance; results differ in rounding (the tensor-core path rounds the probabilities to the
- * storage dtype before P V). Where a backward op recomputes O itself (O NULL, and
- * fcl_attention_qkvo_backward) it takes the portable kernel, whose O is the FP32-probability
- * sum that the gradients assume; a recomputed LSE alone comes from this path. Static string;
- * NULL for a NULL ctx. Thread-safe.
+ * and packed forwards alike, and the attention inside the qkvo forwards):
+ *   "nvidia-mma"  tensor cores through inline PTX mma.sync (NVIDIA compute capability >= 8.0,
+ *                 F16 or BF16);
+ *   "blocked"     the register-blocked portable kernel (GPUs without a loop cap: every dtype
+ *                 where "nvidia-mma" does not apply);
+ *   "rows"        the row-per-work-item portable kernel (CPUs, devices that cap loop
+ *                 iterations such as Mesa's llvmpipe, anything else).
+ * FLASHCL_FORWARD_PATH chooses among those that can run: "portable" (the device's portable
+ * kernel, never nvidia-mma), "blocked" (also on CPUs; rows where the device caps loops) or
+ * "rows". All meet the same tolerance; results differ in rounding (the tensor-core path rounds
+ * the probabilities to the storage dtype before P V). Where a backward op recomputes O itself
+ * (O NULL, and fcl_attention_qkvo_backward) it takes the device's portable kernel, whose O is
+ * the FP32-probability sum that the gradients assume; a recomputed LSE alone comes from this
+ * path. Static string; NULL for a NULL ctx. Thread-safe.
  */
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
@@ -305,7 +311,10 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * Precedence: the built-in per-device table, then a tuned entry, then the FLASHCL_*_TILES
  * environment variables; then the device's limits. `kernel`:
  *   "forward"      3 values: query rows per work-group, keys per tile, rows per work-item
- *                  (the portable forward kernel)
+ *                  (the "rows" forward kernel)
+ *   "forward_blocked" 4 values: query rows per work-group, keys per tile, rows and keys per
+ *                  work-item, each dividing the first two, at most 256 / 256 / 16 / 16 (the
+ *                  "blocked" forward kernel)
  *   "forward_mma"  4 values: query rows per work-group (a multiple of 16 x the third), keys per
  *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's)
  *                  (the NVIDIA tensor-core forward)
@@ -318,8 +327,8 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
- * values[0 .. n_values - 1] (forward_mma / backward_mma where that kernel does not exist: first
- * value 0). Neither
+ * values[0 .. n_values - 1] (forward_blocked / forward_mma / backward_mma where that kernel does
+ * not exist: first value 0). Neither
  * call enqueues anything. Not thread-safe with other calls on the same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
