@@ -25,6 +25,55 @@
 #define NWARPS (BLOCK_M / (16 * M_TILES))
 #define WG_SIZE (NWARPS * 32)
 #define NT_S (BLOCK_N / 8)         /* n8 tiles of a tile's scores */
+/* Starts the copies of the K/V tile of keys j0 .. into stage st. */
+#define ISSUE_TILE(st, j0)                                                                         \
+    issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu, kbase, \
+                  vbase, k_ss, v_ss, j0, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss)
+
+/* The tile's scores s (raw products; rows g (e 0, 1) and g + 8 (e 2, 3) of each m tile, this
+ * lane's column pair t of each n8 tile) turned into the softmax's logits: with logit mods the
+ * transformed scores in log2 units (otherwise the raw products, scaled later), and with `check`
+ * -inf wherever the row cannot see the key (outside its [jlo, jhi], or dropped by the mask
+ * values ms); tmax the lane's maximum per row. The absolute position of the lane's first row
+ * is p0 (ALiBi). */
+MMA_INLINE void tile_logits(float (*s)[NT_S][4], float (*tmax)[2], const bool check, int j0, int (*jlo)[2],
+                            int (*jhi)[2], __local const float *ms, int t, float qscale, float softcap, float slope,
+                            int p0)
+{
+    #pragma unroll
+    for (int mt = 0; mt < M_TILES; mt++)
+        #pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float x_max = -INFINITY;
+            #pragma unroll
+            for (int nt = 0; nt < NT_S; nt++)
+                #pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    float x = s[mt][nt][2 * hr + c];
+                    const int n = nt * 8 + 2 * t + c, j = j0 + n;
+#if HAS_LOGIT_MODS
+                    x *= qscale;
+#if HAS_SOFTCAP
+                    x = softcap * tanh(x / softcap);
+#endif
+                    x *= FCL_LOG2E;
+#if HAS_ALIBI
+                    x -= slope * (float)abs(p0 + mt * 16 + 8 * hr - j);
+#endif
+#endif
+                    if (check) {
+                        bool visible = j >= jlo[mt][hr] && j <= jhi[mt][hr];
+#if HAS_MASK
+                        visible = visible && ms[n] > 0.5f;
+#endif
+                        x = visible ? x : -INFINITY;
+                    }
+                    s[mt][nt][2 * hr + c] = x;
+                    x_max = fmax(x_max, x);
+                }
+            tmax[mt][hr] = x_max;
+        }
+}
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
@@ -47,7 +96,10 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #endif
 #if HAS_ALIBI
     const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
+#else
+    const float slope = 0.0f;
 #endif
+    const int p0 = i0 + warp * 16 * M_TILES + g + shift; /* absolute position of this lane's first row */
 
     /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. */
     uint qf[M_TILES][KSTEPS][4];
@@ -93,9 +145,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
      * with tile t, so each copy has a whole tile's compute to land. */
     for (int tt = 0; tt < 2; tt++) {
         if (tt < n_tiles)
-            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu,
-                          kbase, vbase, k_ss, v_ss, j_first + tt * BLOCK_N, g_lo, g_hi, head_dim, 0, mask, mrow,
-                          mask_ss);
+            ISSUE_TILE(tt, j_first + tt * BLOCK_N);
         commit_copies();
     }
     for (int tile = 0; tile < n_tiles; tile++) {
@@ -127,46 +177,28 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 }
             }
 
-        /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile; s holds the raw
-         * products (or, with logit mods, the transformed scores in log2 units, sfac 1). */
-        const bool whole = !HAS_MASK && j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min;
+        /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile. Tiles that every
+         * row of the warp sees whole skip the visibility checks (a warp-uniform branch). */
+        float tmax[M_TILES][2];
+        if (!HAS_MASK && warp_all(j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min))
+            tile_logits(s, tmax, 0, j0, jlo, jhi, MASK_STAGE(st), t, qscale, softcap, slope, p0);
+        else
+            tile_logits(s, tmax, 1, j0, jlo, jhi, MASK_STAGE(st), t, qscale, softcap, slope, p0);
+        /* A row's reference maximum moves only when the tile's exceeds it by more than 8 (log2
+         * units): the probabilities then stay below 2^8, and most tiles rescale nothing (a
+         * warp-uniform branch). O and LSE use the same reference, so the result is the same. A
+         * tile with no visible key leaves the row unchanged (alpha 1, p 0). */
+        float alpha[M_TILES][2];
+        int moved = 0;
         #pragma unroll
         for (int mt = 0; mt < M_TILES; mt++)
             #pragma unroll
             for (int hr = 0; hr < 2; hr++) {
-#if HAS_ALIBI
-                const int p = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr + shift;
-#endif
-                float tile_max = -INFINITY;
-                #pragma unroll
-                for (int nt = 0; nt < NT_S; nt++)
-                    #pragma unroll
-                    for (int c = 0; c < 2; c++) {
-                        float x = s[mt][nt][2 * hr + c];
-                        const int n = nt * 8 + 2 * t + c, j = j0 + n;
-#if HAS_LOGIT_MODS
-                        x *= qscale;
-#if HAS_SOFTCAP
-                        x = softcap * tanh(x / softcap);
-#endif
-                        x *= FCL_LOG2E;
-#if HAS_ALIBI
-                        x -= slope * (float)abs(p - j);
-#endif
-#endif
-                        if (!whole) {
-                            bool visible = j >= jlo[mt][hr] && j <= jhi[mt][hr];
-#if HAS_MASK
-                            visible = visible && Ms[st][n] > 0.5f;
-#endif
-                            x = visible ? x : -INFINITY;
-                        }
-                        s[mt][nt][2 * hr + c] = x;
-                        tile_max = fmax(tile_max, x);
-                    }
-                /* A tile with no visible key leaves the row unchanged (alpha 1, p 0). */
-                const float m_new = fmax(m[mt][hr], quad_max(tile_max) * sfac);
-                const float alpha = m_new == -INFINITY ? 1.0f : exp2_ftz(m[mt][hr] - m_new);
+                const float m_tile = quad_max(tmax[mt][hr]) * sfac;
+                const bool move = m_tile > m[mt][hr] + 8.0f;
+                const float m_new = move ? m_tile : m[mt][hr];
+                alpha[mt][hr] = move ? exp2_ftz(m[mt][hr] - m_new) : 1.0f;
+                moved |= move;
                 const float neg_m = m_new == -INFINITY ? 0.0f : -m_new;
                 m[mt][hr] = m_new;
                 float sum = 0.0f;
@@ -178,13 +210,16 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                         s[mt][nt][2 * hr + c] = pn;
                         sum += pn;
                     }
-                l[mt][hr] = l[mt][hr] * alpha + sum;
+                l[mt][hr] = l[mt][hr] * alpha[mt][hr] + sum;
+            }
+        if (warp_any(moved))
+            #pragma unroll
+            for (int mt = 0; mt < M_TILES; mt++)
                 #pragma unroll
                 for (int nt = 0; nt < NT_O; nt++)
                     #pragma unroll
-                    for (int c = 0; c < 2; c++)
-                        acc[mt][nt][2 * hr + c] *= alpha;
-            }
+                    for (int e = 0; e < 4; e++)
+                        acc[mt][nt][e] *= alpha[mt][e >> 1];
 
         /* O += P V: the score accumulators of key tiles 2 kk and 2 kk + 1 are exactly the A
          * fragment of keys 16 kk .. 16 kk + 15. This lane's ldmatrix row: key (lane & 7) +
@@ -216,8 +251,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (tile + 2 < n_tiles)
-            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu,
-                          kbase, vbase, k_ss, v_ss, j0 + 2 * BLOCK_N, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss);
+            ISSUE_TILE(st, j0 + 2 * BLOCK_N);
         commit_copies();
     }
 

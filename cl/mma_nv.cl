@@ -91,6 +91,28 @@ inline float shuffle_xor(float x, int lane_mask)
     return r;
 }
 
+/* Whether x is non-zero in every lane (warp_all) or in some lane (warp_any) of the warp; every
+ * lane must call it (uniform control flow). */
+inline int warp_all(int x)
+{
+    int r;
+    __asm__ __volatile__("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; vote.sync.all.pred q, p, 0xffffffff; "
+                         "selp.s32 %0, 1, 0, q; }"
+                         : "=r"(r)
+                         : "r"(x));
+    return r;
+}
+
+inline int warp_any(int x)
+{
+    int r;
+    __asm__ __volatile__("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; vote.sync.any.pred q, p, 0xffffffff; "
+                         "selp.s32 %0, 1, 0, q; }"
+                         : "=r"(r)
+                         : "r"(x));
+    return r;
+}
+
 /* The max / sum over the 4 lanes that hold one row of an mma accumulator. */
 inline float quad_max(float x)
 {
@@ -147,15 +169,38 @@ inline void commit_copies(void)
 #endif
 }
 
+/* Rows 0 .. n_rows - 1 of a view into `tile` (one row every `pitch` halves) when every row is
+ * valid and unmasked and head_dim == head_dim_pad (nothing to zero): row n at src + n *
+ * row_stride. Work-item lid copies the 16-byte chunks lid, lid + wg, ... of the tile, which all
+ * sit in one column (wg a multiple of head_dim_pad / 8, n_rows of wg / (head_dim_pad / 8)). */
+MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
+                                __global const ushort *src, long row_stride)
+{
+    const int chunks = head_dim_pad / 8, rows_per_step = wg / chunks;
+    const int n0 = lid / chunks, d = (lid - n0 * chunks) * 8;
+    __global const ushort *p = src + n0 * row_stride + d;
+    const long step = rows_per_step * row_stride;
+    #pragma unroll
+    for (int k = 0; k < n_rows / rows_per_step; k++)
+        copy_chunk(tile + (n0 + k * rows_per_step) * pitch + d, p + k * step, 16);
+}
+
 /* Rows r0 .. r0 + n_rows - 1 of a view (row r at src[base + r * row_stride]) into `tile`, one
  * row every `pitch` halves, by the wg work-items of the group (this one is lid): rows outside
  * [lo, hi], rows whose mask value is <= 0.5 when use_mask, and columns past head_dim become
- * zeros. head_dim_pad (a multiple of 8) halves are written per row. */
-inline void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
+ * zeros. head_dim_pad (a multiple of 8) halves are written per row. Tiles with nothing to check
+ * (no mask, every row inside [lo, hi], head_dim == head_dim_pad) take copy_rows_whole when the
+ * group's chunks fall into whole columns. */
+MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
                       __global const ushort *src, long base, long row_stride, int r0, int lo, int hi, int head_dim,
                       int use_mask, __global const float *mask, long mask_row0, long mask_ss)
 {
     const int chunks = head_dim_pad / 8;
+    if (!use_mask && wg % chunks == 0 && n_rows % (wg / chunks) == 0 && r0 >= lo && r0 + n_rows - 1 <= hi &&
+        head_dim == head_dim_pad) { /* nothing to check or zero (uniform over the group) */
+        copy_rows_whole(tile, pitch, n_rows, head_dim_pad, wg, lid, src + base + (long)r0 * row_stride, row_stride);
+        return;
+    }
     for (int idx = lid; idx < n_rows * chunks; idx += wg) {
         const int n = idx / chunks, d = (idx - n * chunks) * 8;
         const int r = r0 + n;
@@ -170,7 +215,7 @@ inline void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_
 /* Starts the copies of key rows j0 .. j0 + n_rows - 1 of K and V into Kst and Vst (and, with
  * HAS_MASK, their mask values into Ms; 0 outside [lo, hi]): rows outside [lo, hi] become
  * zeros, and masked-out rows too in V, and in K when mask_k. */
-inline void issue_kv_tile(__local ushort *Kst, __local ushort *Vst, __local float *Ms, int n_rows, int pitch,
+MMA_INLINE void issue_kv_tile(__local ushort *Kst, __local ushort *Vst, __local float *Ms, int n_rows, int pitch,
                           int head_dim_pad, int wg, int lid, __global const ushort *Ku, __global const ushort *Vu,
                           long kbase, long vbase, long k_ss, long v_ss, int j0, int lo, int hi, int head_dim,
                           int mask_k, __global const float *mask, long mrow, long mask_ss)
