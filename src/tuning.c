@@ -165,7 +165,8 @@ fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
         t.vw = blocked_vw(&t, head_dim_pad);
     }
     if ((size_t)(t.block_m / t.wm * (t.block_n / t.wn)) > ctx->info.max_work_group_size ||
-        fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes || t.block_m % t.wm)
+        fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes || t.block_m % t.wm ||
+        t.block_n % t.wn || head_dim_pad % (t.block_n / t.wn))
         t.block_m = 0;
     return t;
 }
