@@ -113,22 +113,11 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             }
 
         for (int r = 0; r < ROWS; r++) {
-#if HAS_ALIBI
-            const int p = i0 + lid + r * WG_SIZE + shift;
-#endif
+            const int p = i0 + lid + r * WG_SIZE + shift; /* the row's absolute position */
             float tile_max = -INFINITY;
             for (int n = 0; n < BLOCK_N; n++) {
-                float x = s[r][n];
-#if HAS_SOFTCAP
-                x = softcap * tanh(x / softcap);
-#endif
-#if HAS_LOGIT_MODS
-                x *= FCL_LOG2E;
-#endif
                 const int j = j0 + n;
-#if HAS_ALIBI
-                x -= slope * (float)abs(p - j);
-#endif
+                float x = fcl_logit(s[r][n], softcap, slope, (float)abs(p - j));
                 bool visible = j >= jlo[r] && j <= jhi[r];
 #if HAS_MASK
                 visible = visible && Ms[n] > 0.5f;

@@ -234,23 +234,12 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         #pragma unroll
         for (int i = 0; i < WM; i++) {
             const int row = ROW_OF(i, ty);
-#if HAS_ALIBI
-            const int pos = i0 + row + shift;
-#endif
+            const int pos = i0 + row + shift; /* the row's absolute position */
             float tmax = -INFINITY;
             #pragma unroll
             for (int c = 0; c < WN; c++) {
-                float x = s[i][c];
                 const int j = j0 + COL_OF(c, tx);
-#if HAS_SOFTCAP
-                x = softcap * tanh(x / softcap);
-#endif
-#if HAS_LOGIT_MODS
-                x *= FCL_LOG2E;
-#endif
-#if HAS_ALIBI
-                x -= slope * (float)abs(pos - j);
-#endif
+                float x = fcl_logit(s[i][c], softcap, slope, (float)abs(pos - j));
                 if (!whole && !(j >= Rlo[row] && j <= Rhi[row] && KEY_KEPT(j)))
                     x = -INFINITY;
                 s[i][c] = x;

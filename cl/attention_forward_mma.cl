@@ -51,16 +51,8 @@ MMA_INLINE void tile_logits(float (*s)[NT_S][4], float (*tmax)[2], const bool ch
                 for (int c = 0; c < 2; c++) {
                     float x = s[mt][nt][2 * hr + c];
                     const int n = nt * 8 + 2 * t + c, j = j0 + n;
-#if HAS_LOGIT_MODS
-                    x *= qscale;
-#if HAS_SOFTCAP
-                    x = softcap * tanh(x / softcap);
-#endif
-                    x *= FCL_LOG2E;
-#if HAS_ALIBI
-                    x -= slope * (float)abs(p0 + mt * 16 + 8 * hr - j);
-#endif
-#endif
+                    if (HAS_LOGIT_MODS) /* otherwise the raw products, scaled later */
+                        x = fcl_logit(x * qscale, softcap, slope, (float)abs(p0 + mt * 16 + 8 * hr - j));
                     if (check) {
                         bool visible = j >= jlo[mt][hr] && j <= jhi[mt][hr];
 #if HAS_MASK

@@ -83,39 +83,34 @@ for d in ${DIMS:-64 128}; do
 done
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" forward | tee "$out/table.md"
 
-# Optional tensor-core tile sweep: S 4096, D 64 and 128, F16, into sweep.jsonl.
-if [[ -n "${SWEEP:-}" ]]; then
-  : > "$out/sweep.jsonl"
-  for t in $SWEEP; do
+# Optional tile sweeps, S 4096, D 64 and 128, F16, causal and not: tile_sweep VARIABLE PATH FILE
+# SETTINGS... times every setting of the tiles variable on that forward path into FILE (one
+# JSON line per case, "tiles" added) and prints a line per case.
+tile_sweep() {
+  local var=$1 path=$2 file=$3 t d h causal
+  shift 3
+  : > "$file"
+  for t in "$@"; do
     for d in 64 128; do
       h=$((2048 / d))
       for causal in "" "--causal"; do
-        FLASHCL_MMA_TILES=$t "$bench" --op forward --dtype f16 --b 4 --sq 4096 --sk 4096 --hq $h --hkv $h \
-          --d $d $causal --reps 5 --warmup 1 --check-rows 16 --json 2>>"$out/errors.log" |
-          sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+        env "$var=$t" FLASHCL_FORWARD_PATH="$path" "$bench" --op forward --dtype f16 --b 4 --sq 4096 --sk 4096 \
+          --hq $h --hkv $h --d $d $causal --reps 5 --warmup 1 --check-rows 16 --json 2>>"$out/errors.log" |
+          sed "s/^{/{\"tiles\":\"$t\",/" >> "$file"
       done
     done
   done
-  cat "$out/sweep.jsonl"
-fi
-
-# Optional blocked-kernel tile sweep: S 4096, D 64 and 128, F16, into blocked-sweep.jsonl.
-if [[ -n "${BLOCKED_SWEEP:-}" ]]; then
-  : > "$out/blocked-sweep.jsonl"
-  for t in $BLOCKED_SWEEP; do
-    for d in 64 128; do
-      h=$((2048 / d))
-      for causal in "" "--causal"; do
-        FLASHCL_FORWARD_PATH=blocked FLASHCL_BLOCKED_TILES=$t "$bench" --op forward --dtype f16 --b 4 --sq 4096 \
-          --sk 4096 --hq $h --hkv $h --d $d $causal --reps 3 --warmup 1 --check-rows 16 --json 2>>"$out/errors.log" |
-          sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/blocked-sweep.jsonl"
-      done
-    done
-  done
-  python3 - "$out/blocked-sweep.jsonl" <<'PY'
+  python3 - "$file" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    print(f"{r['tiles']:>22} D {r['d']:>3} causal {str(r['causal']):5} {r['tflops']:7.2f} TFLOP/s ok {r['ok']}")
+    print(f"{r['tiles']:>22} D {r['d']:>3} causal {str(r['causal']):5} {r['tflops']:7.2f} TFLOP/s ok {r['ok']} "
+          f"{r['forward_path']}")
 PY
+}
+if [[ -n "${SWEEP:-}" ]]; then
+  tile_sweep FLASHCL_MMA_TILES auto "$out/sweep.jsonl" $SWEEP
+fi
+if [[ -n "${BLOCKED_SWEEP:-}" ]]; then
+  tile_sweep FLASHCL_BLOCKED_TILES blocked "$out/blocked-sweep.jsonl" $BLOCKED_SWEEP
 fi
