@@ -20,7 +20,19 @@
  *                   softmax step for the batch, writing p and the rescale factor; barrier, then
  *                   every item adds p * V for its own dims (no reduction). Two barriers per
  *                   batch (none when TEAM is 1, the CPU shape: one item per team owning every
- *                   dim, float8 arithmetic that the CPU compilers vectorise). At the end of the
+ *                   dim, float8 arithmetic that the CPU compilers vectorise). With
+ *                   TEAM_SHUFFLE (NVIDIA: a team is 2 to 32 lanes of one warp) there is no
+ *                   barrier in the batch loop either: the team sums its partials by recursive
+ *                   halving through warp shuffles, each item then holds whole dot products and
+ *                   runs the online softmax of its row for them (the row's maximum met by
+ *                   shuffles; each item keeps the row sum of its own keys), and p and the
+ *                   rescale factors reach the team's items through a double-buffered local
+ *                   slot and a warp barrier; every team streams its keys at its own pace.
+ *                   With ASYNC_STAGES (NVIDIA, compute capability >= 8.0) K and V are not read
+ *                   into registers: each item copies its own chunks of the next
+ *                   ASYNC_STAGES - 1 batches into a local ring with cp.async and waits for its
+ *                   own copies only (it reads back nothing another item copied: no barrier),
+ *                   so the bytes in flight no longer cost registers. At the end of the
  *                   split the teams' states (m, l, acc) are merged in local memory and the
  *                   split's unnormalised state (acc[D], m, l per row) goes to `part`. Splits
  *                   outside the visible keys (past the length, before the window) read no K/V.
@@ -39,7 +51,9 @@
  * dividing HEAD_DIM_PAD; TEAM = HEAD_DIM_PAD / DIMS); TEAMS; KEYS (keys per team and batch);
  * ROWS_WG (rows per work-group); WIDE (K/V rows read 8 elements at a time as 16-byte loads:
  * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element);
- * LEN_DEVICE (len_b from `lens`, else the host length); HAS_MASK; PAGED (K/V are pages
+ * TEAM_SHUFFLE (needs warp_nv.cl; TEAM a power of two <= 32, ROWS_WG <= TEAM, ROWS_WG * KEYS a
+ * power of two, the work-group a multiple of 32); LEN_DEVICE (len_b from `lens`, else the host
+ * length); ASYNC_STAGES (0, or 2 to 4 with WIDE and warp_nv.cl); HAS_MASK; PAGED (K/V are pages
  * [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max, Hkv, D]);
  * HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL (divides HEAD_DIM_PAD / 4). Scores are kept
  * in log2 units.
@@ -64,6 +78,22 @@
 #define UNROLL _Pragma("unroll")
 #else        /* CPU shape: long loops, left to the compiler's vectoriser */
 #define UNROLL
+#endif
+#if TEAM_SHUFFLE
+#if TEAM > 32 || (TEAM & (TEAM - 1)) || ROWS_WG > TEAM || (PAIRS & (PAIRS - 1)) || WG_SIZE % 32
+#error "TEAM_SHUFFLE: TEAM a power of two <= 32, ROWS_WG <= TEAM, ROWS_WG * KEYS a power of two, WG_SIZE % 32 == 0"
+#endif
+#define OWNP (PAIRS > TEAM ? PAIRS / TEAM : 1) /* pairs whose whole dot product one item gets */
+#define LPP (TEAM > PAIRS ? TEAM / PAIRS : 1)  /* items that get the same pair */
+#define ROW_ITEMS (KEYS / OWNP * LPP)          /* items that hold one row's keys */
+#define XCH_LD ((PAIRS + ROWS_WG + 3) / 4 * 4) /* one exchange slot: p[PAIRS], rescale[ROWS_WG] */
+#endif
+#if ASYNC_STAGES
+#if ASYNC_STAGES < 2 || ASYNC_STAGES > 4 || !WIDE
+#error "ASYNC_STAGES: 2 to 4, with WIDE"
+#endif
+/* item lid's chunk c of key k's K (kv 0) or V (kv 1) in ring stage st: items side by side */
+#define RING_AT(st, k, kv, c) (((((st) * KEYS + (k)) * 2 + (kv)) * CH + (c)) * WG_SIZE + lid)
 #endif
 
 #if FCL_DTYPE == 0
@@ -139,6 +169,19 @@ inline float8 load_q8(__global const store_t *Q, long i, int d0, int head_dim)
     return vload8(0, t);
 }
 
+/* acc + the dot product of a and b, as a chain of FMAs. */
+inline float dot8_acc(float8 a, float8 b, float acc)
+{
+    acc = fma(a.s0, b.s0, acc);
+    acc = fma(a.s1, b.s1, acc);
+    acc = fma(a.s2, b.s2, acc);
+    acc = fma(a.s3, b.s3, acc);
+    acc = fma(a.s4, b.s4, acc);
+    acc = fma(a.s5, b.s5, acc);
+    acc = fma(a.s6, b.s6, acc);
+    return fma(a.s7, b.s7, acc);
+}
+
 /* The sum of a float8's elements. */
 inline float hsum8(float8 x)
 {
@@ -212,6 +255,95 @@ inline float team_sum(__local const float *x)
 }
 #endif
 
+#if TEAM_SHUFFLE
+/* The sums over the team's TEAM items of their partial dot products v[PAIRS] (pair = row *
+ * KEYS + key), by recursive halving over warp shuffles: item `lane` ends with v[0 .. OWNP - 1]
+ * = the sums of pairs lane / LPP * OWNP + 0 .. OWNP - 1. */
+__attribute__((always_inline)) inline void team_reduce(float *v, int lane)
+{
+    int n = PAIRS;
+    UNROLL
+    for (int o = TEAM / 2; o >= 1; o /= 2) {
+        if (n > OWNP) { /* keep one half (by bit o of the lane), send the other to lane ^ o */
+            const int h = n / 2;
+            const bool up = (lane & o) != 0;
+            UNROLL
+            for (int i = 0; i < h; i++) {
+                const float lo = v[i], hi = v[i + h], keep = up ? hi : lo, send = up ? lo : hi;
+                v[i] = keep + shuffle_xor(send, o);
+            }
+            n = h;
+        } else {
+            v[0] += shuffle_xor(v[0], o);
+        }
+    }
+}
+#endif
+
+#if ASYNC_STAGES
+/* One raw8 (16 bytes; 32 for f32) from src into dst asynchronously; zeros when !in. */
+inline void async_raw8(__local raw8 *dst, __global const store_t *src, bool in)
+{
+    async_copy16(dst, src, in ? 16 : 0);
+#if FCL_DTYPE == 0
+    async_copy16((__local float4 *)dst + 1, src + 4, in ? 16 : 0);
+#endif
+}
+
+/* Waits until this item's copies of all but its newest ASYNC_STAGES - 1 groups have landed:
+ * the oldest of the ASYNC_STAGES batches in flight. */
+inline void async_wait_oldest(void)
+{
+#if ASYNC_STAGES == 2
+    __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory");
+#elif ASYNC_STAGES == 3
+    __asm__ __volatile__("cp.async.wait_group 2;" ::: "memory");
+#else
+    __asm__ __volatile__("cp.async.wait_group 3;" ::: "memory");
+#endif
+}
+
+/* This item's first chunk of K and V row j (clamped to j_hi): through the block table when
+ * PAGED, else from the rows of key 0 (k_row0, v_row0: one multiply-add per row). */
+#if PAGED
+#define ITEM_ROWS(j, kp, vp)                                                                                     \
+    {                                                                                                            \
+        long ki, vi;                                                                                             \
+        cache_rows(b, min(j, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off, bt_sb, \
+                   bt_ss, page_size, num_pages, &ki, &vi);                                                       \
+        kp = Kc + ki + lane * 8;                                                                                 \
+        vp = Vc + vi + lane * 8;                                                                                 \
+    }
+#else
+#define ITEM_ROWS(j, kp, vp)                                                                                     \
+    {                                                                                                            \
+        const long jc = min(j, j_hi);                                                                            \
+        kp = k_row0 + jc * k_s1;                                                                                 \
+        vp = v_row0 + jc * v_s1;                                                                                 \
+    }
+#endif
+
+/* Starts the copies of this item's chunks of the team's KEYS keys from key jt on (K and V) into
+ * ring stage `stage` (keys past j_hi: zeros), and closes them into one group; a batch whose
+ * first key jb is past j_hi copies nothing (the group is empty). */
+#define COPY_KEYS(stage, jb, jt)                                                                                 \
+    if ((jb) <= j_hi) {                                                                                          \
+        UNROLL                                                                                                   \
+        for (int k = 0; k < KEYS; k++) {                                                                         \
+            const int j = (jt) + k;                                                                              \
+            __global const store_t *kp, *vp;                                                                     \
+            ITEM_ROWS(j, kp, vp)                                                                                 \
+            UNROLL                                                                                               \
+            for (int c = 0; c < CH; c++) {                                                                       \
+                const bool in = j <= j_hi && (lane + c * TEAM) * 8 < head_dim;                                   \
+                async_raw8(&ring[RING_AT(stage, k, 0, c)], kp + c * TEAM * 8, in);                               \
+                async_raw8(&ring[RING_AT(stage, k, 1, c)], vp + c * TEAM * 8, in);                               \
+            }                                                                                                    \
+        }                                                                                                        \
+    }                                                                                                            \
+    async_commit();
+#endif
+
 /* Reads into dst[KEYS][CH] the chunks of the team's KEYS keys from key jt on, of K (src Kc,
  * index ki) or V (src Vc, index vi); keys past j_hi read as 0. */
 #define LOAD_KEYS(dst, src, idx, jt)                                                                            \
@@ -262,7 +394,12 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
                     const long alibi_off, const long alibi_sb, const long alibi_sh,
                     const long lens_off, const long lens_s)
 {
-#if TEAM > 1
+#if ASYNC_STAGES
+    __local raw8 ring[ASYNC_STAGES * KEYS * 2 * CH * WG_SIZE];
+#endif
+#if TEAM_SHUFFLE
+    __local float xch[TEAMS * 2 * XCH_LD] __attribute__((aligned(16))); /* [team][parity]: p, rescale */
+#elif TEAM > 1
     __local float4 red4[TEAMS * TEAM_LD / 4]; /* partial dot products [team][row * KEYS + key][lane] */
     __local float *red = (__local float *)red4;
     __local float p_s[TEAMS * PAIRS], alpha_s[TEAMS * ROWS_WG];
@@ -303,21 +440,56 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
             acc[r][c] = (float8)(0.0f);
         }
     }
+#if TEAM_SHUFFLE
+    /* the running max of this item's row and the sum of its own keys' p's */
+    float m_lane = -INFINITY, l_lane = 0.0f;
+    int parity = 0;
+#else
     float m_own[OWN], l_own[OWN]; /* the team's softmax state of rows lane, lane + TEAM, ... */
     UNROLL
     for (int o = 0; o < OWN; o++) {
         m_own[o] = -INFINITY;
         l_own[o] = 0.0f;
     }
+#endif
 
     /* K of a batch is read as soon as the previous batch's dot products free its registers, so
      * it arrives during that batch's softmax and p V; V is read at the start of its batch */
+#if ASYNC_STAGES
+#if !PAGED
+    __global const store_t *k_row0 = Kc + k_off + b * k_s0 + hk * k_sh + lane * 8;
+    __global const store_t *v_row0 = Vc + v_off + b * v_s0 + hk * v_sh + lane * 8;
+#endif
+    /* the first ASYNC_STAGES - 1 batches in flight; batch n goes to stage n % ASYNC_STAGES */
+    UNROLL
+    for (int n = 0; n < ASYNC_STAGES - 1; n++) {
+        COPY_KEYS(n, j_lo + n * BATCH, j_lo + n * BATCH + team * KEYS)
+    }
+    int stage = 0;
+#else
     raw8 kr[KEYS][CH];
     LOAD_KEYS(kr, Kc, ki, j_lo + team * KEYS)
+#endif
     for (int jb = j_lo; jb <= j_hi; jb += BATCH) {
         const int jt = jb + team * KEYS; /* this team's first key */
         raw8 vr[KEYS][CH];
+#if ASYNC_STAGES
+        /* the stage read in the previous batch (by this item only) takes the batch
+         * ASYNC_STAGES - 1 ahead; then this batch's copies are awaited */
+        {
+            const int ahead = (ASYNC_STAGES - 1) * BATCH, next = stage == 0 ? ASYNC_STAGES - 1 : stage - 1;
+            COPY_KEYS(next, jb + ahead, jt + ahead)
+        }
+        async_wait_oldest();
+        raw8 kr[KEYS][CH];
+        UNROLL
+        for (int k = 0; k < KEYS; k++)
+            UNROLL
+            for (int c = 0; c < CH; c++)
+                kr[k][c] = ring[RING_AT(stage, k, 0, c)];
+#else
         LOAD_KEYS(vr, Vc, vi, jt)
+#endif
         /* partial (TEAM > 1) or whole dot products of this item's dims */
         float s[ROWS_WG][KEYS];
         UNROLL
@@ -328,16 +500,74 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
                 kf[c] = unpack8(kr[k][c]);
             UNROLL
             for (int r = 0; r < ROWS_WG; r++) {
-                float8 x = q[r][0] * kf[0];
+#if TEAM > 1 /* few chunks: one chain of scalar FMAs (8 per chunk) */
+                float x = 0.0f;
                 UNROLL
+                for (int c = 0; c < CH; c++)
+                    x = dot8_acc(q[r][c], kf[c], x);
+                s[r][k] = x;
+#else        /* many chunks: float8 FMAs (vectorised), summed at the end */
+                float8 x = q[r][0] * kf[0];
                 for (int c = 1; c < CH; c++)
                     x = fma(q[r][c], kf[c], x);
                 s[r][k] = hsum8(x);
+#endif
             }
         }
+#if ASYNC_STAGES
+        UNROLL
+        for (int k = 0; k < KEYS; k++)
+            UNROLL
+            for (int c = 0; c < CH; c++)
+                vr[k][c] = ring[RING_AT(stage, k, 1, c)];
+        stage = stage == ASYNC_STAGES - 1 ? 0 : stage + 1;
+#else
         LOAD_KEYS(kr, Kc, ki, jt + BATCH) /* the next batch's K */
+#endif
         float alpha[ROWS_WG];
-#if TEAM > 1
+#if TEAM_SHUFFLE
+        float v[PAIRS];
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++)
+            UNROLL
+            for (int k = 0; k < KEYS; k++)
+                v[r * KEYS + k] = s[r][k];
+        team_reduce(v, lane);
+        const int p0 = lane / LPP * OWNP, my_row = p0 / KEYS, my_key = p0 % KEYS;
+        float mx = m_lane;
+        UNROLL
+        for (int i = 0; i < OWNP; i++) {
+            v[i] = decode_logit(v[i], r0 + my_row, jt + my_key + i, j_hi, n_rows, lq, hk, group, p_first, b,
+                                window_left, softcap, l_max, mask, mask_off, mask_sb, mask_ss, alibi, alibi_off,
+                                alibi_sb, alibi_sh);
+            mx = fmax(mx, v[i]);
+        }
+        UNROLL
+        for (int o = LPP; o < ROW_ITEMS; o *= 2) /* the row's max over its items */
+            mx = fmax(mx, shuffle_xor(mx, o));
+        const float a = mx == -INFINITY ? 1.0f : exp2_ftz(m_lane - mx);
+        __local float *x = xch + (team * 2 + parity) * XCH_LD;
+        l_lane *= a;
+        UNROLL
+        for (int i = 0; i < OWNP; i++) {
+            v[i] = mx == -INFINITY ? 0.0f : exp2_ftz(v[i] - mx);
+            l_lane += v[i];
+            if (lane % LPP == 0)
+                x[p0 + i] = v[i];
+        }
+        m_lane = mx;
+        if (lane % ROW_ITEMS == 0)
+            x[PAIRS + my_row] = a;
+        warp_sync(); /* the slot is rewritten two batches on, after the next batch's warp_sync */
+        parity ^= 1;
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++) {
+            alpha[r] = x[PAIRS + r];
+            UNROLL
+            for (int k = 0; k < KEYS; k++)
+                s[r][k] = x[r * KEYS + k];
+        }
+#elif TEAM > 1
         UNROLL
         for (int r = 0; r < ROWS_WG; r++)
             UNROLL
@@ -380,6 +610,13 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
         }
 #endif
         /* acc = acc * alpha + p V over this item's dims */
+#if TEAM_SHUFFLE /* skipped when no row's max moved in this warp (the common case) */
+        bool same = true;
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++)
+            same = same && alpha[r] == 1.0f;
+        if (!warp_all(same))
+#endif
         UNROLL
         for (int r = 0; r < ROWS_WG; r++)
             UNROLL
@@ -406,6 +643,14 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
         }
     }
 
+#if TEAM_SHUFFLE
+    /* row r's state to item r of the team (OWN is 1): l summed over the row's items */
+    UNROLL
+    for (int o = LPP; o < ROW_ITEMS; o *= 2)
+        l_lane += shuffle_xor(l_lane, o);
+    const int src = lid % 32 - lane + min(lane, ROWS_WG - 1) * ROW_ITEMS;
+    const float m_own[1] = {shuffle_idx(m_lane, src)}, l_own[1] = {shuffle_idx(l_lane, src)};
+#endif
     /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l. */
 #if TEAMS > 1
     /* merge the teams: rescale each to the block max, then sum the accumulators team by team */

@@ -1,11 +1,12 @@
 /*
  * NVIDIA tensor-core building blocks (compute capability >= 8.0) through inline PTX, shared by
  * the tensor-core attention kernels (attention_forward_mma.cl, attention_backward_mma.cl):
- * mma.sync m16n8k16 with F16 or BF16 inputs and FP32 accumulation, ldmatrix, warp shuffles,
- * ex2.approx, and a cp.async copy of 16-byte row chunks into local memory (plain loads and
+ * mma.sync m16n8k16 with F16 or BF16 inputs and FP32 accumulation, ldmatrix, quad reductions,
+ * and a cp.async copy of 16-byte row chunks into local memory (plain loads and
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
  *
- * Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); HEAD_DIM_PAD; ASYNC_COPY; HAS_MASK.
+ * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); HEAD_DIM_PAD;
+ * ASYNC_COPY; HAS_MASK.
  */
 
 /* The head dim's k16 steps and n8 tiles, and the pitch of a row in local memory (8 halves of
@@ -84,35 +85,6 @@ inline uint pack_pair(float lo, float hi)
     return r;
 }
 
-inline float shuffle_xor(float x, int lane_mask)
-{
-    float r;
-    __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(x), "r"(lane_mask));
-    return r;
-}
-
-/* Whether x is non-zero in every lane (warp_all) or in some lane (warp_any) of the warp; every
- * lane must call it (uniform control flow). */
-inline int warp_all(int x)
-{
-    int r;
-    __asm__ __volatile__("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; vote.sync.all.pred q, p, 0xffffffff; "
-                         "selp.s32 %0, 1, 0, q; }"
-                         : "=r"(r)
-                         : "r"(x));
-    return r;
-}
-
-inline int warp_any(int x)
-{
-    int r;
-    __asm__ __volatile__("{ .reg .pred p, q; setp.ne.s32 p, %1, 0; vote.sync.any.pred q, p, 0xffffffff; "
-                         "selp.s32 %0, 1, 0, q; }"
-                         : "=r"(r)
-                         : "r"(x));
-    return r;
-}
-
 /* The max / sum over the 4 lanes that hold one row of an mma accumulator. */
 inline float quad_max(float x)
 {
@@ -126,21 +98,12 @@ inline float quad_sum(float x)
     return x + shuffle_xor(x, 2);
 }
 
-/* 2^x, flushing subnormal results to zero (one MUFU instruction). */
-inline float exp2_ftz(float x)
-{
-    float r;
-    __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-
 /* 16 bytes (8 halves) of one K or V row into local memory: the first `bytes` from src, zeros
  * after (bytes 0: all zeros, src not read). */
 inline void copy_chunk(__local ushort *dst, __global const ushort *src, int bytes)
 {
 #if ASYNC_COPY
-    __asm__ __volatile__("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)dst), "l"(src), "r"(bytes)
-                 : "memory");
+    async_copy16(dst, src, bytes);
 #else
     #pragma unroll
     for (int e = 0; e < 8; e++)
@@ -165,7 +128,7 @@ inline void copies_landed(int all)
 inline void commit_copies(void)
 {
 #if ASYNC_COPY
-    __asm__ __volatile__("cp.async.commit_group;" ::: "memory");
+    async_commit();
 #endif
 }
 

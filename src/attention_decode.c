@@ -8,9 +8,12 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const char *const op = "fcl_attention_decode";
 static const char *const sources[] = {"common", "attention_decode"};
+static const char *const shuffle_sources[] = {"common", "warp_nv", "attention_decode"};
 
 /* The length form: exactly one of len >= 0, lens, mask. */
 static fcl_status check_length(fcl_context ctx, int64_t B, const fcl_kv_view *kv, int64_t len, fcl_tensor lens,
@@ -92,15 +95,39 @@ typedef struct decode_plan {
     int wg, batch;      /* work-items per work-group, keys per work-group and batch */
     int combine_lanes;  /* decode_combine: lanes of splits ... */
     int combine_dl;     /* ... times lanes of dims (float4s; divides hdp / 4) */
+    fcl_dtype dtype;
+    int shuffle_ok;     /* the device takes the team-shuffle form (NVIDIA, compute capability >= 7) */
+    int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
+    int async_ok;       /* the device has cp.async (NVIDIA, compute capability >= 8) */
+    int wide;           /* K and V rows are read as aligned 16-byte chunks (WIDE) */
+    uint64_t local_bytes; /* the device's local memory per work-group */
+    int stages;         /* ASYNC_STAGES: batches in the cp.async ring (0: none) */
 } decode_plan;
 
-/* The shape, work-group size and batch of the plan's tiles, and its row blocks. */
+static int power_of_two(int x)
+{
+    return x > 0 && (x & (x - 1)) == 0;
+}
+
+/* The shape, work-group size and batch of the plan's tiles, its row blocks, and whether the
+ * team-shuffle form applies (teams of 2 to 32 lanes inside warps, every row's keys in one team). */
 static void reshape(decode_plan *p)
 {
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;
     p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;
+    p->shuffle = p->shuffle_ok && p->s.team >= 2 && p->s.team <= 32 && power_of_two(p->s.team) &&
+                 p->t.rows <= p->s.team && power_of_two(p->t.rows * p->s.keys) && p->wg % 32 == 0;
+    /* the ring (stages x keys x K and V x the work-group's chunks of 16 bytes, 32 for f32) beside
+     * the other local arrays (counted as the portable form's: more than this form's) */
+    const uint64_t stage_bytes = (uint64_t)p->s.keys * 2 * (uint64_t)(p->hdp / 8) * 16 * (p->dtype == FCL_F32 ? 2 : 1);
+    const uint64_t other = (uint64_t)fcl_decode_local_floats(&p->t, p->hdp) * 4 + 256;
+    p->stages = p->shuffle && p->async_ok && p->wide ? (p->t.stages > 4 ? 4 : p->t.stages) : 0;
+    while (p->stages >= 2 && other + p->stages * stage_bytes * (uint64_t)p->s.teams > p->local_bytes)
+        p->stages--;
+    if (p->stages < 2)
+        p->stages = 0;
     /* the combine's work-group: lanes of dims (a float4 each, or more past 32 lanes and the
      * partial kernel's work-group), times 1 to 8 lanes of splits while that stays within the
      * partial kernel's work-group */
@@ -132,20 +159,30 @@ static long batches_under_cap(fcl_context ctx, const decode_plan *p, long *per_b
 
 /*
  * The key splits of a length bound `bound` (the host length, or L_max for the device forms).
- * B * Hkv * row_blocks work-groups per split; the split count aims at waves work-groups per
- * compute unit (several, so that the last wave's tail is short), but no split gets fewer than
- * split_min keys (its fixed costs: Q, the team merge, the state written and combined) or one
- * batch; split lengths are whole batches. On loop-capped devices a split's batches also stay
- * under the cap (more splits).
+ * B * Hkv * row_blocks work-groups per split. A round is `waves` work-groups per compute unit
+ * (as many as run at once there); the split count is the smallest, from the one that fills a
+ * round on, whose work-groups fill their last round at least 7/8 full (up to 4 times that
+ * count), so that no round runs with idle compute units. No split gets fewer than split_min keys
+ * (its fixed costs: Q, the team merge, the state written and combined) or one batch; split
+ * lengths are whole batches. On loop-capped devices a split's batches also stay under the cap
+ * (more splits).
  */
 static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, decode_plan *p)
 {
     const long batch = p->batch, keys = bound > 0 ? (long)bound : 1;
     const long base = (long)(B * Hkv * p->row_blocks);
-    const long target = (long)ctx->info.compute_units * p->t.waves;
+    const long round = (long)ctx->info.compute_units * p->t.waves;
     const long least = p->t.split_min > batch ? p->t.split_min : batch;
     const long most = (keys + least - 1) / least;
-    long splits = (target + base - 1) / base;
+    const long first = (round + base - 1) / base;
+    long splits = first;
+    for (long n = first; n <= 4 * first; n++) {
+        const long groups = base * n, rounds = (groups + round - 1) / round;
+        if (8 * groups >= 7 * rounds * round) {
+            splits = n;
+            break;
+        }
+    }
     splits = splits < 1 ? 1 : splits > most ? most : splits;
     long split_batches = ((keys + splits - 1) / splits + batch - 1) / batch;
     long per_batch, fixed;
@@ -159,7 +196,7 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
 /* Builds (or finds) the program; while a kernel cannot run its work-group, halves the partial
  * kernel's work-group, else the combine's lanes of splits, else its lanes of dims. */
 static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_resolved *r, int len_device, int mask,
-                              int paged, int wide, decode_plan *p, cl_kernel k[3])
+                              int paged, decode_plan *p, cl_kernel k[3])
 {
     static const char *const names[3] = {"decode_mask_len", "decode_partial", "decode_combine"};
     for (;;) {
@@ -167,14 +204,16 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
         const int n = snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
-                 "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d",
-                 (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, wide,
-                 len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl);
+                 "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d",
+                 (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
+                 len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
+                 p->shuffle, p->stages);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
         for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
-            s = fcl_get_kernel(ctx, sources, 2, opts, names[i], &k[i]);
+            s = p->shuffle ? fcl_get_kernel(ctx, shuffle_sources, 3, opts, names[i], &k[i])
+                           : fcl_get_kernel(ctx, sources, 2, opts, names[i], &k[i]);
         if (s != FCL_SUCCESS)
             return s;
         size_t wg = 0, wc = 0;
@@ -241,15 +280,19 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     if (s != FCL_SUCCESS)
         return s;
     const int64_t B = Q->shape[0], Lq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
-    decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv)};
+    const char *shuffle_env = getenv("FLASHCL_DECODE_SHUFFLE"); /* "0": the portable form on NVIDIA too */
+    decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .dtype = Q->dtype,
+                     .shuffle_ok = ctx->info.nv_cc_major >= 7 && !(shuffle_env && strcmp(shuffle_env, "0") == 0),
+                     .async_ok = ctx->info.nv_cc_major >= 8, .wide = wide_loads(&kv, D),
+                     .local_bytes = ctx->info.local_mem_bytes};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
     reshape(&p);
-    const int len_device = len == -1, wide = wide_loads(&kv, D);
+    const int len_device = len == -1;
     cl_kernel k[3];
     /* on loop-capped devices, smaller batches (then fewer rows) until one batch fits under the cap */
     for (;;) {
-        if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, wide, &p, k)))
+        if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, &p, k)))
             return s;
         long per_batch, fixed;
         if (batches_under_cap(ctx, &p, &per_batch, &fixed) >= 0)

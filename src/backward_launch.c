@@ -93,7 +93,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
 static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
                                   const fcl_backward_mma_tiles *t, backward_variant *v)
 {
-    static const char *const sources[] = {"common", "attention_backward_rows", "mma_nv", "attention_backward_mma"};
+    static const char *const sources[] = {"common", "attention_backward_rows", "warp_nv", "mma_nv", "attention_backward_mma"};
     const fcl_forward_job *f = &job->fwd;
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
                         fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
@@ -104,7 +104,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
              (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, aligned, f->layout,
              f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
     size_t wg[2];
-    fcl_status s = build_kernels(ctx, sources, 4, opts, v->kern, wg);
+    fcl_status s = build_kernels(ctx, sources, 5, opts, v->kern, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 1;

@@ -167,7 +167,7 @@ static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *jo
 static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_mma_tiles *t,
                                  forward_variant *v)
 {
-    static const char *const sources[] = {"common", "attention_forward_rows", "mma_nv", "attention_forward_mma"};
+    static const char *const sources[] = {"common", "attention_forward_rows", "warp_nv", "mma_nv", "attention_forward_mma"};
     const fcl_attn_resolved *r = &job->params;
     char opts[320];
     int n = snprintf(opts, sizeof opts,

@@ -23,22 +23,22 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128; tensor-core
      * backward 64,32,64,32, none past D 128 (registers) (2026-12-01); blocked 64x128 of 8x8 at D 64,
      * 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0}, {32, 32},
-     {64, 32, 64, 32}, {64, 4, 128, 8, 128, 0}},
+     {64, 32, 64, 32}, {32, 4, 128, 4, 128, 0, 3}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0}, {32, 32},
-     {64, 32, 64, 32}, {32, 4, 128, 8, 128, 0}},
+     {64, 32, 64, 32}, {16, 4, 128, 4, 128, 0, 3}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0}, {32, 32},
-     {0, 0, 0, 0}, {16, 4, 128, 8, 128, 0}},
+     {0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0},
-     {32, 4, 128, 4, 128, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0}},
+     {32, 4, 128, 4, 128, 0, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -315,10 +315,10 @@ fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
     fcl_decode_tiles t = entry_for(&ctx->info, head_dim_pad)->decode;
     const char *env = getenv("FLASHCL_DECODE_TILES");
-    int v[6] = {0, 0, 0, t.waves, t.split_min, t.max_regs};
-    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) >= 3 && v[0] > 0 &&
-        v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] >= 0 && v[5] >= 0)
-        t = (fcl_decode_tiles){v[0], v[1], v[2], v[3], v[4], v[5]};
+    int v[7] = {0, 0, 0, t.waves, t.split_min, t.max_regs, t.stages};
+    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) >= 3 &&
+        v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] >= 0 && v[5] >= 0 && v[6] >= 0 && v[6] <= 4)
+        t = (fcl_decode_tiles){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
     int need = 1;
     while (need < rows && need < t.rows)
         need *= 2;

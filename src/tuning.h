@@ -84,6 +84,9 @@ typedef struct fcl_decode_tiles {
     int split_min;    /* fewest keys per split (a split's fixed costs: Q, team merge, state) */
     int max_regs;     /* NVIDIA: registers per work-item of the partial kernel (-cl-nv-maxrregcount);
                        * 0: the compiler's choice */
+    int stages;       /* NVIDIA (compute capability >= 8), team-shuffle form with 16-byte aligned
+                       * rows: key batches in flight through a cp.async ring in local memory (2 to
+                       * 4; fewer while the ring does not fit); 0: K and V read into registers */
 } fcl_decode_tiles;
 
 typedef struct fcl_decode_shape {
@@ -94,8 +97,8 @@ typedef struct fcl_decode_shape {
 } fcl_decode_shape;
 
 /* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
- * device's table entry, FLASHCL_DECODE_TILES="N,R,W[,G[,S[,M]]]" (block_n, rows, wg,
- * waves, split_min, max_regs) if set; rows clamped to the next power of two >= `rows`, wg to the device's
+ * device's table entry, FLASHCL_DECODE_TILES="N,R,W[,G[,S[,M[,A]]]]" (block_n, rows, wg,
+ * waves, split_min, max_regs, stages) if set; rows clamped to the next power of two >= `rows`, wg to the device's
  * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
  * and wg as their shape gives them (teams * keys, team * teams). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);
