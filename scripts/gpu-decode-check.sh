@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh): the decode and backward tests on the GPU (unless
-# SKIP_TESTS=1), the copy bandwidth, then flashcl-bench --op decode and PyTorch
+# SKIP_TESTS=1; the decode tests a second time with FLASHCL_DECODE_SHUFFLE=0, the portable form
+# that NVIDIA GPUs otherwise do not run), the copy bandwidth, then flashcl-bench --op decode and PyTorch
 # scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's
 # shapes, in one run: B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one
-# query row. Output under $OUT (default ./gpu-out): ctest.txt, bench.jsonl, peer.jsonl.
+# query row. Output under $OUT (default ./gpu-out): ctest.txt, ctest-portable.txt, bench.jsonl,
+# peer.jsonl.
 # BS, LENS, REPS narrow the sweep (caches over MAX_CACHE_GB, default 8, are skipped);
-# SWEEP="N,R,W[,G[,S[,M]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl.
+# SWEEP="N,R,W[,G[,S[,M[,A]]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -19,6 +21,8 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   start=$(date +%s)
   ctest --test-dir build --output-on-failure -j4 -R "${CTEST_REGEX:-decode|backward}" > "$out/ctest.txt" 2>&1
   echo "ctest rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest.txt"
+  FLASHCL_DECODE_SHUFFLE=0 ctest --test-dir build --output-on-failure -R decode > "$out/ctest-portable.txt" 2>&1
+  echo "ctest (FLASHCL_DECODE_SHUFFLE=0) rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-portable.txt"
 fi
 
 : > "$out/bench.jsonl"

@@ -23,7 +23,8 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0},
+     {4, 2, 32, 1, 0, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128; tensor-core
      * backward 64,32,64,32, none past D 128 (registers) (2026-12-01); blocked 64x128 of 8x8 at D 64,
@@ -306,11 +307,11 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
     t->wg = sh.team * sh.teams;
 }
 
-/* The table's decode tiles: NVIDIA 128 work-items (8 teams of 16 at D 128), 4 keys per team,
- * 4 rows, 8 waves, splits of at least 128 keys (sm_90 estimate with clang + ptxas: 187
- * registers, no spills; not yet swept on the H200); CPUs one work-item owning every dim, 32
- * keys per batch; llvmpipe small per-work-item state (its compiler's time grows with it) and
- * 32 work-items (its kernels report no more). */
+/* The table's decode tiles: NVIDIA 128 work-items (8 teams of 16 at D 128), 2 keys per team,
+ * 4 rows, rounds of 4 work-groups per compute unit, splits of at least 128 keys, a 3-stage
+ * cp.async ring (H200 sweeps, docs/perf.md v0.8.0-dev; D 64 and 256 by analogy, unmeasured);
+ * CPUs one work-item owning every dim, 32 keys per batch; llvmpipe small per-work-item state
+ * (its compiler's time grows with it) and 32 work-items (its kernels report no more). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
     fcl_decode_tiles t = entry_for(&ctx->info, head_dim_pad)->decode;

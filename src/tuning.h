@@ -80,7 +80,8 @@ typedef struct fcl_decode_tiles {
     int block_n;      /* keys per work-group and batch (teams x keys per team) */
     int rows;         /* most query rows (query heads x positions of one KV head) per work-group */
     int wg;           /* most work-items per work-group */
-    int waves;        /* work-groups to aim for per compute unit when choosing the split count */
+    int waves;        /* work-groups per compute unit in one round (as many as run at once there),
+                       * which the split count fills */
     int split_min;    /* fewest keys per split (a split's fixed costs: Q, team merge, state) */
     int max_regs;     /* NVIDIA: registers per work-item of the partial kernel (-cl-nv-maxrregcount);
                        * 0: the compiler's choice */
