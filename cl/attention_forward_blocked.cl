@@ -85,7 +85,7 @@ BLOCKED_INLINE void fetch_qk(__global const store_t *Q, __global const store_t *
                              int sq, float qscale, long kbase, long k_ss, int j0, int lo, int hi, int d0,
                              int head_dim, int lid, float4 *rq, float4 *rk)
 {
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int l = 0; l < Q_CHUNKS; l++) {
         const int e = lid + l * NT, d = d0 + 4 * (e % (DK / 4));
         const long row = qbase + (long)clamp(i0 + e / (DK / 4), 0, max(sq - 1, 0)) * q_ss;
@@ -93,7 +93,7 @@ BLOCKED_INLINE void fetch_qk(__global const store_t *Q, __global const store_t *
                     ? load_chunk(Q, row + d, d, head_dim) * qscale
                     : (float4)(0.0f);
     }
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int l = 0; l < K_CHUNKS; l++) {
         const int e = lid + l * NT, d = d0 + 4 * (e % (DK / 4)), j = j0 + e / (DK / 4);
         rk[l] = (K_CHUNKS * NT == BLOCK_N * DK / 4 || e < BLOCK_N * DK / 4) && j >= lo && j <= hi && d < head_dim
@@ -114,7 +114,7 @@ BLOCKED_INLINE void fetch_qk(__global const store_t *Q, __global const store_t *
 BLOCKED_INLINE void fetch_v(__global const store_t *V, long vbase, long v_ss, __global const float *mask, long mrow,
                             long mask_ss, int j0, int lo, int hi, int head_dim, int lid, float4 *rv)
 {
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int l = 0; l < V_CHUNKS; l++) {
         const int e = lid + l * NT, d = 4 * (e % (HEAD_DIM_PAD / 4)), j = j0 + e / (HEAD_DIM_PAD / 4);
         rv[l] = (V_CHUNKS * NT == NK * HEAD_DIM_PAD / 4 || e < NK * HEAD_DIM_PAD / 4) && j >= lo && j <= hi &&
@@ -150,11 +150,11 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
     float acc[WM][OC], m[WM], l[WM]; /* l: this work-item's share of the row sum */
     float4 rq[Q_CHUNKS], rk[K_CHUNKS], rv[V_CHUNKS];
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int i = 0; i < WM; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int c = 0; c < OC; c++)
             acc[i][c] = 0.0f;
     }
@@ -169,7 +169,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         fetch_qk(Q, K, qbase, q_ss, i0, sq, qscale, kbase, k_ss, j_first, g_lo, g_hi, 0, head_dim, lid, rq, rk);
     barrier(CLK_LOCAL_MEM_FENCE); /* Rlo, Rhi */
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this work-item's rows see */
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int i = 0; i < WM; i++) {
         lo_max = max(lo_max, Rlo[ROW_OF(i, ty)]);
         hi_min = min(hi_min, Rhi[ROW_OF(i, ty)]);
@@ -178,14 +178,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     for (int tile = 0; tile < n_tiles; tile++) {
         const int j0 = j_first + tile * BLOCK_N;
         float s[WM][WN];
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int i = 0; i < WM; i++)
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int c = 0; c < WN; c++)
                 s[i][c] = 0.0f;
         for (int d0 = 0; d0 < HEAD_DIM_PAD; d0 += DK) {
             barrier(CLK_LOCAL_MEM_FENCE); /* the staging array is free */
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int l = 0; l < Q_CHUNKS; l++) {
                 const int e = lid + l * NT, r = e / (DK / 4), k = 4 * (e % (DK / 4));
                 if (Q_CHUNKS * NT == BLOCK_M * DK / 4 || e < BLOCK_M * DK / 4) {
@@ -195,7 +195,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                     qs[(k + 3) * QS_ROW * VW + r] = rq[l].s3;
                 }
             }
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int l = 0; l < K_CHUNKS; l++) {
                 const int e = lid + l * NT, n = e / (DK / 4), k = 4 * (e % (DK / 4));
                 if (K_CHUNKS * NT == BLOCK_N * DK / 4 || e < BLOCK_N * DK / 4) {
@@ -210,18 +210,18 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 fetch_qk(Q, K, qbase, q_ss, i0, sq, qscale, kbase, k_ss, j0, g_lo, g_hi, d0 + DK, head_dim, lid, rq, rk);
             else
                 fetch_v(V, vbase, v_ss, mask, mrow, mask_ss, j0, g_lo, g_hi, head_dim, lid, rv);
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int k = 0; k < DK; k++) {
                 vec_u a[WM / VW], kb[WN / VW];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int i = 0; i < WM / VW; i++)
                     a[i].v = q_rows[k * QS_ROW + i * TY];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int c = 0; c < WN / VW; c++)
                     kb[c].v = k_cols[k * KS_ROW + c * TX];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int i = 0; i < WM; i++)
-                    #pragma unroll
+                    FCL_UNROLL_LOOP
                     for (int c = 0; c < WN; c++)
                         s[i][c] = fma(a[i / VW].s[i % VW], kb[c / VW].s[c % VW], s[i][c]);
             }
@@ -231,12 +231,12 @@ void attention_forward(FORWARD_KERNEL_ARGS)
          * partial row maxima meet the TX - 1 others of its rows in the staging array. */
         const bool whole = !HAS_MASK && j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min;
         vec_u pmax[WM / VW];
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int i = 0; i < WM; i++) {
             const int row = ROW_OF(i, ty);
             const int pos = i0 + row + shift; /* the row's absolute position */
             float tmax = -INFINITY;
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int c = 0; c < WN; c++) {
                 const int j = j0 + COL_OF(c, tx);
                 float x = fcl_logit(s[i][c], softcap, slope, (float)abs(pos - j));
@@ -248,44 +248,44 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             pmax[i / VW].s[i % VW] = tmax;
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* the last K slice is consumed */
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int i = 0; i < WM / VW; i++)
             stage[tx * RED_ROW + i * TY + ty] = pmax[i].v;
         barrier(CLK_LOCAL_MEM_FENCE);
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int t = 0; t < TX; t++)
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int i = 0; i < WM / VW; i++) {
                 vec_u o;
                 o.v = red_rows[t * RED_ROW + i * TY];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int u = 0; u < VW; u++)
                     pmax[i].s[u] = fmax(pmax[i].s[u], o.s[u]);
             }
         /* A tile with no visible key leaves the row unchanged (alpha 1, p 0). */
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int i = 0; i < WM; i++) {
             const float m_new = fmax(m[i], pmax[i / VW].s[i % VW]);
             const float alpha = m_new == -INFINITY ? 1.0f : exp2(m[i] - m_new);
             m[i] = m_new;
             float sum = 0.0f;
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int c = 0; c < WN; c++) {
                 const float pn = m_new == -INFINITY ? 0.0f : exp2(s[i][c] - m_new);
                 s[i][c] = pn;
                 sum += pn;
             }
             l[i] = l[i] * alpha + sum;
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int c = 0; c < OC; c++)
                 acc[i][c] *= alpha;
         }
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int c = 0; c < WN; c++)
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int i = 0; i < WM / VW; i++) {
                 vec_u o;
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int u = 0; u < VW; u++)
                     o.s[u] = s[i * VW + u][c];
                 p_rows[COL_OF(c, tx) * PS_ROW + i * TY] = o.v;
@@ -293,7 +293,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
         for (int n0 = 0; n0 < BLOCK_N; n0 += NK) {
             barrier(CLK_LOCAL_MEM_FENCE); /* the staging array is free; Ps is written */
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int l = 0; l < V_CHUNKS; l++) {
                 const int e = lid + l * NT;
                 if (V_CHUNKS * NT == NK * HEAD_DIM_PAD / 4 || e < NK * HEAD_DIM_PAD / 4)
@@ -306,18 +306,18 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 fetch_qk(Q, K, qbase, q_ss, i0, sq, qscale, kbase, k_ss, j0 + BLOCK_N, g_lo, g_hi, 0, head_dim, lid, rq,
                          rk);
             __local const floatv *const p_slice = p_rows + n0 * PS_ROW;
-            #pragma unroll
+            FCL_UNROLL_LOOP
             for (int n = 0; n < NK; n++) {
                 vec_u p[WM / VW], v[OC / VW];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int i = 0; i < WM / VW; i++)
                     p[i].v = p_slice[n * PS_ROW + i * TY];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int c = 0; c < OC / VW; c++)
                     v[c].v = v_cols[n * VS_ROW + c * TX];
-                #pragma unroll
+                FCL_UNROLL_LOOP
                 for (int i = 0; i < WM; i++)
-                    #pragma unroll
+                    FCL_UNROLL_LOOP
                     for (int c = 0; c < OC; c++)
                         acc[i][c] = fma(p[i / VW].s[i % VW], v[c / VW].s[c % VW], acc[i][c]);
             }
@@ -328,19 +328,19 @@ void attention_forward(FORWARD_KERNEL_ARGS)
      * are normalised in registers and stored; a row that saw no key writes O = 0 and
      * LSE = -inf. */
     barrier(CLK_LOCAL_MEM_FENCE);
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int i = 0; i < WM / VW; i++) {
         vec_u o;
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int u = 0; u < VW; u++)
             o.s[u] = l[i * VW + u];
         stage[tx * RED_ROW + i * TY + ty] = o.v;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    #pragma unroll
+    FCL_UNROLL_LOOP
     for (int i = 0; i < WM; i++) {
         float lsum = 0.0f;
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int t = 0; t < TX; t++)
             lsum += ((__local float *)stage)[t * RED_ROW * VW + ROW_OF(i, ty)];
         const int row = ROW_OF(i, ty), r = i0 + row;
@@ -348,7 +348,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             continue;
         const float inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
         const long orow = oo + b * o_sb + (long)r * o_ss + h * o_sh;
-        #pragma unroll
+        FCL_UNROLL_LOOP
         for (int c = 0; c < OC; c++) {
             const int d = COL_OF(c, tx);
             if (d < head_dim)

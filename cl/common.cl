@@ -3,10 +3,19 @@
  * (0 = f32, 1 = f16, 2 = bf16). F16 goes through vload_half/vstore_half_rte and BF16 through
  * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float. LOAD4 reads 4
  * consecutive elements into a float4 (the address needs only the element's alignment). With
- * -D VW, the register-blocked kernels' vector types floatv and vec_u.
+ * -D VW, the register-blocked kernels' vector types floatv and vec_u. FCL_UNROLL_LOOP before a
+ * loop over private arrays unrolls it fully on GPUs (the host sets -DFCL_UNROLL=1 there), so the
+ * arrays stay in registers; elsewhere the compiler's own heuristics decide (forced unrolling made
+ * PoCL take 4x as long to compile the blocked kernel).
  */
 #ifndef FCL_DTYPE
 #error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
+#endif
+
+#if FCL_UNROLL
+#define FCL_UNROLL_LOOP _Pragma("unroll")
+#else
+#define FCL_UNROLL_LOOP
 #endif
 
 #if FCL_DTYPE == 0

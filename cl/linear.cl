@@ -106,7 +106,7 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
 inline void gemm_fetch_a(__global const store_t *A, const long a_off, const long a_sm, const long a_sk,
                          const int M, const int K, const int m0, const int k0, const int t, float *r)
 {
-#pragma unroll
+FCL_UNROLL_LOOP
     for (int l = 0; l < A_LOADS; l++) {
         const int e = t + l * NT;
 #if A_K1
@@ -126,7 +126,7 @@ inline void gemm_fetch_b(__global const w_t *B, __global const float *scale, con
                          const long b_sn, const long s_off, const long s_s, const int N, const int K, const int n0,
                          const int k0, const int t, float *r)
 {
-#pragma unroll
+FCL_UNROLL_LOOP
     for (int l = 0; l < B_LOADS; l++) {
         const int e = t + l * NT;
 #if B_K1
@@ -158,16 +158,16 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
     const int tn = get_local_id(0), tm = get_local_id(1), t = tm * DIM_N + tn;
     const int n0 = get_group_id(0) * TN, m0 = get_group_id(1) * TM;
     float acc[WM][WN], ra[A_LOADS], rb[B_LOADS];
-#pragma unroll
+FCL_UNROLL_LOOP
     for (int i = 0; i < WM; i++)
-#pragma unroll
+FCL_UNROLL_LOOP
         for (int j = 0; j < WN; j++)
             acc[i][j] = 0.0f;
     gemm_fetch_a(A, a_off, a_sm, a_sk, M, K, m0, 0, t, ra);
     gemm_fetch_b(B, scale, b_off, b_sk, b_sn, s_off, s_s, N, K, n0, 0, t, rb);
     for (int k0 = 0; k0 < K; k0 += TK) {
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice is consumed */
-#pragma unroll
+FCL_UNROLL_LOOP
         for (int l = 0; l < A_LOADS; l++) {
             const int e = t + l * NT;
 #if A_K1
@@ -178,7 +178,7 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
             if (A_LOADS * NT == TM * TK || e < TM * TK)
                 as[k * AS_ROW + m] = ra[l];
         }
-#pragma unroll
+FCL_UNROLL_LOOP
         for (int l = 0; l < B_LOADS; l++) {
             const int e = t + l * NT;
 #if B_K1
@@ -194,25 +194,25 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
             gemm_fetch_a(A, a_off, a_sm, a_sk, M, K, m0, k0 + TK, t, ra);
             gemm_fetch_b(B, scale, b_off, b_sk, b_sn, s_off, s_s, N, K, n0, k0 + TK, t, rb);
         }
-#pragma unroll
+FCL_UNROLL_LOOP
         for (int k = 0; k < TK; k++) {
             vec_u a[WM / VW], b[WN / VW];
-#pragma unroll
+FCL_UNROLL_LOOP
             for (int i = 0; i < WM / VW; i++)
                 a[i].v = As[k][i * DIM_M + tm];
-#pragma unroll
+FCL_UNROLL_LOOP
             for (int j = 0; j < WN / VW; j++)
                 b[j].v = Bs[k][j * DIM_N + tn];
-#pragma unroll
+FCL_UNROLL_LOOP
             for (int i = 0; i < WM; i++)
-#pragma unroll
+FCL_UNROLL_LOOP
                 for (int j = 0; j < WN; j++)
                     acc[i][j] = fma(a[i / VW].s[i % VW], b[j / VW].s[j % VW], acc[i][j]);
         }
     }
     /* epilogue: per column the I8 row scale and the bias, then the stores inside M x N */
     float post_mul[WN], post_add[WN];
-#pragma unroll
+FCL_UNROLL_LOOP
     for (int j = 0; j < WN; j++) {
         const int n = n0 + ((j / VW) * DIM_N + tn) * VW + j % VW;
         post_mul[j] = 1.0f;
@@ -226,12 +226,12 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
 #endif
         }
     }
-#pragma unroll
+FCL_UNROLL_LOOP
     for (int i = 0; i < WM; i++) {
         const int m = m0 + ((i / VW) * DIM_M + tm) * VW + i % VW;
         if (m >= M)
             continue;
-#pragma unroll
+FCL_UNROLL_LOOP
         for (int j = 0; j < WN; j++) {
             const int n = n0 + ((j / VW) * DIM_N + tn) * VW + j % VW;
             if (n >= N)

@@ -127,17 +127,35 @@ static void store_to_disk(fcl_context ctx, cl_program prog, const uint8_t key[32
     free(bin);
 }
 
-static fcl_status build_program(fcl_context ctx, const char *const *names, int n, const char *options,
+/* The caller's options plus the device-wide ones: -DFCL_UNROLL=1 on GPUs (loops over private
+ * arrays fully unrolled, see cl/common.cl), 0 elsewhere. NULL when out of memory. */
+static char *device_options(fcl_context ctx, const char *options)
+{
+    static const char gpu[] = " -DFCL_UNROLL=1", other[] = " -DFCL_UNROLL=0";
+    const char *add = ctx->info.type == FCL_DEVICE_GPU ? gpu : other;
+    char *full = malloc(strlen(options) + strlen(add) + 1);
+    if (full) {
+        strcpy(full, options);
+        strcat(full, add);
+    }
+    return full;
+}
+
+static fcl_status build_program(fcl_context ctx, const char *const *names, int n, const char *caller_options,
                                 cl_program *out)
 {
-    char *source = join_sources(names, n);
-    if (!source)
+    char *options = device_options(ctx, caller_options);
+    char *source = options ? join_sources(names, n) : NULL;
+    if (!source) {
+        free(options);
         return fcl_fail(ctx, FCL_ERR_OUT_OF_MEMORY, "kernel source %s missing or out of memory", names[n - 1]);
+    }
     uint8_t key[32];
     disk_key(ctx, source, options, key);
     cl_program prog = ctx->cache_dir ? load_from_disk(ctx, key, options) : NULL;
     if (prog) {
         free(source);
+        free(options);
         *out = prog;
         return FCL_SUCCESS;
     }
@@ -145,14 +163,18 @@ static fcl_status build_program(fcl_context ctx, const char *const *names, int n
     const char *text = source;
     prog = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL, &err);
     free(source);
-    if (err != CL_SUCCESS)
+    if (err != CL_SUCCESS) {
+        free(options);
         return fcl_fail_cl(ctx, err, "clCreateProgramWithSource");
+    }
     err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     if (err != CL_SUCCESS) {
         fcl_status s = build_failure(ctx, prog, err, options);
         clReleaseProgram(prog);
+        free(options);
         return s;
     }
+    free(options);
     ctx->stats.compiles++;
     if (ctx->cache_dir)
         store_to_disk(ctx, prog, key);
