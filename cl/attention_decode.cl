@@ -74,8 +74,8 @@
 #define PART_LD (HEAD_DIM_PAD + 8)         /* one split state: acc[HEAD_DIM_PAD], m, l; 32-byte rows */
 #define C_PER (HEAD_DIM_PAD / 4 / COMBINE_DL) /* decode_combine: float4s of dims per dim lane */
 #define C_WG (COMBINE_DL * COMBINE_LANES)     /* decode_combine's work-group */
-#if TEAM > 1 /* GPU shape: short loops over private arrays unrolled, so the arrays stay in registers */
-#define UNROLL _Pragma("unroll")
+#if TEAM > 1 /* GPU shape: short loops over private arrays, unrolled on GPUs (FCL_UNROLL_LOOP) */
+#define UNROLL FCL_UNROLL_LOOP
 #else        /* CPU shape: long loops, left to the compiler's vectoriser */
 #define UNROLL
 #endif
@@ -198,15 +198,12 @@ inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq,
                           __global const float *alibi, long alibi_off, long alibi_sb, long alibi_sh)
 {
     const int rr = min(row, n_rows - 1), p = p_first + rr % lq;
-#if HAS_SOFTCAP
-    x = softcap * tanh(x / softcap);
-#endif
-#if HAS_LOGIT_MODS
-    x *= FCL_LOG2E;
-#endif
 #if HAS_ALIBI
-    x -= alibi[alibi_off + b * alibi_sb + (hk * group + rr / lq) * alibi_sh] * FCL_LOG2E * (float)(p - j);
+    const float slope2 = alibi[alibi_off + b * alibi_sb + (hk * group + rr / lq) * alibi_sh] * FCL_LOG2E;
+#else
+    const float slope2 = 0.0f;
 #endif
+    x = fcl_logit(x, softcap, slope2, (float)(p - j));
     bool visible = row < n_rows && j <= j_hi && j <= p && (window_left < 0 || j >= p - window_left);
 #if HAS_MASK
     visible = visible && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;

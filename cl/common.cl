@@ -72,9 +72,8 @@ typedef union {
 /* A score, already scaled, as the softmax's logit where logit mods apply (HAS_LOGIT_MODS; else
  * log2(e) is folded into the scale and x is returned as it is): soft-capped (HAS_SOFTCAP), in
  * log2 units, minus slope2 * dist (HAS_ALIBI; slope2 the head's slope in log2 units, dist the
- * query-key distance). The forward kernels transform their scores through this; decode_logit
- * (attention_decode.cl) keeps the same three steps inline: routed through here, that kernel
- * compiled to different code (clang/nvptx), and its tuned figures stand for the code it has. */
+ * query-key distance). The forward kernels and decode_logit (attention_decode.cl) transform
+ * their scores through this. */
 inline float fcl_logit(float x, float softcap, float slope2, float dist)
 {
 #if HAS_SOFTCAP

@@ -12,8 +12,6 @@
 #include <string.h>
 
 static const char *const op = "fcl_attention_decode";
-static const char *const sources[] = {"common", "attention_decode"};
-static const char *const shuffle_sources[] = {"common", "warp_nv", "attention_decode"};
 
 /* The length form: exactly one of len >= 0, lens, mask. */
 static fcl_status check_length(fcl_context ctx, int64_t B, const fcl_kv_view *kv, int64_t len, fcl_tensor lens,
@@ -96,11 +94,10 @@ typedef struct decode_plan {
     int combine_lanes;  /* decode_combine: lanes of splits ... */
     int combine_dl;     /* ... times lanes of dims (float4s; divides hdp / 4) */
     fcl_dtype dtype;
-    int shuffle_ok;     /* the device takes the team-shuffle form (NVIDIA, compute capability >= 7) */
-    int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
-    int async_ok;       /* the device has cp.async (NVIDIA, compute capability >= 8) */
     int wide;           /* K and V rows are read as aligned 16-byte chunks (WIDE) */
-    uint64_t local_bytes; /* the device's local memory per work-group */
+    int shuffle_ok;     /* the team-shuffle form is wanted (NVIDIA compute capability >= 7, not
+                         * FLASHCL_DECODE_SHUFFLE=0) */
+    int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
     int stages;         /* ASYNC_STAGES: batches in the cp.async ring (0: none) */
 } decode_plan;
 
@@ -109,9 +106,10 @@ static int power_of_two(int x)
     return x > 0 && (x & (x - 1)) == 0;
 }
 
-/* The shape, work-group size and batch of the plan's tiles, its row blocks, and whether the
- * team-shuffle form applies (teams of 2 to 32 lanes inside warps, every row's keys in one team). */
-static void reshape(decode_plan *p)
+/* The shape, work-group size and batch of the plan's tiles, its row blocks, whether the
+ * team-shuffle form applies (teams of 2 to 32 lanes inside warps, every row's keys in one team),
+ * and the cp.async stages that fit the device's local memory (compute capability >= 8). */
+static void reshape(fcl_context ctx, decode_plan *p)
 {
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
     p->wg = p->s.team * p->s.teams;
@@ -123,8 +121,8 @@ static void reshape(decode_plan *p)
      * the other local arrays (counted as the portable form's: more than this form's) */
     const uint64_t stage_bytes = (uint64_t)p->s.keys * 2 * (uint64_t)(p->hdp / 8) * 16 * (p->dtype == FCL_F32 ? 2 : 1);
     const uint64_t other = (uint64_t)fcl_decode_local_floats(&p->t, p->hdp) * 4 + 256;
-    p->stages = p->shuffle && p->async_ok && p->wide ? (p->t.stages > 4 ? 4 : p->t.stages) : 0;
-    while (p->stages >= 2 && other + p->stages * stage_bytes * (uint64_t)p->s.teams > p->local_bytes)
+    p->stages = p->shuffle && ctx->info.nv_cc_major >= 8 && p->wide ? p->t.stages : 0;
+    while (p->stages >= 2 && other + p->stages * stage_bytes * (uint64_t)p->s.teams > ctx->info.local_mem_bytes)
         p->stages--;
     if (p->stages < 2)
         p->stages = 0;
@@ -199,6 +197,8 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
                               int paged, decode_plan *p, cl_kernel k[3])
 {
     static const char *const names[3] = {"decode_mask_len", "decode_partial", "decode_combine"};
+    static const char *const portable_sources[] = {"common", "attention_decode"};
+    static const char *const shuffle_sources[] = {"common", "warp_nv", "attention_decode"};
     for (;;) {
         char opts[360];
         const int n = snprintf(opts, sizeof opts,
@@ -212,8 +212,8 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
         for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
-            s = p->shuffle ? fcl_get_kernel(ctx, shuffle_sources, 3, opts, names[i], &k[i])
-                           : fcl_get_kernel(ctx, sources, 2, opts, names[i], &k[i]);
+            s = fcl_get_kernel(ctx, p->shuffle ? shuffle_sources : portable_sources, p->shuffle ? 3 : 2, opts,
+                               names[i], &k[i]);
         if (s != FCL_SUCCESS)
             return s;
         size_t wg = 0, wc = 0;
@@ -226,7 +226,7 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
             return FCL_SUCCESS;
         if (wg < (size_t)p->wg && p->wg > 1) {
             p->t.wg = p->wg / 2;
-            reshape(p);
+            reshape(ctx, p);
         } else if (wc < (size_t)(p->combine_dl * p->combine_lanes) && p->combine_lanes > 1) {
             p->combine_lanes /= 2;
         } else if (wc < (size_t)p->combine_dl && p->combine_dl % 2 == 0) {
@@ -283,11 +283,10 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     const char *shuffle_env = getenv("FLASHCL_DECODE_SHUFFLE"); /* "0": the portable form on NVIDIA too */
     decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .dtype = Q->dtype,
                      .shuffle_ok = ctx->info.nv_cc_major >= 7 && !(shuffle_env && strcmp(shuffle_env, "0") == 0),
-                     .async_ok = ctx->info.nv_cc_major >= 8, .wide = wide_loads(&kv, D),
-                     .local_bytes = ctx->info.local_mem_bytes};
+                     .wide = wide_loads(&kv, D)};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
-    reshape(&p);
+    reshape(ctx, &p);
     const int len_device = len == -1;
     cl_kernel k[3];
     /* on loop-capped devices, smaller batches (then fewer rows) until one batch fits under the cap */
@@ -303,7 +302,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             p.t.block_n = p.batch / 2;
         else
             p.t.rows /= 2;
-        reshape(&p);
+        reshape(ctx, &p);
     }
     plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p);
     const long limit = fcl_device_loop_limit(ctx);
