@@ -38,8 +38,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     __local int lo_s[BLOCK_M], hi_s[BLOCK_M];
 #endif
     const int lid = get_local_id(0);
-    const int j0 = get_group_id(0) * BLOCK_N, j = j0 + lid;
-    const int hk = get_global_id(1), b = get_global_id(2);
+    int key_block, hk, b; /* earlier key blocks are seen by more rows (causal): they start first */
+    fcl_group_order(0, &key_block, &hk, &b);
+    const int j0 = key_block * BLOCK_N, j = j0 + lid;
     const int Hq = get_global_size(1) * group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
@@ -150,8 +151,9 @@ void attention_backward_dq(BACKWARD_ARGS)
     __local float Ms[BLOCK_N];
 #endif
     const int lid = get_local_id(0);
-    const int i0 = get_group_id(0) * BLOCK_M, i = i0 + lid;
-    const int h = get_global_id(1), b = get_global_id(2), hk = h / group;
+    int row_block, h, b; /* later row blocks see more keys (causal): they start first */
+    fcl_group_order(1, &row_block, &h, &b);
+    const int i0 = row_block * BLOCK_M, i = i0 + lid, hk = h / group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq, p = i + shift;
     const int i_last = min(i0 + BLOCK_M, r.sq) - 1;

@@ -197,8 +197,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     __global const ushort *dOu = (__global const ushort *)dO;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int j0 = get_group_id(0) * DKDV_BLOCK_N;
-    const int hk = get_global_id(1), b = get_global_id(2);
+    int key_block, hk, b; /* earlier key blocks are seen by more rows (causal): they start first */
+    fcl_group_order(0, &key_block, &hk, &b);
+    const int j0 = key_block * DKDV_BLOCK_N;
     const int Hq = get_global_size(1) * group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
@@ -317,8 +318,9 @@ void attention_backward_dq(BACKWARD_ARGS)
     __global const ushort *Vu = (__global const ushort *)V;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int i0 = get_group_id(0) * DQ_BLOCK_M, iw = i0 + warp * 16;
-    const int h = get_global_id(1), b = get_global_id(2), hk = h / group;
+    int row_block, h, b; /* later row blocks see more keys (causal): they start first */
+    fcl_group_order(1, &row_block, &h, &b);
+    const int i0 = row_block * DQ_BLOCK_M, iw = i0 + warp * 16, hk = h / group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq;
     const int i_last = min(i0 + DQ_BLOCK_M, r.sq) - 1;

@@ -58,9 +58,9 @@
  * sequence b, its sequence's view (FORWARD_SEQUENCE_SETUP), and the keys [g_lo, g_hi] its
  * rows may see. */
 #define FORWARD_GROUP_SETUP                                                                              \
-    const int i0 = get_group_id(0) * BLOCK_M;                                                            \
-    const int h = get_global_id(1);                                                                      \
-    const int b = get_global_id(2);                                                                      \
+    int row_block, h, b; /* later row blocks see more keys (causal): they start first */            \
+    fcl_group_order(1, &row_block, &h, &b);                                                              \
+    const int i0 = row_block * BLOCK_M;                                                                  \
     const int hk = h / group;                                                                            \
     FORWARD_SEQUENCE_SETUP                                                                               \
     const int shift = sk - sq; /* query i sits at absolute position i + shift */                        \

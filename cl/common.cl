@@ -6,7 +6,9 @@
  * -D VW, the register-blocked kernels' vector types floatv and vec_u. FCL_UNROLL_LOOP before a
  * loop over private arrays unrolls it fully on GPUs (the host sets -DFCL_UNROLL=1 there), so the
  * arrays stay in registers; elsewhere the compiler's own heuristics decide (forced unrolling made
- * PoCL take 4x as long to compile the blocked kernel).
+ * PoCL take 4x as long to compile the blocked kernel). fcl_group_order hands out the attention
+ * kernels' work-groups heaviest first (FCL_ROUND_GROUPS, from the host: about two rounds of the
+ * device's work-groups).
  */
 #ifndef FCL_DTYPE
 #error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
@@ -86,4 +88,23 @@ inline float fcl_logit(float x, float softcap, float slope2, float dist)
     x -= slope2 * dist;
 #endif
     return x;
+}
+
+/* This work-group's block (along grid x), y and z, for a grid of (blocks x work-group size, y, z)
+ * whose work grows along x (last_heavy: the last block is the heaviest; else the first):
+ * groups are handed out heaviest first in chunks of about FCL_ROUND_GROUPS groups, whole (y, z)
+ * pairs each, inside a chunk the heaviest block of every pair first. Under causal masking the
+ * groups that start last are then light, so the device's last round ends together; the chunks
+ * keep the pairs (heads) whose K and V are read at one time few. */
+inline void fcl_group_order(int last_heavy, int *block, int *y, int *z)
+{
+    const int nx = get_num_groups(0), ny = get_num_groups(1), pairs = ny * get_num_groups(2);
+    const int g = get_group_id(0) + nx * (get_group_id(1) + ny * get_group_id(2));
+    const int chunk = clamp(FCL_ROUND_GROUPS / nx, 1, pairs);
+    const int c = g / (chunk * nx), r = g - c * chunk * nx;
+    const int width = min(chunk, pairs - c * chunk); /* the pairs of this chunk */
+    const int pair = c * chunk + r % width, rank = r / width;
+    *block = last_heavy ? nx - 1 - rank : rank;
+    *y = pair % ny;
+    *z = pair / ny;
 }

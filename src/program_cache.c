@@ -131,8 +131,11 @@ static void store_to_disk(fcl_context ctx, cl_program prog, const uint8_t key[32
  * arrays fully unrolled, see cl/common.cl), 0 elsewhere. NULL when out of memory. */
 static char *device_options(fcl_context ctx, const char *options)
 {
-    static const char gpu[] = " -DFCL_UNROLL=1", other[] = " -DFCL_UNROLL=0";
-    const char *add = ctx->info.type == FCL_DEVICE_GPU ? gpu : other;
+    /* FCL_UNROLL: forced unrolling on GPUs only; FCL_ROUND_GROUPS: about two rounds of
+     * work-groups (two per compute unit each), for kernels that order their groups */
+    char add[64];
+    snprintf(add, sizeof add, " -DFCL_UNROLL=%d -DFCL_ROUND_GROUPS=%u", ctx->info.type == FCL_DEVICE_GPU,
+             4 * (ctx->info.compute_units > 0 ? ctx->info.compute_units : 1));
     char *full = malloc(strlen(options) + strlen(add) + 1);
     if (full) {
         strcpy(full, options);
