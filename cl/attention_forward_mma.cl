@@ -19,7 +19,8 @@
  * devices without a loop cap, with key_lo .. key_hi the whole key range.
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); BLOCK_M, BLOCK_N
- * (multiples of 16), M_TILES; ASYNC_COPY; HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * (multiples of 16), M_TILES; ASYNC_COPY; PAIRS (head_dim even and every Q and O row 4-byte
+ * aligned: two elements per load and store); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
 #define NWARPS (BLOCK_M / (16 * M_TILES))
@@ -110,9 +111,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 #pragma unroll
                 for (int hf = 0; hf < 2; hf++) {
                     const int d = ks * 16 + hf * 8 + 2 * t;
+#if PAIRS /* d even, head_dim even: both or neither */
+                    const uint pair = sq > 0 && d < head_dim ? *(__global const uint *)(Qu + qrow + d) : 0u;
+#else
                     const uint lo = sq > 0 && d < head_dim ? Qu[qrow + d] : 0u;
                     const uint hi = sq > 0 && d + 1 < head_dim ? Qu[qrow + d + 1] : 0u;
-                    qf[mt][ks][hr + 2 * hf] = (lo | hi << 16) ^ q_sign;
+                    const uint pair = lo | hi << 16;
+#endif
+                    qf[mt][ks][hr + 2 * hf] = pair ^ q_sign;
                 }
             m[mt][hr] = -INFINITY;
             l[mt][hr] = 0.0f; /* this lane's share of the row sum; the quad's total at the end */
@@ -260,13 +266,20 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             const float inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
             const long orow = oo + b * o_sb + (long)i * o_ss + h * o_sh;
             #pragma unroll
-            for (int nt = 0; nt < NT_O; nt++)
-                #pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int d = nt * 8 + 2 * t + c;
-                    if (d < head_dim)
-                        STORE(O, orow + d, lsum > 0.0f ? acc[mt][nt][2 * hr + c] * inv_l : 0.0f);
-                }
+            for (int nt = 0; nt < NT_O; nt++) {
+                const int d = nt * 8 + 2 * t;
+                const float o0 = lsum > 0.0f ? acc[mt][nt][2 * hr] * inv_l : 0.0f;
+                const float o1 = lsum > 0.0f ? acc[mt][nt][2 * hr + 1] * inv_l : 0.0f;
+#if PAIRS /* one 4-byte store of both, rounded as STORE rounds */
+                if (d < head_dim)
+                    *(__global uint *)((__global ushort *)O + orow + d) = pack_pair(o0, o1);
+#else
+                if (d < head_dim)
+                    STORE(O, orow + d, o0);
+                if (d + 1 < head_dim)
+                    STORE(O, orow + d + 1, o1);
+#endif
+            }
             if (write_lse && t == 0)
                 LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
                     lsum > 0.0f ? (m[mt][hr] + log2(lsum)) * FCL_LN2 : -INFINITY;
