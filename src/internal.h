@@ -22,12 +22,13 @@ enum {
     FCL_SCRATCH_SLOTS
 };
 
-/* One tuned-tiles entry (src/tuned.c): kernel name, padded head dim, values. */
+/* One tuned-tiles entry (src/tuned.c): kernel name, padded head dim, values (as many as
+ * fcl_tuned_value_count gives the kernel; the rest 0). */
 #define FCL_TUNED_MAX 64
 typedef struct fcl_tuned_entry {
     char kernel[16];
     int head_dim_pad;
-    int values[4];
+    int values[FCL_TUNING_MAX_VALUES];
 } fcl_tuned_entry;
 
 struct fcl_context_s {

@@ -59,6 +59,29 @@ static void tuned_key(fcl_context ctx, uint8_t key[32])
     fcl_sha256_final(&s, key);
 }
 
+/* The entry of one line "<kernel> <head_dim_pad> <values...>" into *e: 1 when the line has
+ * exactly the kernel's count of values and they are valid, else 0 (comments, other kernels'
+ * counts, bad values, trailing text). */
+static int parse_line(const char *line, fcl_tuned_entry *e)
+{
+    int pos = 0;
+    memset(e, 0, sizeof *e);
+    if (line[0] == '#' || sscanf(line, "%15s %d%n", e->kernel, &e->head_dim_pad, &pos) != 2)
+        return 0;
+    const int want = fcl_tuned_value_count(e->kernel);
+    if (want == 0 || e->head_dim_pad != fcl_pad_head_dim(e->head_dim_pad) || e->head_dim_pad > FCL_MAX_HEAD_DIM)
+        return 0;
+    for (int k = 0; k < want; k++) {
+        int used = 0;
+        if (sscanf(line + pos, "%d%n", &e->values[k], &used) != 1)
+            return 0;
+        pos += used;
+    }
+    while (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r')
+        pos++;
+    return line[pos] == '\0' && fcl_tuned_values_valid(e->kernel, e->values);
+}
+
 static void parse(fcl_context ctx, const char *text, size_t len)
 {
     ctx->n_tuned = 0;
@@ -72,14 +95,9 @@ static void parse(fcl_context ctx, const char *text, size_t len)
         memcpy(line, text + i, n);
         line[n] = '\0';
         i = j + 1;
-        fcl_tuned_entry e = {{0}, 0, {0, 0, 0, 0}};
-        const int got = sscanf(line, "%15s %d %d %d %d %d", e.kernel, &e.head_dim_pad, &e.values[0], &e.values[1],
-                               &e.values[2], &e.values[3]);
-        const int want = fcl_tuned_value_count(e.kernel);
-        if (line[0] == '#' || want == 0 || got != 2 + want || e.head_dim_pad != fcl_pad_head_dim(e.head_dim_pad) ||
-            e.head_dim_pad > FCL_MAX_HEAD_DIM || !fcl_tuned_values_valid(e.kernel, e.values))
-            continue;
-        ctx->tuned[ctx->n_tuned++] = e;
+        fcl_tuned_entry e;
+        if (parse_line(line, &e))
+            ctx->tuned[ctx->n_tuned++] = e;
     }
 }
 
@@ -107,6 +125,21 @@ int fcl_tuned_find(fcl_context ctx, const char *kernel, int head_dim_pad, int *v
     return 0;
 }
 
+/* "a,b,c" of n values into buf. */
+static void values_text(const int *v, int n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < len; i++) {
+        const int w = snprintf(buf + at, len - at, i ? ",%d" : "%d", v[i]);
+        at += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* Longest line of the entry text: the longest kernel name, the head dim and every value at its
+ * widest (11 characters each), spaces and the newline. */
+#define LINE_CHARS (16 + 12 * (1 + FCL_TUNING_MAX_VALUES) + 1)
+
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values)
 {
     if (!ctx || !kernel || !values)
@@ -114,19 +147,21 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
                         !ctx ? "ctx" : !kernel ? "kernel" : "values");
     const int want = fcl_tuned_value_count(kernel);
     if (want == 0)
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, forward_blocked, forward_mma, backward_mma)",
-                        kernel);
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, "
+                        "forward_blocked, forward_mma, backward_mma)", kernel);
     if (n_values != want)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s takes %d values, not %d", kernel, want,
                         n_values);
     if (head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: head_dim %d is outside [1, %d]", head_dim,
                         FCL_MAX_HEAD_DIM);
-    int v[4] = {0, 0, 0, 0};
+    int v[FCL_TUNING_MAX_VALUES] = {0};
     memcpy(v, values, sizeof(int) * (size_t)want);
-    if (!fcl_tuned_values_valid(kernel, v))
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %d,%d,%d%s are not valid %s tiles", v[0],
-                        v[1], v[2], want == 4 ? ",..." : "", kernel);
+    if (!fcl_tuned_values_valid(kernel, v)) {
+        char given[12 * FCL_TUNING_MAX_VALUES];
+        values_text(v, want, given, sizeof given);
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s are not valid %s tiles", given, kernel);
+    }
     if (!ctx->cache_dir)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: the disk cache is off; tuned tiles live in its "
                         "folder (FLASHCL_CACHE_DIR)");
@@ -136,25 +171,27 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
         slot++;
     if (slot == FCL_TUNED_MAX)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: %d tuned entries already", FCL_TUNED_MAX);
-    fcl_tuned_entry e = {{0}, hdp, {v[0], v[1], v[2], v[3]}};
+    fcl_tuned_entry e;
+    memset(&e, 0, sizeof e);
     snprintf(e.kernel, sizeof e.kernel, "%s", kernel);
+    e.head_dim_pad = hdp;
+    memcpy(e.values, v, sizeof v);
     const fcl_tuned_entry old = ctx->tuned[slot];
     const int old_n = ctx->n_tuned;
     ctx->tuned[slot] = e;
     if (slot == ctx->n_tuned)
         ctx->n_tuned++;
 
-    char text[FCL_TUNED_MAX * 64 + 512];
+    char text[FCL_TUNED_MAX * LINE_CHARS + 512];
     int len = snprintf(text, sizeof text, "# flashcl tuned tiles for %s (%s, driver %s)\n", ctx->info.name,
                        ctx->info.platform_name, ctx->info.driver_version);
-    if (len < 0 || (size_t)len >= sizeof text - 64 * FCL_TUNED_MAX)
+    if (len < 0 || (size_t)len >= sizeof text - LINE_CHARS * FCL_TUNED_MAX)
         len = 0; /* only the comment could be that long */
     for (int i = 0; i < ctx->n_tuned; i++) {
         const fcl_tuned_entry *t = &ctx->tuned[i];
-        len += snprintf(text + len, sizeof text - (size_t)len, "%s %d %d %d %d", t->kernel, t->head_dim_pad,
-                        t->values[0], t->values[1], t->values[2]);
-        if (fcl_tuned_value_count(t->kernel) == 4)
-            len += snprintf(text + len, sizeof text - (size_t)len, " %d", t->values[3]);
+        len += snprintf(text + len, sizeof text - (size_t)len, "%s %d", t->kernel, t->head_dim_pad);
+        for (int k = 0; k < fcl_tuned_value_count(t->kernel); k++)
+            len += snprintf(text + len, sizeof text - (size_t)len, " %d", t->values[k]);
         len += snprintf(text + len, sizeof text - (size_t)len, "\n");
     }
     uint8_t key[32];

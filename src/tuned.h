@@ -6,11 +6,12 @@
 
 #include "internal.h"
 
-/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_mma", "backward_mma" 4), 0 for
- * an unknown name. */
+/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_mma", "backward_mma" 4;
+ * at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
 int fcl_tuned_value_count(const char *kernel);
 
-/* Whether `values` are valid tiles for `kernel` (see fcl_tuning_save). */
+/* Whether `values` (fcl_tuned_value_count(kernel) of them) are valid tiles for `kernel` (see
+ * fcl_tuning_save). */
 int fcl_tuned_values_valid(const char *kernel, const int *values);
 
 /* Reads ctx's tuned entries from its disk cache folder (none when the cache is off, there is no

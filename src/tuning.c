@@ -5,6 +5,7 @@
 #include "forward_launch.h"
 #include "tuned.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,24 +81,45 @@ fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what,
                     "allows (%ld)", op, what, per_tile + fixed, ctx->info.name, fcl_device_loop_limit(ctx));
 }
 
-/* The tuned entry of (kernel, head_dim_pad), then the environment variable env_name
- * ("a,b,c[,d]"), each taken only when fcl_tuned_values_valid accepts it, laid over v. */
-static void override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int v[4])
+/* Up to `most` comma-separated integers of s ("a,b,c") into v; returns how many were read
+ * (reading stops at the first text that is not one). */
+static int parse_values(const char *s, int *v, int most)
 {
-    int t[4] = {0, 0, 0, 0};
+    int n = 0;
+    while (n < most) {
+        char *end = NULL;
+        const long x = strtol(s, &end, 10);
+        if (end == s || x < INT_MIN || x > INT_MAX)
+            break;
+        v[n++] = (int)x;
+        if (*end != ',')
+            break;
+        s = end + 1;
+    }
+    return n;
+}
+
+/* The tuned entry of (kernel, head_dim_pad), then the environment variable env_name ("a,b,c,...":
+ * at least `least` values; those it leaves out keep what lies below it), each taken only when
+ * fcl_tuned_values_valid accepts it, laid over v (fcl_tuned_value_count(kernel) values). */
+static void override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int least,
+                           int v[FCL_TUNING_MAX_VALUES])
+{
+    int t[FCL_TUNING_MAX_VALUES] = {0};
     if (fcl_tuned_find(ctx, kernel, head_dim_pad, t))
         memcpy(v, t, sizeof t);
     const char *env = getenv(env_name);
-    int e[4] = {0, 0, 0, 0};
-    if (env && sscanf(env, "%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3]) >= 3 && fcl_tuned_values_valid(kernel, e))
+    int e[FCL_TUNING_MAX_VALUES];
+    memcpy(e, v, sizeof e);
+    if (env && parse_values(env, e, fcl_tuned_value_count(kernel)) >= least && fcl_tuned_values_valid(kernel, e))
         memcpy(v, e, sizeof e);
 }
 
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 {
     const fcl_forward_tiles table = entry_for(&ctx->info, head_dim_pad)->forward;
-    int v[4] = {table.block_m, table.block_n, table.rows, 0};
-    override_tiles(ctx, "forward", head_dim_pad, "FLASHCL_FORWARD_TILES", v);
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.rows};
+    override_tiles(ctx, "forward", head_dim_pad, "FLASHCL_FORWARD_TILES", 3, v);
     fcl_forward_tiles t = {v[0], v[1], v[2]};
     /* The local array (plus the mask row) must fit in half the local memory. */
     const uint64_t budget = ctx->info.local_mem_bytes / 2;
@@ -177,8 +199,8 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
-    int v[4] = {table.block_m, table.block_n, table.m_tiles, table.max_regs};
-    override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", v);
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs};
+    override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3]};
     /* two stages of K and V tiles of block_n rows of head_dim_pad + 8 halves, and of mask values */
     while (t.block_n > 16 && (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8) > ctx->info.local_mem_bytes)
@@ -193,8 +215,8 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
     fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
     if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
         return (fcl_backward_mma_tiles){0, 0, 0, 0};
-    int v[4] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n};
-    override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", v);
+    int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n};
+    override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v);
     t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3]};
     /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row */
     const uint64_t row_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 32;

@@ -305,6 +305,9 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  */
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
+/* The most values of one tuned kernel (see fcl_tuning_save). */
+#define FCL_TUNING_MAX_VALUES 7
+
 /*
  * Tuned tiles: what `flashcl-bench --tune` finds, kept per device (name, vendor, driver and
  * platform) as one entry of the disk cache folder, read by every later context on that device.
@@ -328,8 +331,8 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
  * values[0 .. n_values - 1] (forward_blocked / forward_mma / backward_mma where that kernel does
- * not exist: first value 0). Neither
- * call enqueues anything. Not thread-safe with other calls on the same context.
+ * not exist: first value 0). Neither call enqueues anything. Not thread-safe with other calls
+ * on the same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);
