@@ -35,6 +35,7 @@
 
 #include "ref_attention.h"
 #include "support.h"
+#include "support_decode.h"
 
 #define U (-1)       /* unbounded window_left */
 #define SWEEP (-100) /* host length: run 0, 1, an odd length and L_max */
@@ -220,114 +221,6 @@ static void logical_caches(const cache_dev *c, const int *fill, uint64_t seed, f
             }
 }
 
-/* ---------------------------------------------------------------- reference check */
-
-/* One decode problem on the host: what the reference needs. */
-typedef struct dprob {
-    fcl_dtype dt;
-    int B, Lq, Hq, Hkv, D, Lmax;
-    int wl;
-    float softcap, scale;
-    const float *q;      /* [B, Lq, Hq, D] */
-    const float *k, *v;  /* logical caches [B, L_max, Hkv, D] */
-    const int *eff;      /* [B] the length each sequence decodes over */
-    const float *mask;   /* NULL, [B, L_max], or [L_max] when mask_shared */
-    int mask_shared;
-    const float *slopes; /* NULL, [Hq], or [B, Hq] when alibi_bh */
-    int alibi_bh;
-} dprob;
-
-typedef struct dcheck {
-    int ok;
-    int bad_b;                 /* first failing sequence, -1 when none */
-    double eo, bo, el, bl;     /* O and LSE errors and bounds: the first failing sequence, else the worst */
-    double naive_o, naive_l;   /* largest naive errors over the sequences */
-    size_t nan_o, nan_l, bad_empty, empty;
-} dcheck;
-
-/* Reference of sequence b (B = 1): O [Lq, Hq, D] and LSE [Hq, Lq], float64 and naive. */
-static void reference_seq(const dprob *p, int b, double *O, double *L, float *On, float *Ln)
-{
-    const size_t krow = (size_t)p->Hkv * p->D;
-    ref_attn_problem rp = {1, p->Lq, p->eff[b], p->Hq, p->Hkv, p->D, (double)p->scale, 1, p->wl, 0,
-                           (double)p->softcap, NULL, 0, NULL, 0};
-    if (p->mask)
-        rp.key_mask = p->mask_shared ? p->mask : p->mask + (size_t)b * p->Lmax;
-    if (p->slopes)
-        rp.alibi = p->alibi_bh ? p->slopes + (size_t)b * p->Hq : p->slopes;
-    const float *Q = p->q + (size_t)b * p->Lq * p->Hq * p->D;
-    const float *K = p->k + (size_t)b * p->Lmax * krow, *V = p->v + (size_t)b * p->Lmax * krow;
-    ref_attention_forward(&rp, Q, K, V, O, L);
-    ref_attention_forward_naive(&rp, p->dt, Q, K, V, On, Ln);
-}
-
-/* Compares O [B, Lq, Hq, D] and LSE [B, Hq, Lq] (may be NULL) with the reference. */
-static dcheck check_against_ref(const dprob *p, const float *o, const float *lse)
-{
-    dcheck r;
-    memset(&r, 0, sizeof r);
-    r.bad_b = -1;
-    const size_t no = (size_t)p->Lq * p->Hq * p->D, nl = (size_t)p->Hq * p->Lq;
-    r.nan_o = support_count_nan(o, no * p->B);
-    r.nan_l = lse ? support_count_nan(lse, nl * p->B) : 0;
-    double *O = support_xmalloc(sizeof(double) * no), *L = support_xmalloc(sizeof(double) * nl);
-    float *On = support_xmalloc(sizeof(float) * no), *Ln = support_xmalloc(sizeof(float) * nl);
-    int failed = 0;
-    for (int b = 0; b < p->B; b++) {
-        reference_seq(p, b, O, L, On, Ln);
-        const float *ob = o + (size_t)b * no, *lb = lse ? lse + (size_t)b * nl : NULL;
-        const double eo = support_max_err_f(ob, O, no), nao = support_max_err_f(On, O, no);
-        const double el = lb ? support_max_err_f(lb, L, nl) : 0.0, nal = support_max_err_f(Ln, L, nl);
-        if (nao > r.naive_o)
-            r.naive_o = nao;
-        if (nal > r.naive_l)
-            r.naive_l = nal;
-        for (int h = 0; h < p->Hq; h++)
-            for (int t = 0; t < p->Lq; t++) {
-                const size_t li = (size_t)h * p->Lq + t;
-                if (L[li] != -INFINITY) {
-                    if (lb && !isfinite(lb[li]))
-                        r.bad_empty++; /* a row that sees keys must have a finite LSE */
-                    continue;
-                }
-                r.empty++;
-                int bad = lb && lb[li] != -INFINITY;
-                for (int d = 0; d < p->D; d++)
-                    bad |= ob[((size_t)t * p->Hq + h) * p->D + d] != 0.0f; /* exactly 0 (NaN fails too) */
-                r.bad_empty += bad;
-            }
-        const int ok = support_within(eo, nao, 2.0) && support_within(el, nal, 2.0);
-        if (!ok && !failed) {
-            failed = 1;
-            r.bad_b = b;
-            r.eo = eo;
-            r.bo = 2.0 * nao + 1e-5;
-            r.el = el;
-            r.bl = 2.0 * nal + 1e-5;
-        } else if (!failed && eo >= r.eo) {
-            r.eo = eo;
-            r.bo = 2.0 * nao + 1e-5;
-            r.el = el;
-            r.bl = 2.0 * nal + 1e-5;
-        }
-    }
-    free(O);
-    free(L);
-    free(On);
-    free(Ln);
-    r.ok = !failed && r.nan_o == 0 && r.nan_l == 0 && r.bad_empty == 0;
-    return r;
-}
-
-static void describe_check(const dcheck *r, char *buf, size_t n)
-{
-    snprintf(buf, n,
-             "%s: seq %d O err %.3g (bound %.3g) LSE err %.3g (bound %.3g); NaN O %zu LSE %zu; "
-             "bad rows %zu (%zu rows see no key)",
-             r->bad_b >= 0 ? "out of tolerance" : "worst", r->bad_b, r->eo, r->bo, r->el, r->bl, r->nan_o, r->nan_l,
-             r->bad_empty, r->empty);
-}
-
 /* ---------------------------------------------------------------- decode cases */
 
 enum { F_HOST = 0, F_LENS = 1, F_MASK = 2 };
@@ -477,10 +370,10 @@ static void dstate_init(fcl_context ctx, dstate *s, const dcase *c, int host_len
     }
 }
 
-static dprob dstate_prob(const dstate *s)
+static support_decode_problem dstate_prob(const dstate *s)
 {
     const dcase *c = &s->c;
-    dprob p = {c->dt, c->B, c->Lq, c->Hq, c->Hkv, c->D, c->Lmax, c->wl, c->softcap, c->scale, s->q, s->k, s->v,
+    support_decode_problem p = {c->dt, c->B, c->Lq, c->Hq, c->Hkv, c->D, c->Lmax, c->wl, c->softcap, c->scale, s->q, s->k, s->v,
                s->eff, s->mask, c->mask_kind == M_SHARED, s->slopes, c->alibi == AL_BH};
     return p;
 }
@@ -549,9 +442,9 @@ static int decode_case(fcl_context ctx, const dcase *c, int host_len, uint64_t s
               fcl_last_error(ctx));
     int ok = st == FCL_SUCCESS;
     if (ok) {
-        const dprob p = dstate_prob(&s);
-        const dcheck r = check_against_ref(&p, o, s.tl ? lse : NULL);
-        describe_check(&r, why, sizeof why);
+        const support_decode_problem p = dstate_prob(&s);
+        const support_decode_check r = support_decode_check_ref(&p, o, s.tl ? lse : NULL);
+        support_decode_describe(&r, why, sizeof why);
         ok = r.ok && outside == 0;
         cr_expect(ok, "[%s] %s; %zu elements written outside the O/LSE views", name, why, outside);
         if (naive) {
@@ -817,11 +710,11 @@ static int paged_case(fcl_context ctx, const pcase *pc, uint64_t seed)
             cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
             support_read(to, o[w]);
             support_read(tl, l[w]);
-            const dprob p = {pc->dt, B, pc->Lq, pc->Hq, Hkv, D, pc->Lmax, pc->wl, pc->softcap, 0.0f, hq, hk, hv, eff,
+            const support_decode_problem p = {pc->dt, B, pc->Lq, pc->Hq, Hkv, D, pc->Lmax, pc->wl, pc->softcap, 0.0f, hq, hk, hv, eff,
                              NULL, 0, NULL, 0};
-            const dcheck r = check_against_ref(&p, o[w], l[w]);
+            const support_decode_check r = support_decode_check_ref(&p, o[w], l[w]);
             char why[400];
-            describe_check(&r, why, sizeof why);
+            support_decode_describe(&r, why, sizeof why);
             cr_expect(r.ok, "[%s] %s cache, %s: %s", name, w ? "paged" : "contiguous",
                       form ? "device lens" : "host len", why);
             ok &= r.ok;
