@@ -20,6 +20,8 @@ int fcl_tuned_value_count(const char *kernel)
     if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0 ||
         strcmp(kernel, "forward_blocked") == 0)
         return 4;
+    if (strcmp(kernel, "decode") == 0)
+        return 7;
     return 0;
 }
 
@@ -40,6 +42,11 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
     case 4: /* block_m, block_n, m_tiles, max_regs */
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255;
+    case 7: /* decode: block_n, rows, wg, waves, split_min, max_regs, stages (the kernel's ASYNC_STAGES
+             * takes 0 or 2 to 4) */
+        return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 64 && v[2] > 0 && v[2] <= 1024 && v[3] > 0 &&
+               v[3] <= 64 && v[4] >= 0 && v[4] <= 1048576 && v[5] >= 0 && v[5] <= 255 &&
+               (v[6] == 0 || (v[6] >= 2 && v[6] <= 4));
     default:
         return 0;
     }
@@ -148,7 +155,7 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
     const int want = fcl_tuned_value_count(kernel);
     if (want == 0)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, "
-                        "forward_blocked, forward_mma, backward_mma)", kernel);
+                        "forward_blocked, forward_mma, backward_mma, decode)", kernel);
     if (n_values != want)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s takes %d values, not %d", kernel, want,
                         n_values);

@@ -236,11 +236,20 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
     const int want = fcl_tuned_value_count(kernel);
     if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
-                        : want == 0 ? "unknown kernel (forward, forward_blocked, forward_mma, backward_mma)"
+                        : want == 0 ? "unknown kernel (forward, forward_blocked, forward_mma, backward_mma, decode)"
                         : n_values != want ? "wrong value count"
                         : "head_dim outside [1, 256]");
     const int hdp = fcl_pad_head_dim(head_dim);
-    if (want == 3) {
+    if (strcmp(kernel, "decode") == 0) { /* as a KV head with at least the tiles' query rows runs them */
+        const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
+        values[0] = t.block_n;
+        values[1] = t.rows;
+        values[2] = t.wg;
+        values[3] = t.waves;
+        values[4] = t.split_min;
+        values[5] = t.max_regs;
+        values[6] = t.stages;
+    } else if (want == 3) {
         const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
         values[0] = t.block_m;
         values[1] = t.block_n;
@@ -336,12 +345,13 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
  * (its compiler's time grows with it) and 32 work-items (its kernels report no more). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
-    fcl_decode_tiles t = entry_for(&ctx->info, head_dim_pad)->decode;
-    const char *env = getenv("FLASHCL_DECODE_TILES");
-    int v[7] = {0, 0, 0, t.waves, t.split_min, t.max_regs, t.stages};
-    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) >= 3 &&
-        v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] >= 0 && v[5] >= 0 && v[6] >= 0 && v[6] <= 4)
-        t = (fcl_decode_tiles){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+    const fcl_decode_tiles table = entry_for(&ctx->info, head_dim_pad)->decode;
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,    table.waves,
+                                    table.split_min, table.max_regs, table.stages};
+    override_tiles(ctx, "decode", head_dim_pad, "FLASHCL_DECODE_TILES", 3, v);
+    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+    if (ctx->info.nv_cc_major < 8) /* no cp.async */
+        t.stages = 0;
     int need = 1;
     while (need < rows && need < t.rows)
         need *= 2;

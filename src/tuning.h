@@ -98,8 +98,11 @@ typedef struct fcl_decode_shape {
 } fcl_decode_shape;
 
 /* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
- * device's table entry, FLASHCL_DECODE_TILES="N,R,W[,G[,S[,M[,A]]]]" (block_n, rows, wg,
- * waves, split_min, max_regs, stages) if set; rows clamped to the next power of two >= `rows`, wg to the device's
+ * device's table entry, then a tuned entry ("decode"), then FLASHCL_DECODE_TILES=
+ * "N,R,W[,G[,S[,M[,A]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages; the values
+ * left out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
+ * accepts it; then the device's limits: stages 0 without cp.async (NVIDIA compute capability
+ * < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
  * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
  * and wg as their shape gives them (teams * keys, team * teams). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);

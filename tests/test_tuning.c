@@ -1,17 +1,24 @@
 /*
  * Tuned tiles (fcl_tuning_save / fcl_tuning_get): bad input is refused with its status and
- * a sentence and stores nothing; a tensor-core backward entry reads back where that kernel runs; a stored entry is used at once and by a later context on the
- * same device (through its own disk cache folder), the environment override still wins, a
- * damaged entry is ignored (the table's tiles come back), the disk cache off refuses to store,
- * and the forward run with tuned tiles meets the float64 reference (2x rule) and equals the same
- * tiles forced through the environment bit for bit.
+ * a sentence and stores nothing; a tensor-core backward entry reads back where that kernel runs;
+ * a stored entry is used at once and by a later context on the same device (through its own
+ * disk cache folder), the environment override still wins, a damaged entry is ignored (the
+ * table's tiles come back), the disk cache off refuses to store, and the forward run with tuned
+ * tiles meets the float64 reference (2x rule) and equals the same tiles forced through the
+ * environment bit for bit. The decode tiles ("decode", 7 values) likewise: invalid values and
+ * wrong counts refused, stored beside 3- and 4-value entries and read back by a later context,
+ * FLASHCL_DECODE_TILES winning over the entry (values it leaves out keep the entry's), and a
+ * decode with tuned tiles within the float64 rule and bit for bit the same tiles through
+ * FLASHCL_DECODE_TILES.
  */
 #define _XOPEN_SOURCE 700
 #include "ref_attention.h"
 #include "support.h"
+#include "support_decode.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +35,7 @@ static void sandbox_init(void)
     unsetenv("FLASHCL_FORWARD_TILES");
     unsetenv("FLASHCL_FORWARD_PATH");
     unsetenv("FLASHCL_BLOCKED_TILES");
+    unsetenv("FLASHCL_DECODE_TILES");
 }
 
 static void sandbox_fini(void)
@@ -36,6 +44,7 @@ static void sandbox_fini(void)
     unsetenv("FLASHCL_FORWARD_PATH");
     unsetenv("FLASHCL_BLOCKED_TILES");
     unsetenv("FLASHCL_FORWARD_TILES");
+    unsetenv("FLASHCL_DECODE_TILES");
     support_remove_tree(g_dir);
 }
 
@@ -83,6 +92,12 @@ Test(tuning, bad_input_refused)
     static const int mma_bad[4] = {40, 32, 1, 0}, mma_regs[4] = {64, 32, 1, 300};
     static const int bwd_odd[4] = {64, 20, 64, 32}, bwd_big[4] = {512, 32, 64, 32}, bwd_zero[4] = {64, 32, 0, 32};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
+    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages; each one value out of range */
+    static const int dec_good[7] = {8, 4, 8, 2, 64, 0, 0};
+    static const int dec_stage1[7] = {8, 4, 8, 2, 64, 0, 1}, dec_stage5[7] = {8, 4, 8, 2, 64, 0, 5};
+    static const int dec_keys[7] = {0, 4, 8, 2, 64, 0, 0}, dec_rows[7] = {8, 65, 8, 2, 64, 0, 0};
+    static const int dec_wg[7] = {8, 4, 2048, 2, 64, 0, 0}, dec_waves[7] = {8, 4, 8, 0, 64, 0, 0};
+    static const int dec_split[7] = {8, 4, 8, 2, -1, 0, 0}, dec_regs[7] = {8, 4, 8, 2, 64, 256, 0};
     static const struct {
         const char *kernel;
         int head_dim;
@@ -109,6 +124,18 @@ Test(tuning, bad_input_refused)
         {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_wide, 4, "forward_blocked"},
+        {"decode", 64, dec_good, 4, "7"},
+        {"decode", 64, dec_good, 3, "7"},
+        {"forward", 64, dec_good, 7, "3"},
+        {"decode", 0, dec_good, 7, "head_dim"},
+        {"decode", 64, dec_stage1, 7, "decode"},
+        {"decode", 64, dec_stage5, 7, "decode"},
+        {"decode", 64, dec_keys, 7, "decode"},
+        {"decode", 64, dec_rows, 7, "decode"},
+        {"decode", 64, dec_wg, 7, "decode"},
+        {"decode", 64, dec_waves, 7, "decode"},
+        {"decode", 64, dec_split, 7, "decode"},
+        {"decode", 64, dec_regs, 7, "decode"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const fcl_status st = fcl_tuning_save(ctx, cases[i].kernel, cases[i].head_dim, cases[i].values, cases[i].n);
@@ -118,9 +145,12 @@ Test(tuning, bad_input_refused)
         cr_assert(support_has_token(msg, cases[i].token), "case %zu: \"%s\" does not name \"%s\"", i, msg,
                   cases[i].token);
     }
+    cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 7) == FCL_ERR_INVALID_ARGUMENT);
+    SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_mma", "backward_mma", "decode");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
-    int out[3];
+    int out[FCL_TUNING_MAX_VALUES];
     cr_assert(fcl_tuning_get(ctx, "forward", 64, out, 4) == FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, out, 4) == FCL_ERR_INVALID_ARGUMENT);
     cr_assert(fcl_tuning_get(ctx, "nope", 64, out, 3) == FCL_ERR_INVALID_ARGUMENT);
     cr_assert(fcl_tuning_get(NULL, "forward", 64, out, 3) == FCL_ERR_INVALID_ARGUMENT);
     cr_assert(count_files() == 0, "a refused call wrote into the cache folder");
@@ -272,5 +302,125 @@ Test(tuning, forward_with_tuned_tiles)
     setenv("FLASHCL_FORWARD_PATH", "rows", 1); /* the entry is the rows kernel's */
     check_tuned_forward(ctx, FCL_F16, D, "FLASHCL_FORWARD_TILES", "16,32,2");
     unsetenv("FLASHCL_FORWARD_PATH");
+    fcl_context_release(ctx);
+}
+
+/* Decode tiles that run as given on every device at D 64 (one team of 8 work-items, 8 dims
+ * each; 8 keys per batch, 4 rows; no cp.async ring), unlike every table entry. */
+static const int k_decode_tiles[7] = {8, 4, 8, 2, 64, 0, 0};
+
+static void expect_values(const int *got, const int *want, int n, const char *what)
+{
+    char g[96] = "", w[96] = "";
+    for (int i = 0; i < n; i++) {
+        snprintf(g + strlen(g), sizeof g - strlen(g), i ? ",%d" : "%d", got[i]);
+        snprintf(w + strlen(w), sizeof w - strlen(w), i ? ",%d" : "%d", want[i]);
+    }
+    cr_assert(memcmp(got, want, sizeof(int) * (size_t)n) == 0, "%s: got %s, expected %s", what, g, w);
+}
+
+/* A decode entry is stored beside 3- and 4-value entries, used at once (at every head dim that
+ * pads to the same size) and by a later context; FLASHCL_DECODE_TILES wins over it (the values
+ * it leaves out keep the entry's), unless it is invalid. */
+Test(tuning, decode_entry)
+{
+    fcl_context ctx = support_context();
+    const int fwd[3] = {16, 16, 2}, bwd[4] = {32, 16, 128, 32};
+    int table[7], now[7];
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(memcmp(table, k_decode_tiles, sizeof table) != 0, "test bug: the table has the tuned tiles");
+    cr_assert(fcl_tuning_save(ctx, "forward", 64, fwd, 3) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 7, "decode D 64 right after fcl_tuning_save");
+    cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 7) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 7, "decode D 50 (padded 64)");
+    cr_assert(fcl_tuning_get(ctx, "decode", 128, now, 7) == FCL_SUCCESS);
+    cr_assert(memcmp(now, k_decode_tiles, sizeof now) != 0, "the D 64 entry changed D 128");
+    fcl_context_release(ctx);
+
+    ctx = support_context(); /* a later context reads all three entries */
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 7, "decode in a later context");
+    cr_assert(fcl_tuning_get(ctx, "forward", 64, now, 3) == FCL_SUCCESS);
+    expect_values(now, fwd, 3, "forward in a later context");
+    cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 4) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_backward_path(ctx, FCL_F16, 64), "nvidia-mma") == 0)
+        expect_values(now, bwd, 4, "backward_mma in a later context");
+    else
+        cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
+
+    setenv("FLASHCL_DECODE_TILES", "16,2,16", 1);
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
+    const int env[7] = {16, 2, 16, k_decode_tiles[3], k_decode_tiles[4], k_decode_tiles[5], k_decode_tiles[6]};
+    expect_values(now, env, 7, "FLASHCL_DECODE_TILES=16,2,16 over the entry");
+    setenv("FLASHCL_DECODE_TILES", "16,2,16,2,64,0,1", 1); /* stages 1: invalid, ignored */
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 7, "an invalid FLASHCL_DECODE_TILES over the entry");
+    unsetenv("FLASHCL_DECODE_TILES");
+    fcl_context_release(ctx);
+}
+
+/* Poisons O and LSE, runs decode over the first len rows of the cache and reads both back. */
+static void run_decode(fcl_context ctx, fcl_tensor q, const fcl_kv_cache *cache, int len, fcl_tensor o,
+                       fcl_tensor lse, float *ho, float *hl)
+{
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    support_poison(o);
+    support_poison(lse);
+    cr_assert(fcl_attention_decode(ctx, &p, q, cache, len, NULL, NULL, o, lse, NULL) == FCL_SUCCESS, "%s",
+              fcl_last_error(ctx));
+    support_read(o, ho);
+    support_read(lse, hl);
+}
+
+/* Decode (F16, GQA 4 / 2, two query rows, host length 261 of a 300-row cache whose later rows
+ * hold NaN) with stored tiles: within the float64 rule, and the same bits of O and LSE as those
+ * tiles through FLASHCL_DECODE_TILES. Splits of at least 16 keys, so several splits merge. */
+Test(tuning, decode_with_tuned_tiles)
+{
+    fcl_context ctx = support_context();
+    const int B = 2, Lq = 2, Hq = 4, Hkv = 2, D = 64, L = 300, len = 261;
+    const int tuned[7] = {8, 4, 8, 3, 16, 0, 0};
+    cr_assert(fcl_tuning_save(ctx, "decode", D, tuned, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[7];
+    cr_assert(fcl_tuning_get(ctx, "decode", D, now, 7) == FCL_SUCCESS);
+    expect_values(now, tuned, 7, "the stored decode tiles");
+    const size_t nq = (size_t)B * Lq * Hq * D, nk = (size_t)B * L * Hkv * D, nl = (size_t)B * Hq * Lq;
+    float *Q = support_xmalloc(sizeof(float) * nq), *K = support_xmalloc(sizeof(float) * nk);
+    float *V = support_xmalloc(sizeof(float) * nk), *o1 = support_xmalloc(sizeof(float) * nq);
+    float *o2 = support_xmalloc(sizeof(float) * nq), *l1 = support_xmalloc(sizeof(float) * nl);
+    float *l2 = support_xmalloc(sizeof(float) * nl);
+    support_random(Q, nq, 81, -1.5f, 1.5f, FCL_F16);
+    support_random(K, nk, 82, -1.5f, 1.5f, FCL_F16);
+    support_random(V, nk, 83, -1.0f, 1.0f, FCL_F16);
+    for (size_t e = 0; e < nk; e++)
+        if (e / ((size_t)Hkv * D) % L >= (size_t)len) /* rows past the length: never read */
+            K[e] = V[e] = NAN;
+    const int64_t qs[4] = {B, Lq, Hq, D}, ks[4] = {B, L, Hkv, D}, ls[3] = {B, Hq, Lq};
+    fcl_tensor q = support_tensor(ctx, FCL_F16, 4, qs, Q), o = support_tensor(ctx, FCL_F16, 4, qs, NULL);
+    fcl_tensor lse = support_tensor(ctx, FCL_F32, 3, ls, NULL);
+    fcl_kv_cache cache = {support_tensor(ctx, FCL_F16, 4, ks, K), support_tensor(ctx, FCL_F16, 4, ks, V), NULL};
+    run_decode(ctx, q, &cache, len, o, lse, o1, l1);
+    setenv("FLASHCL_DECODE_TILES", "8,4,8,3,16,0,0", 1);
+    run_decode(ctx, q, &cache, len, o, lse, o2, l2);
+    unsetenv("FLASHCL_DECODE_TILES");
+    double md;
+    long first;
+    cr_assert(support_bit_diff(o1, o2, nq, &md, &first) == 0, "O: tuned tiles differ from the same tiles via "
+              "FLASHCL_DECODE_TILES (first at %ld, by %g)", first, md);
+    cr_assert(support_bit_diff(l1, l2, nl, &md, &first) == 0, "LSE: tuned tiles differ from the same tiles via "
+              "FLASHCL_DECODE_TILES (first at %ld, by %g)", first, md);
+    const int eff[2] = {len, len};
+    const support_decode_problem p = {FCL_F16, B, Lq, Hq, Hkv, D, L, -1, 0.0f, 0.0f, Q, K, V, eff, NULL, 0, NULL, 0};
+    const support_decode_check r = support_decode_check_ref(&p, o1, l1);
+    char why[400];
+    support_decode_describe(&r, why, sizeof why);
+    cr_assert(r.ok, "decode with tuned tiles: %s", why);
+    fcl_tensor ts[] = {q, o, lse, cache.k, cache.v};
+    for (int i = 0; i < 5; i++)
+        fcl_tensor_release(ts[i]);
+    free(Q); free(K); free(V); free(o1); free(o2); free(l1); free(l2);
     fcl_context_release(ctx);
 }

@@ -305,7 +305,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  */
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
-/* The most values of one tuned kernel (see fcl_tuning_save). */
+/* The most values of one tuned kernel ("decode" has 7; see fcl_tuning_save). */
 #define FCL_TUNING_MAX_VALUES 7
 
 /*
@@ -324,6 +324,12 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *   "backward_mma" 4 values, multiples of 16 in [16, 256]: keys per dK/dV work-group, query
  *                  rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile (the
  *                  NVIDIA tensor-core backward; head dims up to 128)
+ *   "decode"       7 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
+ *                  most query rows per work-group (1 to 64), most work-items per work-group
+ *                  (1 to 1024), work-groups per compute unit in one round (1 to 64), fewest
+ *                  keys per split (0 to 1048576), register cap (0 to 255; 0: compiler's;
+ *                  NVIDIA), cp.async stages (0, or 2 to 4; taken on NVIDIA compute capability
+ *                  >= 8 only, 0 elsewhere) (fcl_attention_decode)
  * An entry serves every head dim with the same padded size (16, then multiples of 32).
  * fcl_tuning_save stores `values` for `head_dim` (replacing an older entry) and uses them at
  * once: FCL_ERR_INVALID_ARGUMENT for an unknown kernel, a wrong count, head_dim outside
@@ -331,8 +337,11 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
  * values[0 .. n_values - 1] (forward_blocked / forward_mma / backward_mma where that kernel does
- * not exist: first value 0). Neither call enqueues anything. Not thread-safe with other calls
- * on the same context.
+ * not exist: first value 0; decode: the tiles of a KV head with at least as many query rows
+ * (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power of two, keys and
+ * work-items as the work-group's shape gives them; a KV head with fewer query rows runs fewer
+ * rows per work-group). Neither call enqueues anything. Not thread-safe with other calls on the
+ * same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);
