@@ -13,7 +13,8 @@
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
  *   bench_sgemm.c    CLBlast SGEMM on the same device (the ceiling)
  *   bench_report.c   the table and the JSON lines
- *   bench_tune.c     --tune: the forward tile search, stored through fcl_tuning_save
+ *   bench_tune.c     --tune: the forward, backward and decode tile searches, stored through
+ *                    fcl_tuning_save
  *   bench_util.c     clock, median, random numbers, host inputs, FLOP counts */
 #ifndef FLASHCL_BENCH_H
 #define FLASHCL_BENCH_H
@@ -198,9 +199,11 @@ int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const ch
 void bench_sgemm(const bench_env *env, long n, sgemm_result *r);
 
 /* bench_tune.c: for each head dim (--d, else 64 and 128), times every candidate tile setting of
- * the forward kernel that runs on this device (portable or tensor-core), checks each against the
- * float64 reference, and stores the fastest that passes with fcl_tuning_save. Exit code as
- * bench_forward; BENCH_EXIT_WRONG when no candidate passed. */
+ * the forward kernel that runs on this device (portable or tensor-core), of the tensor-core
+ * backward where it runs and of decode (--op forward, backward or decode: that one alone),
+ * checks each against the float64 reference, and stores the fastest that passes (TFLOP/s;
+ * decode GB/s) with fcl_tuning_save. Exit code as bench_forward; BENCH_EXIT_WRONG when no
+ * candidate passed. */
 int bench_tune(const bench_env *env, const bench_opts *o);
 
 /* bench_report.c */

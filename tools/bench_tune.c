@@ -1,10 +1,23 @@
-/* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, and of
- * the NVIDIA tensor-core backward where it runs. Candidates are applied through the
- * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_BACKWARD_MMA_TILES
- * overrides (which win over the table and any stored entry), each is timed and checked against
- * the float64 reference (a backward candidate on a smaller shape that the check covers, then
- * timed on the big one), and the fastest candidate that passes is stored with fcl_tuning_save.
- * A candidate that fails to build or fails the check is never stored. */
+/* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
+ * NVIDIA tensor-core backward where it runs, and of decode. Candidates are applied through the
+ * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_BACKWARD_MMA_TILES /
+ * FLASHCL_DECODE_TILES overrides (which win over the table and any stored entry), each is timed
+ * and checked against the float64 reference (a backward candidate on a smaller shape that the
+ * check covers, then timed on the big one; a decode candidate on sampled rows of its own run),
+ * and the fastest candidate that passes is stored with fcl_tuning_save: forward and backward
+ * candidates by TFLOP/s, decode ones by GB/s of K and V read. The tiles that run now are tried
+ * first, so the winner is never slower than them. A candidate that fails to build, run or pass
+ * the check is never stored.
+ *
+ * Decode runs one query row over a full cache: B 8, Sk 32768, Hq 32, Hkv 8 on GPUs; B 1, Sk
+ * 4096, Hq 8, Hkv 2 on CPUs; B 1, Sk 1024, Hq 4, Hkv 2 elsewhere (llvmpipe). Its candidates
+ * (block_n, rows, wg, waves, split_min, max_regs, stages; a value not listed is the current
+ * one): NVIDIA GPUs block_n {8, 16, 32} x wg {64, 128, 256} x waves {3, 4, 6} at rows 4,
+ * split_min 128, max_regs 0 and the current stages, plus stages {0, 2, 3, 4} at the current
+ * tiles where the device has cp.async (compute capability >= 8); other GPUs block_n {8, 16, 32}
+ * x wg {64, 128, 256} x waves {2, 4}, stages 0; CPUs block_n {16, 32, 64, 128} x rows {8, 16} x
+ * waves {1, 2, 4}; elsewhere block_n {2, 4, 8} x wg {16, 32} x waves {1, 2}. Candidates with
+ * the same tiles after the device's limits (fcl_tuning_get) run once. */
 #include "bench.h"
 
 #include <stdlib.h>
@@ -12,21 +25,27 @@
 
 #define MAX_CANDIDATES 48
 
+typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE } tune_op;
+
 typedef struct tune_space {
-    int backward;       /* the candidates are backward tiles */
+    tune_op op;         /* what a candidate runs, and its score: TFLOP/s, decode GB/s */
     const char *kernel; /* fcl_tuning_save's name */
     const char *env;    /* the override variable */
     int n_values;
     int count;
-    int values[MAX_CANDIDATES][4];
+    int values[MAX_CANDIDATES][FCL_TUNING_MAX_VALUES];
 } tune_space;
+
+static void add_values(tune_space *s, const int *v)
+{
+    if (s->count < MAX_CANDIDATES)
+        memcpy(s->values[s->count++], v, sizeof(int) * (size_t)s->n_values);
+}
 
 static void add(tune_space *s, int a, int b, int c, int d)
 {
-    if (s->count < MAX_CANDIDATES) {
-        const int v[4] = {a, b, c, d};
-        memcpy(s->values[s->count++], v, sizeof v);
-    }
+    const int v[4] = {a, b, c, d};
+    add_values(s, v);
 }
 
 /* The candidates for the kernel that runs at (dtype, d) on this device. */
@@ -34,7 +53,7 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "nvidia-mma") == 0) {
-        *s = (tune_space){0, "forward_mma", "FLASHCL_MMA_TILES", 4, 0, {{0}}};
+        *s = (tune_space){TUNE_FORWARD, "forward_mma", "FLASHCL_MMA_TILES", 4, 0, {{0}}};
         static const int mt[][2] = {{64, 1}, {64, 2}, {128, 1}, {128, 2}, {256, 2}}; /* rows, m-tiles */
         for (size_t i = 0; i < sizeof mt / sizeof *mt; i++)
             for (int n = 16; n <= 64; n *= 2)
@@ -42,7 +61,7 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
         return;
     }
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "blocked") == 0) {
-        *s = (tune_space){0, "forward_blocked", "FLASHCL_BLOCKED_TILES", 4, 0, {{0}}};
+        *s = (tune_space){TUNE_FORWARD, "forward_blocked", "FLASHCL_BLOCKED_TILES", 4, 0, {{0}}};
         static const int bw[][4] = {{64, 64, 4, 4},  {128, 64, 4, 4}, {128, 64, 8, 4}, {64, 64, 8, 4},
                                     {64, 32, 4, 2},  {128, 32, 8, 2}, {64, 128, 4, 8}, {128, 128, 8, 8},
                                     {32, 64, 2, 4},  {64, 64, 4, 8},  {128, 64, 8, 8}, {256, 64, 16, 4}};
@@ -50,7 +69,7 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
             add(s, bw[i][0], bw[i][1], bw[i][2], bw[i][3]);
         return;
     }
-    *s = (tune_space){0, "forward", "FLASHCL_FORWARD_TILES", 3, 0, {{0}}};
+    *s = (tune_space){TUNE_FORWARD, "forward", "FLASHCL_FORWARD_TILES", 3, 0, {{0}}};
     if (env->info.type == FCL_DEVICE_CPU) { /* a few work-items with many rows each */
         static const int mr[][2] = {{8, 8}, {16, 8}, {16, 16}, {32, 16}, {32, 32}};
         for (size_t i = 0; i < sizeof mr / sizeof *mr; i++)
@@ -75,7 +94,7 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
     memset(s, 0, sizeof *s);
     if (strcmp(fcl_attention_backward_path(env->ctx, dt, d), "nvidia-mma") != 0)
         return 0;
-    *s = (tune_space){1, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 4, 0, {{0}}};
+    *s = (tune_space){TUNE_BACKWARD, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 4, 0, {{0}}};
     for (int kn = 32; kn <= 128; kn *= 2)      /* dK/dV keys per work-group */
         for (int km = 16; km <= 64; km *= 2)   /* dK/dV query rows per tile */
             for (int qm = 64; qm <= 128; qm *= 2) /* dQ rows per work-group */
@@ -85,9 +104,81 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
     return 1;
 }
 
-/* The timed shape: FlashAttention's benchmark at S 4096 on GPUs, a small one elsewhere. */
-static bench_case tune_case(const bench_env *env, fcl_dtype dt, int d)
+/* The decode candidates at head dim d (see the top of this file): the tiles that run now, each
+ * grid's values laid over them. 0, or an exit code when the current tiles cannot be read. */
+static int make_decode_space(const bench_env *env, int d, tune_space *s)
 {
+    memset(s, 0, sizeof *s);
+    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 7, 0, {{0}}};
+    int cur[FCL_TUNING_MAX_VALUES] = {0}, v[FCL_TUNING_MAX_VALUES];
+    const fcl_status st = fcl_tuning_get(env->ctx, "decode", d, cur, s->n_values);
+    if (st != FCL_SUCCESS)
+        return bench_lib_error(env, "fcl_tuning_get", st);
+    static const int wgs[3] = {64, 128, 256};
+    if (env->is_gpu && env->info.nv_cc_major > 0) { /* NVIDIA: teams in warps, a cp.async ring */
+        static const int waves[3] = {3, 4, 6};
+        for (int n = 8; n <= 32; n *= 2)
+            for (int w = 0; w < 3; w++)
+                for (int g = 0; g < 3; g++) {
+                    const int c[FCL_TUNING_MAX_VALUES] = {n, 4, wgs[w], waves[g], 128, 0, cur[6]};
+                    add_values(s, c);
+                }
+        static const int stages[4] = {0, 2, 3, 4};
+        for (int a = 0; a < 4 && env->info.nv_cc_major >= 8; a++) { /* the ring needs cp.async */
+            memcpy(v, cur, sizeof v);
+            v[6] = stages[a];
+            add_values(s, v);
+        }
+    } else if (env->is_gpu) {
+        for (int n = 8; n <= 32; n *= 2)
+            for (int w = 0; w < 3; w++)
+                for (int g = 2; g <= 4; g *= 2) {
+                    memcpy(v, cur, sizeof v);
+                    v[0] = n;
+                    v[2] = wgs[w];
+                    v[3] = g;
+                    v[6] = 0;
+                    add_values(s, v);
+                }
+    } else if (env->info.type == FCL_DEVICE_CPU) {
+        for (int n = 16; n <= 128; n *= 2)
+            for (int r = 8; r <= 16; r *= 2)
+                for (int g = 1; g <= 4; g *= 2) {
+                    memcpy(v, cur, sizeof v);
+                    v[0] = n;
+                    v[1] = r;
+                    v[3] = g;
+                    add_values(s, v);
+                }
+    } else {
+        for (int n = 2; n <= 8; n *= 2)
+            for (int w = 16; w <= 32; w *= 2)
+                for (int g = 1; g <= 2; g++) {
+                    memcpy(v, cur, sizeof v);
+                    v[0] = n;
+                    v[2] = w;
+                    v[3] = g;
+                    add_values(s, v);
+                }
+    }
+    return 0;
+}
+
+/* The timed shape: FlashAttention's benchmark at S 4096 on GPUs, a small one elsewhere; decode
+ * one query row over a full cache (see the top of this file). */
+static bench_case tune_case(const bench_env *env, const tune_space *s, fcl_dtype dt, int d)
+{
+    if (s->op == TUNE_DECODE) {
+        bench_case c = {dt, 8, 1, 32768, 32, 8, d, 1, -1, -1, 0.0f, 0};
+        if (!env->is_gpu) {
+            const int cpu = env->info.type == FCL_DEVICE_CPU;
+            c.b = 1;
+            c.sk = cpu ? 4096 : 1024;
+            c.hq = cpu ? 8 : 4;
+            c.hkv = 2;
+        }
+        return c;
+    }
     bench_case c = {dt, 1, 512, 512, 4, 4, d, 0, -1, -1, 0.0f, 0};
     if (env->is_gpu) {
         c.b = 4;
@@ -102,28 +193,36 @@ static bench_case tune_case(const bench_env *env, fcl_dtype dt, int d)
 
 static void values_str(const int *v, int n, char *buf, size_t len)
 {
-    if (n == 3)
-        snprintf(buf, len, "%d,%d,%d", v[0], v[1], v[2]);
-    else
-        snprintf(buf, len, "%d,%d,%d,%d", v[0], v[1], v[2], v[3]);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < len; i++) {
+        const int w = snprintf(buf + at, len - at, i ? ",%d" : "%d", v[i]);
+        at += w > 0 ? (size_t)w : 0;
+    }
 }
 
-static void progress(int done, int total, int d, const char *tiles, double tflops, double best)
+static const char *unit_of(const tune_space *s)
+{
+    return s->op == TUNE_DECODE ? "GB/s" : "TFLOP/s";
+}
+
+static void progress(int done, int total, int d, const char *tiles, double score, double best, const char *unit)
 {
     char bar[25];
     const int fill = total > 0 ? done * 24 / total : 24;
     for (int i = 0; i < 24; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[24] = '\0';
-    fprintf(stderr, "\r[%s] %2d/%-2d D %-3d %-14s %8.3f TFLOP/s (best %.3f)  ", bar, done, total, d, tiles,
-            tflops, best > 0 ? best : 0.0);
+    fprintf(stderr, "\r[%s] %2d/%-2d D %-3d %-14s %8.3f %s (best %.3f)  ", bar, done, total, d, tiles, score, unit,
+            best > 0 ? best : 0.0);
     fflush(stderr);
 }
 
-/* Times one candidate (the override set); 1 when it ran and passed the check. A backward
- * candidate is first checked on a shape small enough for the float64 reference (odd lengths,
- * GQA, causal), since the timed one is reported unchecked. */
-static int try_candidate(const bench_env *env, const tune_space *s, const bench_case *c, double *tflops)
+/* Times one candidate (the override set); 1 when it ran and passed the check, its score (TFLOP/s,
+ * decode GB/s) in *score. A backward candidate is first checked on a shape small enough for the
+ * float64 reference (odd lengths, GQA, causal), since the timed one is reported unchecked; a
+ * decode run checks sampled rows of its own output. */
+static int try_candidate(const bench_env *env, const tune_space *s, const bench_case *c, double *score)
 {
     bench_env quiet = *env;
     quiet.json = 0;
@@ -132,8 +231,8 @@ static int try_candidate(const bench_env *env, const tune_space *s, const bench_
     quiet.check_rows = 8;
     bench_result r;
     memset(&r, 0, sizeof r);
-    *tflops = 0.0;
-    if (s->backward) {
+    *score = 0.0;
+    if (s->op == TUNE_BACKWARD) {
         bench_case small = *c;
         small.b = 2;
         small.sq = 301;
@@ -149,71 +248,96 @@ static int try_candidate(const bench_env *env, const tune_space *s, const bench_
         memset(&r, 0, sizeof r);
         if (bench_backward(&quiet, c, &r) != 0 || !r.ok)
             return 0;
+    } else if (s->op == TUNE_DECODE) {
+        quiet.reps = 10; /* calls of a millisecond or less: more runs steady the median */
+        quiet.warmup = 3;
+        if (bench_decode(&quiet, c, &r) != 0 || !r.ok || r.rows_checked == 0)
+            return 0;
+        *score = r.gbps;
+        return 1;
     } else if (bench_forward(&quiet, c, &r) != 0 || !r.ok) {
         return 0;
     }
-    *tflops = r.tflops;
+    *score = r.tflops;
     return 1;
+}
+
+/* The result line (or JSON object) of one search. */
+static void print_result(const bench_env *env, const tune_space *s, const bench_case *c, const char *won,
+                         double best, const char *was, double was_score, int n_tried, int stored)
+{
+    const char *dt = fcl_dtype_name(c->dtype);
+    if (env->json && s->op == TUNE_DECODE)
+        printf("{\"op\":\"tune\",\"device\":\"%s\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"d\":%d,\"b\":%d,\"sq\":%d,"
+               "\"sk\":%d,\"hq\":%d,\"hkv\":%d,\"tiles\":\"%s\",\"gbps\":%.6g,\"previous_tiles\":\"%s\","
+               "\"previous_gbps\":%.6g,\"candidates\":%d,\"stored\":%s}\n",
+               env->info.name, s->kernel, dt, c->d, c->b, c->sq, c->sk, c->hq, c->hkv, won, best, was, was_score,
+               n_tried, stored ? "true" : "false");
+    else if (env->json)
+        printf("{\"op\":\"tune\",\"device\":\"%s\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"d\":%d,\"b\":%d,\"s\":%d,"
+               "\"h\":%d,\"tiles\":\"%s\",\"tflops\":%.6g,\"previous_tiles\":\"%s\",\"previous_tflops\":%.6g,"
+               "\"candidates\":%d,\"stored\":%s}\n",
+               env->info.name, s->kernel, dt, c->d, c->b, c->sq, c->hq, won, best, was, was_score, n_tried,
+               stored ? "true" : "false");
+    else if (s->op == TUNE_DECODE)
+        printf("tune %s D %d (%s, B %d, Sq %d, Sk %d, Hq %d, Hkv %d): %s at %.3f GB/s (was %s at %.3f), %d settings; "
+               "%s\n", s->kernel, c->d, dt, c->b, c->sq, c->sk, c->hq, c->hkv, won, best, was, was_score, n_tried,
+               stored ? "stored" : "NOT stored");
+    else
+        printf("tune %s D %d (%s, B %d, S %d, H %d): %s at %.3f TFLOP/s (was %s at %.3f), %d settings; %s\n",
+               s->kernel, c->d, dt, c->b, c->sq, c->hq, won, best, was, was_score, n_tried,
+               stored ? "stored" : "NOT stored");
 }
 
 /* One kernel's search space at one head dim: returns an exit code. */
 static int tune_space_at(const bench_env *env, fcl_dtype dt, int d, const tune_space *sp)
 {
     const tune_space s = *sp;
-    const bench_case c = tune_case(env, dt, d);
-    int table[4] = {0, 0, 0, 0}, best_v[4] = {0, 0, 0, 0};
-    double best = -1.0, table_tflops = -1.0;
-    if (fcl_tuning_get(env->ctx, s.kernel, d, table, s.n_values) != FCL_SUCCESS)
+    const bench_case c = tune_case(env, &s, dt, d);
+    int current[FCL_TUNING_MAX_VALUES] = {0}, best_v[FCL_TUNING_MAX_VALUES] = {0};
+    double best = -1.0, current_score = -1.0;
+    if (fcl_tuning_get(env->ctx, s.kernel, d, current, s.n_values) != FCL_SUCCESS)
         return bench_lib_error(env, "fcl_tuning_get", FCL_ERR_INVALID_ARGUMENT);
     /* the current tiles first (so the winner is never worse than what runs now), then the grid */
-    int tried[MAX_CANDIDATES + 1][4];
+    int tried[MAX_CANDIDATES + 1][FCL_TUNING_MAX_VALUES];
     int n_tried = 0;
     for (int i = -1; i < s.count; i++) {
-        char tiles[48];
-        const int *want = i < 0 ? table : s.values[i];
+        char tiles[96];
+        const int *want = i < 0 ? current : s.values[i];
         values_str(want, s.n_values, tiles, sizeof tiles);
         setenv(s.env, tiles, 1);
-        int eff[4] = {0, 0, 0, 0}; /* after the device's limits */
+        int eff[FCL_TUNING_MAX_VALUES] = {0}; /* after the device's limits */
         if (fcl_tuning_get(env->ctx, s.kernel, d, eff, s.n_values) != FCL_SUCCESS)
             continue;
         int seen = 0;
         for (int k = 0; k < n_tried && !seen; k++)
             seen = memcmp(tried[k], eff, sizeof eff) == 0;
-        double tflops = 0.0;
+        double score = 0.0;
         if (!seen) {
             memcpy(tried[n_tried++], eff, sizeof eff);
-            if (try_candidate(env, &s, &c, &tflops)) {
+            if (try_candidate(env, &s, &c, &score)) {
                 if (i < 0)
-                    table_tflops = tflops;
-                if (tflops > best) {
-                    best = tflops;
+                    current_score = score;
+                if (score > best) {
+                    best = score;
                     memcpy(best_v, eff, sizeof eff);
                 }
             }
         }
         values_str(eff, s.n_values, tiles, sizeof tiles);
-        progress(i + 2, s.count + 1, d, tiles, tflops, best);
+        progress(i + 2, s.count + 1, d, tiles, score, best, unit_of(&s));
     }
     unsetenv(s.env);
     fputc('\n', stderr);
-    char won[48], was[48];
+    char won[96], was[96];
     values_str(best_v, s.n_values, won, sizeof won);
-    values_str(table, s.n_values, was, sizeof was);
+    values_str(current, s.n_values, was, sizeof was);
     if (best <= 0.0) {
-        fprintf(stderr, "flashcl-bench: tune D %d: no candidate passed the check; nothing stored\n", d);
+        fprintf(stderr, "flashcl-bench: tune %s D %d: no candidate passed the check; nothing stored\n", s.kernel, d);
         return BENCH_EXIT_WRONG;
     }
     const fcl_status st = fcl_tuning_save(env->ctx, s.kernel, d, best_v, s.n_values);
-    if (env->json)
-        printf("{\"op\":\"tune\",\"device\":\"%s\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"d\":%d,\"b\":%d,\"s\":%d,"
-               "\"h\":%d,\"tiles\":\"%s\",\"tflops\":%.6g,\"previous_tiles\":\"%s\",\"previous_tflops\":%.6g,"
-               "\"candidates\":%d,\"stored\":%s}\n",
-               env->info.name, s.kernel, fcl_dtype_name(dt), d, c.b, c.sq, c.hq, won, best, was, table_tflops,
-               n_tried, st == FCL_SUCCESS ? "true" : "false");
-    else
-        printf("tune %s D %d (%s, B %d, S %d, H %d): %s at %.3f TFLOP/s (was %s at %.3f), %d settings; %s\n",
-               s.kernel, d, fcl_dtype_name(dt), c.b, c.sq, c.hq, won, best, was, table_tflops, n_tried,
-               st == FCL_SUCCESS ? "stored" : "NOT stored");
+    print_result(env, &s, &c, won, best, was, current_score, n_tried, st == FCL_SUCCESS);
     return st == FCL_SUCCESS ? BENCH_EXIT_OK : bench_lib_error(env, "fcl_tuning_save", st);
 }
 
@@ -224,10 +348,13 @@ int bench_tune(const bench_env *env, const bench_opts *o)
     const int n = o->d > 0 ? 1 : 2;
     int rc = BENCH_EXIT_OK;
     const int fwd = !o->op || !strcmp(o->op, "forward"), bwd = !o->op || !strcmp(o->op, "backward");
-    if (!fwd && !bwd) {
-        fprintf(stderr, "flashcl-bench: --tune takes --op forward or --op backward (or no --op: both)\n");
+    const int dec = !o->op || !strcmp(o->op, "decode");
+    if (!fwd && !bwd && !dec) {
+        fprintf(stderr, "flashcl-bench: --tune takes --op forward, backward or decode (or no --op: all three)\n");
         return BENCH_EXIT_USAGE;
     }
+    if (dec)
+        unsetenv("FLASHCL_DECODE_SWEEP"); /* its settings would replace the candidates' FLASHCL_DECODE_TILES */
     for (int i = 0; i < n; i++) {
         tune_space s;
         int r = BENCH_EXIT_OK;
@@ -241,6 +368,12 @@ int bench_tune(const bench_env *env, const bench_opts *o)
         } else if (bwd && !fwd) {
             fprintf(stderr, "flashcl-bench: tune D %d: the backward runs the portable kernels here (their tiles "
                             "come from the table and FLASHCL_BACKWARD_TILES); nothing to tune\n", dims[i]);
+        }
+        if (dec) {
+            int rd = make_decode_space(env, dims[i], &s);
+            if (rd == 0)
+                rd = tune_space_at(env, dt, dims[i], &s);
+            r = rd > r ? rd : r;
         }
         if (r > rc)
             rc = r;
