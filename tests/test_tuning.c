@@ -92,7 +92,8 @@ Test(tuning, bad_input_refused)
     static const int mma_bad[4] = {40, 32, 1, 0}, mma_regs[4] = {64, 32, 1, 300};
     static const int bwd_odd[4] = {64, 20, 64, 32}, bwd_big[4] = {512, 32, 64, 32}, bwd_zero[4] = {64, 32, 0, 32};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
-    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages; each one value out of range */
+    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages; valid (for the count cases), then
+     * each with one value out of range */
     static const int dec_good[7] = {8, 4, 8, 2, 64, 0, 0};
     static const int dec_stage1[7] = {8, 4, 8, 2, 64, 0, 1}, dec_stage5[7] = {8, 4, 8, 2, 64, 0, 5};
     static const int dec_keys[7] = {0, 4, 8, 2, 64, 0, 0}, dec_rows[7] = {8, 65, 8, 2, 64, 0, 0};
