@@ -24,7 +24,9 @@
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
  * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); ASYNC_COPY (Q, K, V and dO rows
- * 16-byte aligned); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * 16-byte aligned); PAIRS (head_dim even and the rows of Q, K, V, dO and the gradients 4-byte
+ * aligned: fragments loaded and gradients stored two elements at a time); HAS_SOFTCAP,
+ * HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
@@ -50,9 +52,13 @@ MMA_INLINE void load_a_rows(uint (*f)[4], __global const ushort *src, long base,
             #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
                 const int d = ks * 16 + hf * 8 + 2 * t;
+#if PAIRS /* d even, head_dim even: both or neither */
+                f[ks][hr + 2 * hf] = in && d < head_dim ? *(__global const uint *)(src + row + d) : 0u;
+#else
                 const uint lo = in && d < head_dim ? src[row + d] : 0u;
                 const uint hi = in && d + 1 < head_dim ? src[row + d + 1] : 0u;
                 f[ks][hr + 2 * hf] = lo | hi << 16;
+#endif
             }
     }
 }
@@ -162,13 +168,19 @@ MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, in
         if (r < 0 || r >= n_rows)
             continue;
         #pragma unroll
-        for (int nt = 0; nt < NT_O; nt++)
-            #pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int d = nt * 8 + 2 * t + c;
-                if (d < head_dim)
-                    STORE(dst, base + (long)r * row_stride + d, acc[nt][2 * hr + c] * mul);
-            }
+        for (int nt = 0; nt < NT_O; nt++) {
+            const int d = nt * 8 + 2 * t;
+            const long at = base + (long)r * row_stride + d;
+#if PAIRS /* one 4-byte store of both, rounded as STORE rounds */
+            if (d < head_dim)
+                *(__global uint *)((__global ushort *)dst + at) = pack_pair(acc[nt][2 * hr] * mul, acc[nt][2 * hr + 1] * mul);
+#else
+            if (d < head_dim)
+                STORE(dst, at, acc[nt][2 * hr] * mul);
+            if (d + 1 < head_dim)
+                STORE(dst, at + 1, acc[nt][2 * hr + 1] * mul);
+#endif
+        }
     }
 }
 

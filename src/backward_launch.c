@@ -97,12 +97,16 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     const fcl_forward_job *f = &job->fwd;
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
                         fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
+    const int pairs = f->D % 2 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 2) && fcl_rows_aligned(f->K, f->k_dims, 2) &&
+                      fcl_rows_aligned(f->V, f->v_dims, 2) && fcl_rows_aligned(job->dO, job->do_dims, 2) &&
+                      fcl_rows_aligned(job->dQ, job->dq_dims, 2) && fcl_rows_aligned(job->dK, job->dk_dims, 2) &&
+                      fcl_rows_aligned(job->dV, job->dv_dims, 2);
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
-             "-DASYNC_COPY=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
-             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, aligned, f->layout,
-             f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+             "-DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, aligned, pairs,
+             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
     size_t wg[2];
     fcl_status s = build_kernels(ctx, sources, 5, opts, v->kern, wg);
     if (s != FCL_SUCCESS)
