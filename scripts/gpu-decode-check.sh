@@ -8,7 +8,9 @@
 # query row. Output under $OUT (default ./gpu-out): ctest.txt, ctest-portable.txt, bench.jsonl,
 # peer.jsonl.
 # BS, LENS, REPS narrow the sweep (caches over MAX_CACHE_GB, default 8, are skipped);
-# SWEEP="N,R,W[,G[,S[,M[,A]]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl.
+# SWEEP="N,R,W[,G[,S[,M[,A]]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl;
+# TUNE=1 runs flashcl-bench --tune --op decode --d 128 first (tune.jsonl): the stored winner is
+# then what the timed shapes use.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -23,6 +25,11 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   echo "ctest rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest.txt"
   FLASHCL_DECODE_SHUFFLE=0 ctest --test-dir build --output-on-failure -R decode > "$out/ctest-portable.txt" 2>&1
   echo "ctest (FLASHCL_DECODE_SHUFFLE=0) rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-portable.txt"
+fi
+
+if [[ "${TUNE:-0}" == 1 ]]; then
+  "$bench" --tune --op decode --d 128 --json > "$out/tune.jsonl" 2>>"$out/errors.log"
+  cat "$out/tune.jsonl"
 fi
 
 : > "$out/bench.jsonl"

@@ -59,7 +59,7 @@ fi
 
 if [[ "${TUNE:-0}" == 1 ]]; then
   for path in $timed; do
-    FLASHCL_FORWARD_PATH=$(path_env "$path") "$bench" --tune --json > "$out/tune-$path.jsonl" 2>>"$out/errors.log"
+    FLASHCL_FORWARD_PATH=$(path_env "$path") "$bench" --tune --op forward --json > "$out/tune-$path.jsonl" 2>>"$out/errors.log"
     cat "$out/tune-$path.jsonl"
   done
 fi
