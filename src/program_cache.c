@@ -127,12 +127,12 @@ static void store_to_disk(fcl_context ctx, cl_program prog, const uint8_t key[32
     free(bin);
 }
 
-/* The caller's options plus the device-wide ones: -DFCL_UNROLL=1 on GPUs (loops over private
- * arrays fully unrolled, see cl/common.cl), 0 elsewhere. NULL when out of memory. */
+/* The caller's options plus the device-wide ones (see cl/common.cl): -DFCL_UNROLL=1 on GPUs
+ * (loops over private arrays fully unrolled), 0 elsewhere; -DFCL_ROUND_GROUPS, 4 x the compute
+ * units (about two rounds of two work-groups per compute unit: the chunk of fcl_group_order).
+ * NULL when out of memory. */
 static char *device_options(fcl_context ctx, const char *options)
 {
-    /* FCL_UNROLL: forced unrolling on GPUs only; FCL_ROUND_GROUPS: about two rounds of
-     * work-groups (two per compute unit each), for kernels that order their groups */
     char add[64];
     snprintf(add, sizeof add, " -DFCL_UNROLL=%d -DFCL_ROUND_GROUPS=%u", ctx->info.type == FCL_DEVICE_GPU,
              4 * (ctx->info.compute_units > 0 ? ctx->info.compute_units : 1));
