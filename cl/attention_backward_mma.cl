@@ -25,7 +25,8 @@
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
  * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); ASYNC_COPY (Q, K, V and dO rows
  * 16-byte aligned); PAIRS (head_dim even and the rows of Q, K, V, dO and the gradients 4-byte
- * aligned: fragments loaded and gradients stored two elements at a time); HAS_SOFTCAP,
+ * aligned: fragments loaded (load_a_rows, mma_nv.cl) and gradients stored two elements at a
+ * time); HAS_SOFTCAP,
  * HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
@@ -34,34 +35,6 @@
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
  * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
 #define DS_SPLIT (FCL_DTYPE == 2)
-
-/* This lane's A fragments (rows g and g + 8 of the 16 rows row0 .. row0 + 15, the whole head
- * dim) of a view whose row r sits at src[base + r * row_stride]: zeros past head_dim and for
- * rows outside [0, n_rows). */
-MMA_INLINE void load_a_rows(uint (*f)[4], __global const ushort *src, long base, long row_stride, int row0, int n_rows,
-                        int head_dim, int lane)
-{
-    const int g = lane >> 2, t = lane & 3;
-    #pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int r = row0 + g + 8 * hr;
-        const bool in = r >= 0 && r < n_rows;
-        const long row = base + (long)clamp(r, 0, max(n_rows - 1, 0)) * row_stride;
-        #pragma unroll
-        for (int ks = 0; ks < KSTEPS; ks++)
-            #pragma unroll
-            for (int hf = 0; hf < 2; hf++) {
-                const int d = ks * 16 + hf * 8 + 2 * t;
-#if PAIRS /* d even, head_dim even: both or neither */
-                f[ks][hr + 2 * hf] = in && d < head_dim ? *(__global const uint *)(src + row + d) : 0u;
-#else
-                const uint lo = in && d < head_dim ? src[row + d] : 0u;
-                const uint hi = in && d + 1 < head_dim ? src[row + d + 1] : 0u;
-                f[ks][hr + 2 * hf] = lo | hi << 16;
-#endif
-            }
-    }
-}
 
 /* The ldmatrix address of this lane for B operands taken from the rows of a local tile (B[k][n]
  * = tile[n][k]: n the tile's rows, k its columns): row (lane & 7) + 8 (lane / 16), column
@@ -170,16 +143,8 @@ MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, in
         #pragma unroll
         for (int nt = 0; nt < NT_O; nt++) {
             const int d = nt * 8 + 2 * t;
-            const long at = base + (long)r * row_stride + d;
-#if PAIRS /* one 4-byte store of both, rounded as STORE rounds */
-            if (d < head_dim)
-                *(__global uint *)((__global ushort *)dst + at) = pack_pair(acc[nt][2 * hr] * mul, acc[nt][2 * hr + 1] * mul);
-#else
-            if (d < head_dim)
-                STORE(dst, at, acc[nt][2 * hr] * mul);
-            if (d + 1 < head_dim)
-                STORE(dst, at + 1, acc[nt][2 * hr + 1] * mul);
-#endif
+            store_pair(dst, base + (long)r * row_stride + d, d, head_dim, acc[nt][2 * hr] * mul,
+                       acc[nt][2 * hr + 1] * mul);
         }
     }
 }

@@ -20,7 +20,8 @@
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); BLOCK_M, BLOCK_N
  * (multiples of 16), M_TILES; ASYNC_COPY; PAIRS (head_dim even and every Q and O row 4-byte
- * aligned: two elements per load and store); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * aligned: two elements per load (load_a_rows, mma_nv.cl) and store); HAS_SOFTCAP, HAS_MASK,
+ * HAS_ALIBI; LAYOUT.
  */
 
 #define NWARPS (BLOCK_M / (16 * M_TILES))
@@ -102,24 +103,16 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this lane's rows see */
     #pragma unroll
     for (int mt = 0; mt < M_TILES; mt++) {
+        load_a_rows(qf[mt], Qu, qo + b * q_sb + h * q_sh, q_ss, i0 + warp * 16 * M_TILES + mt * 16, sq, head_dim,
+                    lane);
+        #pragma unroll
+        for (int ks = 0; ks < KSTEPS; ks++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++)
+                qf[mt][ks][e] ^= q_sign;
         #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
-            const long qrow = qo + b * q_sb + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss + h * q_sh;
-            #pragma unroll
-            for (int ks = 0; ks < KSTEPS; ks++)
-                #pragma unroll
-                for (int hf = 0; hf < 2; hf++) {
-                    const int d = ks * 16 + hf * 8 + 2 * t;
-#if PAIRS /* d even, head_dim even: both or neither */
-                    const uint pair = sq > 0 && d < head_dim ? *(__global const uint *)(Qu + qrow + d) : 0u;
-#else
-                    const uint lo = sq > 0 && d < head_dim ? Qu[qrow + d] : 0u;
-                    const uint hi = sq > 0 && d + 1 < head_dim ? Qu[qrow + d + 1] : 0u;
-                    const uint pair = lo | hi << 16;
-#endif
-                    qf[mt][ks][hr + 2 * hf] = pair ^ q_sign;
-                }
             m[mt][hr] = -INFINITY;
             l[mt][hr] = 0.0f; /* this lane's share of the row sum; the quad's total at the end */
             forward_row_keys(i, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss,
@@ -270,15 +263,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 const int d = nt * 8 + 2 * t;
                 const float o0 = lsum > 0.0f ? acc[mt][nt][2 * hr] * inv_l : 0.0f;
                 const float o1 = lsum > 0.0f ? acc[mt][nt][2 * hr + 1] * inv_l : 0.0f;
-#if PAIRS /* one 4-byte store of both, rounded as STORE rounds */
-                if (d < head_dim)
-                    *(__global uint *)((__global ushort *)O + orow + d) = pack_pair(o0, o1);
-#else
-                if (d < head_dim)
-                    STORE(O, orow + d, o0);
-                if (d + 1 < head_dim)
-                    STORE(O, orow + d + 1, o1);
-#endif
+                store_pair(O, orow + d, d, head_dim, o0, o1);
             }
             if (write_lse && t == 0)
                 LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =

@@ -6,7 +6,7 @@
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
  *
  * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); HEAD_DIM_PAD;
- * ASYNC_COPY; HAS_MASK.
+ * ASYNC_COPY; PAIRS; HAS_MASK.
  */
 
 /* The head dim's k16 steps and n8 tiles, and the pitch of a row in local memory (8 halves of
@@ -69,6 +69,35 @@ inline void ldmatrix_x4_trans(uint *r, uint addr)
             : "memory");
 }
 
+/* This lane's A fragments (rows g and g + 8 of the 16 rows row0 .. row0 + 15, the whole head
+ * dim) of a view whose row r sits at src[base + r * row_stride]: zeros past head_dim and for
+ * rows outside [0, n_rows). With PAIRS (head_dim even, rows 4-byte aligned) the two elements of
+ * a register are one 32-bit load. */
+MMA_INLINE void load_a_rows(uint (*f)[4], __global const ushort *src, long base, long row_stride, int row0, int n_rows,
+                        int head_dim, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = row0 + g + 8 * hr;
+        const bool in = r >= 0 && r < n_rows;
+        const long row = base + (long)clamp(r, 0, max(n_rows - 1, 0)) * row_stride;
+        #pragma unroll
+        for (int ks = 0; ks < KSTEPS; ks++)
+            #pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int d = ks * 16 + hf * 8 + 2 * t;
+#if PAIRS /* d even, head_dim even: both or neither */
+                f[ks][hr + 2 * hf] = in && d < head_dim ? *(__global const uint *)(src + row + d) : 0u;
+#else
+                const uint lo = in && d < head_dim ? src[row + d] : 0u;
+                const uint hi = in && d + 1 < head_dim ? src[row + d + 1] : 0u;
+                f[ks][hr + 2 * hf] = lo | hi << 16;
+#endif
+            }
+    }
+}
+
 /* x, opaque to the compiler: addresses derived from it inside a loop are computed there (one
  * add each) instead of being hoisted out of the loop into dozens of live registers. */
 inline uint opaque(uint x)
@@ -83,6 +112,21 @@ inline uint pack_pair(float lo, float hi)
     uint r;
     __asm__("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+/* Elements d and d + 1 (d even) of a row of dst, from x0 and x1, rounded to the storage dtype;
+ * each only below head_dim. With PAIRS (head_dim even, rows 4-byte aligned) one 32-bit store. */
+inline void store_pair(__global store_t *dst, long at, int d, int head_dim, float x0, float x1)
+{
+#if PAIRS
+    if (d < head_dim)
+        *(__global uint *)((__global ushort *)dst + at) = pack_pair(x0, x1);
+#else
+    if (d < head_dim)
+        STORE(dst, at, x0);
+    if (d + 1 < head_dim)
+        STORE(dst, at + 1, x1);
+#endif
 }
 
 /* The max / sum over the 4 lanes that hold one row of an mma accumulator. */

@@ -108,7 +108,7 @@ static int power_of_two(int x)
 
 /* The shape, work-group size and batch of the plan's tiles, its row blocks, whether the
  * team-shuffle form applies (teams of 2 to 32 lanes inside warps, every row's keys in one team),
- * and the cp.async stages that fit the device's local memory (compute capability >= 8). */
+ * and the cp.async stages that fit the device's local memory. */
 static void reshape(fcl_context ctx, decode_plan *p)
 {
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
@@ -121,7 +121,7 @@ static void reshape(fcl_context ctx, decode_plan *p)
      * the other local arrays (counted as the portable form's: more than this form's) */
     const uint64_t stage_bytes = (uint64_t)p->s.keys * 2 * (uint64_t)(p->hdp / 8) * 16 * (p->dtype == FCL_F32 ? 2 : 1);
     const uint64_t other = (uint64_t)fcl_decode_local_floats(&p->t, p->hdp) * 4 + 256;
-    p->stages = p->shuffle && ctx->info.nv_cc_major >= 8 && p->wide ? p->t.stages : 0;
+    p->stages = p->shuffle && p->wide ? p->t.stages : 0; /* fcl_tune_decode: 0 without cp.async */
     while (p->stages >= 2 && other + p->stages * stage_bytes * (uint64_t)p->s.teams > ctx->info.local_mem_bytes)
         p->stages--;
     if (p->stages < 2)

@@ -168,12 +168,13 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
  * one query row over a full cache (see the top of this file). */
 static bench_case tune_case(const bench_env *env, const tune_space *s, fcl_dtype dt, int d)
 {
-    if (s->op == TUNE_DECODE) {
-        bench_case c = {dt, 8, 1, 32768, 32, 8, d, 1, -1, -1, 0.0f, 0};
+    if (s->op == TUNE_DECODE) { /* flashcl-bench's decode case, fewer heads off GPUs */
+        bench_case c = bench_decode_default(env);
+        c.dtype = dt;
+        c.d = d;
         if (!env->is_gpu) {
             const int cpu = env->info.type == FCL_DEVICE_CPU;
-            c.b = 1;
-            c.sk = cpu ? 4096 : 1024;
+            c.sk = cpu ? c.sk : 1024;
             c.hq = cpu ? 8 : 4;
             c.hkv = 2;
         }
