@@ -6,7 +6,9 @@
  *
  * A work-group of BLOCK_M / (16 * M_TILES) warps computes BLOCK_M query rows of one (batch,
  * head); each warp owns M_TILES tiles of 16 rows, keeping their Q fragments, the tile's scores
- * and the output accumulators in registers (the mma fragment layouts). K and V tiles of
+ * and the output accumulators in registers (the mma fragment layouts), except the Q fragments
+ * of the last Q_LOCAL_STEPS k steps: those wait in local memory, for when registers run short
+ * (D 128). K and V tiles of
  * BLOCK_N keys are staged in local memory as the raw 16-bit storage values, rows padded by 8
  * halves so that ldmatrix reads them without bank conflicts, and shared by the warps. Two
  * stages: tile t + 2 is copied into tile t's stage while the warps compute tile t + 1, so every
@@ -20,13 +22,14 @@
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); BLOCK_M, BLOCK_N
  * (multiples of 16), M_TILES; ASYNC_COPY; PAIRS (head_dim even and every Q and O row 4-byte
- * aligned: two elements per load (load_a_rows, mma_nv.cl) and store); HAS_SOFTCAP, HAS_MASK,
- * HAS_ALIBI; LAYOUT.
+ * aligned: two elements per load (load_a_rows, mma_nv.cl) and store); Q_LOCAL_STEPS (0 to
+ * HEAD_DIM_PAD / 16); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
 #define NWARPS (BLOCK_M / (16 * M_TILES))
 #define WG_SIZE (NWARPS * 32)
 #define NT_S (BLOCK_N / 8)         /* n8 tiles of a tile's scores */
+#define QS_FIRST (KSTEPS - Q_LOCAL_STEPS) /* the first k step whose Q fragments live in local memory */
 /* Starts the copies of the K/V tile of keys j0 .. into stage st. */
 #define ISSUE_TILE(st, j0)                                                                         \
     issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu, kbase, \
@@ -95,8 +98,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #endif
     const int p0 = i0 + warp * 16 * M_TILES + g + shift; /* absolute position of this lane's first row */
 
-    /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. */
+    /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. The
+     * Q fragments of k steps QS_FIRST .. KSTEPS - 1 wait in local memory instead of registers:
+     * each work-item reads back only its own (no barrier), 16 bytes per lane, without bank
+     * conflicts. */
     uint qf[M_TILES][KSTEPS][4];
+#if Q_LOCAL_STEPS
+    __local uint4 Qs[Q_LOCAL_STEPS][M_TILES][WG_SIZE];
+#endif
     float acc[M_TILES][NT_O][4];
     float m[M_TILES][2], l[M_TILES][2];
     int jlo[M_TILES][2], jhi[M_TILES][2];
@@ -110,6 +119,11 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             #pragma unroll
             for (int e = 0; e < 4; e++)
                 qf[mt][ks][e] ^= q_sign;
+#if Q_LOCAL_STEPS
+        #pragma unroll
+        for (int ks = QS_FIRST; ks < KSTEPS; ks++)
+            Qs[ks - QS_FIRST][mt][lid] = (uint4)(qf[mt][ks][0], qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3]);
+#endif
         #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
@@ -155,7 +169,24 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         const uint k_lane =
             opaque((uint)(size_t)(Ks[st] + ((lane >> 4) * 8 + (lane & 7)) * ROW_HALVES + ((lane >> 3) & 1) * 8));
         #pragma unroll
-        for (int ks = 0; ks < KSTEPS; ks++)
+        for (int ks = 0; ks < KSTEPS; ks++) {
+            uint qa[M_TILES][4];
+            #pragma unroll
+            for (int mt = 0; mt < M_TILES; mt++) {
+#if Q_LOCAL_STEPS
+                if (ks >= QS_FIRST) {
+                    const uint4 x = Qs[ks - QS_FIRST][mt][lid];
+                    qa[mt][0] = x.s0;
+                    qa[mt][1] = x.s1;
+                    qa[mt][2] = x.s2;
+                    qa[mt][3] = x.s3;
+                    continue;
+                }
+#endif
+                #pragma unroll
+                for (int e = 0; e < 4; e++)
+                    qa[mt][e] = qf[mt][ks][e];
+            }
             #pragma unroll
             for (int np = 0; np < NT_S / 2; np++) {
                 /* matrices: keys +0 / +8 of this 16-key pair x columns +0 / +8 of this k step */
@@ -163,10 +194,11 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 ldmatrix_x4(kb, k_lane + 2 * (np * 16 * ROW_HALVES + ks * 16));
                 #pragma unroll
                 for (int mt = 0; mt < M_TILES; mt++) {
-                    mma_16816(s[mt][2 * np], qf[mt][ks], kb[0], kb[1]);
-                    mma_16816(s[mt][2 * np + 1], qf[mt][ks], kb[2], kb[3]);
+                    mma_16816(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                    mma_16816(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
                 }
             }
+        }
 
         /* Online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile. Tiles that every
          * row of the warp sees whole skip the visibility checks (a warp-uniform branch). */

@@ -172,12 +172,12 @@ static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, in
     char opts[320];
     int n = snprintf(opts, sizeof opts,
                      "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d "
-                     "-DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+                     "-DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DQ_LOCAL_STEPS=%d",
                      (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
                      fcl_rows_aligned(job->K, job->k_dims, 8) && fcl_rows_aligned(job->V, job->v_dims, 8),
                      job->D % 2 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 2) &&
                          fcl_rows_aligned(job->O, job->o_dims, 2),
-                     job->layout, r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
+                     job->layout, r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL, t->q_local);
     if (t->max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
     size_t wg;

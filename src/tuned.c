@@ -17,9 +17,10 @@ int fcl_tuned_value_count(const char *kernel)
         return 0;
     if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0 ||
-        strcmp(kernel, "forward_blocked") == 0)
+    if (strcmp(kernel, "backward_mma") == 0 || strcmp(kernel, "forward_blocked") == 0)
         return 4;
+    if (strcmp(kernel, "forward_mma") == 0)
+        return 5;
     if (strcmp(kernel, "decode") == 0)
         return 7;
     return 0;
@@ -39,9 +40,10 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
     switch (fcl_tuned_value_count(kernel)) {
     case 3: /* block_m, block_n, rows */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 1024 && v[2] > 0 && v[0] % v[2] == 0;
-    case 4: /* block_m, block_n, m_tiles, max_regs */
+    case 5: /* forward_mma: block_m, block_n, m_tiles, max_regs, Q k steps in local memory */
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
-               v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255;
+               v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
+               v[4] <= FCL_MAX_HEAD_DIM / 16;
     case 7: /* decode: block_n, rows, wg, waves, split_min, max_regs, stages (the kernel's ASYNC_STAGES
              * takes 0 or 2 to 4) */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 64 && v[2] > 0 && v[2] <= 1024 && v[3] > 0 &&

@@ -24,23 +24,24 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0},
      {4, 2, 32, 1, 0, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
-     * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128; tensor-core
+     * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
+     * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
      * backward 64,32,64,32, none past D 128 (registers) (2026-12-01); blocked 64x128 of 8x8 at D 64,
      * 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0}, {32, 32},
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 32, 64, 32}, {32, 4, 128, 4, 128, 0, 3}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0}, {32, 32},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
      {64, 32, 64, 32}, {16, 4, 128, 4, 128, 0, 3}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0}, {32, 32},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0, 0}, {32, 32},
      {0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0},
      {32, 4, 128, 4, 128, 0, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -199,12 +200,18 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
-    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs};
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
     override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
-    fcl_mma_tiles t = {v[0], v[1], v[2], v[3]};
-    /* two stages of K and V tiles of block_n rows of head_dim_pad + 8 halves, and of mask values */
+    fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
+    /* two stages of K and V tiles of block_n rows of head_dim_pad + 8 halves, and of mask values
+     * (as declared in cl/mma_nv.cl), then 16 bytes per work-item and m tile per Q k step */
     while (t.block_n > 16 && (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8) > ctx->info.local_mem_bytes)
         t.block_n /= 2;
+    const uint64_t ring = (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8), per_step = 32 * (uint64_t)t.block_m;
+    if (t.q_local > head_dim_pad / 16)
+        t.q_local = head_dim_pad / 16;
+    while (t.q_local > 0 && ring + t.q_local * per_step > ctx->info.local_mem_bytes)
+        t.q_local--;
     if ((size_t)(t.block_m / (16 * t.m_tiles) * 32) > ctx->info.max_work_group_size)
         t.block_m = 0;
     return t;
@@ -272,6 +279,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[1] = t.block_n;
         values[2] = t.m_tiles;
         values[3] = t.max_regs;
+        values[4] = t.q_local;
     }
     return FCL_SUCCESS;
 }

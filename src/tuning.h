@@ -43,11 +43,13 @@ typedef struct fcl_mma_tiles {
     int block_n;      /* keys per local-memory tile (multiple of 16) */
     int m_tiles;      /* 16-row mma tiles per warp; the work-group has block_m / (16 m_tiles) warps */
     int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+    int q_local;      /* k steps (16 head-dim columns) of the Q fragments held in local memory, not registers */
 } fcl_mma_tiles;
 
 /* Tiles of the NVIDIA tensor-core forward (cl/attention_forward_mma.cl) at padded head dim
- * `head_dim_pad`: the device's table entry, then FLASHCL_MMA_TILES="M,N,T[,R]" if set; N halved
- * until two stages of K and V tiles fit the local memory. block_m 0 where the table has no such path. */
+ * `head_dim_pad`: the device's table entry, then FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if set; N
+ * halved until two stages of K and V tiles fit the local memory, then Q lowered (to at most
+ * head_dim_pad / 16) until its Q fragments fit beside them. block_m 0 where the table has no such path. */
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad);
 
 typedef struct fcl_backward_tiles {

@@ -1,6 +1,7 @@
 /*
  * Tuned tiles (fcl_tuning_save / fcl_tuning_get): bad input is refused with its status and
- * a sentence and stores nothing; a tensor-core backward entry reads back where that kernel runs;
+ * a sentence and stores nothing; tensor-core forward and backward entries read back where those
+ * kernels run (the forward's Q k steps lowered to what fits);
  * a stored entry is used at once and by a later context on the same device (through its own
  * disk cache folder), the environment override still wins, a damaged entry is ignored (the
  * table's tiles come back), the disk cache off refuses to store, and the forward run with tuned
@@ -89,7 +90,8 @@ Test(tuning, bad_input_refused)
 {
     fcl_context ctx = support_context();
     static const int good[4] = {32, 32, 1, 0}, uneven[3] = {30, 32, 4}, zero[3] = {0, 32, 1};
-    static const int mma_bad[4] = {40, 32, 1, 0}, mma_regs[4] = {64, 32, 1, 300};
+    static const int mma_bad[5] = {40, 32, 1, 0, 0}, mma_regs[5] = {64, 32, 1, 300, 0};
+    static const int mma_qlocal[5] = {64, 32, 1, 0, 17};
     static const int bwd_odd[4] = {64, 20, 64, 32}, bwd_big[4] = {512, 32, 64, 32}, bwd_zero[4] = {64, 32, 0, 32};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
     /* decode: block_n, rows, wg, waves, split_min, max_regs, stages; valid (for the count cases), then
@@ -110,13 +112,14 @@ Test(tuning, bad_input_refused)
         {"forward", 64, NULL, 3, "values"},
         {"backward", 64, good, 3, "backward"},
         {"forward", 64, good, 4, "3"},
-        {"forward_mma", 64, good, 3, "4"},
+        {"forward_mma", 64, good, 4, "5"},
         {"forward", 0, good, 3, "head_dim"},
         {"forward", 257, good, 3, "head_dim"},
         {"forward", 64, uneven, 3, "forward"},
         {"forward", 64, zero, 3, "forward"},
-        {"forward_mma", 64, mma_bad, 4, "forward_mma"},
-        {"forward_mma", 64, mma_regs, 4, "forward_mma"},
+        {"forward_mma", 64, mma_bad, 5, "forward_mma"},
+        {"forward_mma", 64, mma_regs, 5, "forward_mma"},
+        {"forward_mma", 64, mma_qlocal, 5, "forward_mma"},
         {"backward_mma", 64, good, 3, "4"},
         {"backward_mma", 64, bwd_odd, 4, "backward_mma"},
         {"backward_mma", 64, bwd_big, 4, "backward_mma"},
@@ -215,6 +218,27 @@ static void check_tuned_forward(fcl_context ctx, fcl_dtype dt, int D, const char
     for (int i = 0; i < 4; i++)
         fcl_tensor_release(ts[i]);
     free(Q); free(K); free(V); free(o1); free(o2); free(naive); free(ref);
+}
+
+/* A tensor-core forward entry (Q k steps in local memory included) is stored and read back where
+ * that kernel runs, Q lowered to the head dim's k steps and to what fits beside the K/V ring,
+ * and the forward with it matches the same tiles given through FLASHCL_MMA_TILES; elsewhere
+ * fcl_tuning_get reports no such kernel (first value 0) whatever is stored. */
+Test(tuning, forward_mma_entry)
+{
+    fcl_context ctx = support_context();
+    const int D = 128, v[5] = {64, 32, 1, 0, 16}; /* 16 Q k steps asked for, 8 exist at D 128 */
+    cr_assert(fcl_tuning_save(ctx, "forward_mma", D, v, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[5] = {-1, -1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "forward_mma", D, now, 5) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_forward_path(ctx, FCL_F16, D), "nvidia-mma") == 0) {
+        cr_assert(memcmp(now, v, 4 * sizeof(int)) == 0 && now[4] > 0 && now[4] <= D / 16,
+                  "stored 64,32,1,0,16, got %d,%d,%d,%d,%d", now[0], now[1], now[2], now[3], now[4]);
+        check_tuned_forward(ctx, FCL_F16, D, "FLASHCL_MMA_TILES", "64,32,1,0,16");
+    } else {
+        cr_assert(now[0] == 0, "no tensor-core forward here, yet fcl_tuning_get gave %d rows per work-group", now[0]);
+    }
+    fcl_context_release(ctx);
 }
 
 /* A blocked-kernel entry is used where that kernel runs (here forced, FLASHCL_FORWARD_PATH=blocked,

@@ -33,10 +33,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 9
+#define FCL_VERSION_MINOR 10
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.9.0"
+#define FCL_VERSION_STRING "0.10.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -318,9 +318,11 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *   "forward_blocked" 4 values: query rows per work-group, keys per tile, rows and keys per
  *                  work-item, each dividing the first two, at most 256 / 256 / 16 / 16 (the
  *                  "blocked" forward kernel)
- *   "forward_mma"  4 values: query rows per work-group (a multiple of 16 x the third), keys per
- *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's)
- *                  (the NVIDIA tensor-core forward)
+ *   "forward_mma"  5 values: query rows per work-group (a multiple of 16 x the third), keys per
+ *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's),
+ *                  k steps (16 head-dim columns each, 0 to 16) of the Q fragments held in local
+ *                  memory instead of registers, lowered to what fits beside the K/V tiles (the
+ *                  NVIDIA tensor-core forward; an entry stored with 4 values by 0.9 is ignored)
  *   "backward_mma" 4 values, multiples of 16 in [16, 256]: keys per dK/dV work-group, query
  *                  rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile (the
  *                  NVIDIA tensor-core backward; head dims up to 128)
