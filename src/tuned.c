@@ -28,30 +28,29 @@ int fcl_tuned_value_count(const char *kernel)
 
 int fcl_tuned_values_valid(const char *kernel, const int *v)
 {
-    if (kernel && strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys */
+    if (!kernel)
+        return 0;
+    if (strcmp(kernel, "forward") == 0) /* block_m, block_n, rows */
+        return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 1024 && v[2] > 0 && v[0] % v[2] == 0;
+    if (strcmp(kernel, "forward_blocked") == 0) /* block_m, block_n, rows and keys per item */
+        return v[2] > 0 && v[2] <= 16 && v[3] > 0 && v[3] <= 16 && v[0] > 0 && v[0] <= 256 && v[0] % v[2] == 0 &&
+               v[1] > 0 && v[1] <= 256 && v[1] % v[3] == 0;
+    if (strcmp(kernel, "forward_mma") == 0) /* block_m, block_n, m_tiles, max_regs, Q k steps in local memory */
+        return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
+               v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
+               v[4] <= FCL_MAX_HEAD_DIM / 16;
+    if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys */
         for (int i = 0; i < 4; i++)
             if (v[i] < 16 || v[i] > 256 || v[i] % 16)
                 return 0;
         return 1;
     }
-    if (kernel && strcmp(kernel, "forward_blocked") == 0) /* block_m, block_n, rows and keys per item */
-        return v[2] > 0 && v[2] <= 16 && v[3] > 0 && v[3] <= 16 && v[0] > 0 && v[0] <= 256 && v[0] % v[2] == 0 &&
-               v[1] > 0 && v[1] <= 256 && v[1] % v[3] == 0;
-    switch (fcl_tuned_value_count(kernel)) {
-    case 3: /* block_m, block_n, rows */
-        return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 1024 && v[2] > 0 && v[0] % v[2] == 0;
-    case 5: /* forward_mma: block_m, block_n, m_tiles, max_regs, Q k steps in local memory */
-        return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
-               v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
-               v[4] <= FCL_MAX_HEAD_DIM / 16;
-    case 7: /* decode: block_n, rows, wg, waves, split_min, max_regs, stages (the kernel's ASYNC_STAGES
-             * takes 0 or 2 to 4) */
+    if (strcmp(kernel, "decode") == 0) /* block_n, rows, wg, waves, split_min, max_regs, stages (the
+                                        * kernel's ASYNC_STAGES takes 0 or 2 to 4) */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 64 && v[2] > 0 && v[2] <= 1024 && v[3] > 0 &&
                v[3] <= 64 && v[4] >= 0 && v[4] <= 1048576 && v[5] >= 0 && v[5] <= 255 &&
                (v[6] == 0 || (v[6] >= 2 && v[6] <= 4));
-    default:
-        return 0;
-    }
+    return 0;
 }
 
 /* The entry's key: the device, its driver and platform (a driver update starts afresh). */

@@ -6,8 +6,8 @@
 
 #include "internal.h"
 
-/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_mma", "backward_mma" 4;
- * "decode" 7, at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
+/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "backward_mma" 4; "forward_mma"
+ * 5; "decode" 7, at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
 int fcl_tuned_value_count(const char *kernel);
 
 /* Whether `values` (fcl_tuned_value_count(kernel) of them) are valid tiles for `kernel` (see

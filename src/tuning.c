@@ -203,14 +203,14 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
     override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
-    /* two stages of K and V tiles of block_n rows of head_dim_pad + 8 halves, and of mask values
-     * (as declared in cl/mma_nv.cl), then 16 bytes per work-item and m tile per Q k step */
-    while (t.block_n > 16 && (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8) > ctx->info.local_mem_bytes)
+    /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
+     * declared in cl/mma_nv.cl); per Q k step: 16 bytes per work-item and m tile (32 per row) */
+    const uint64_t key_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 8, local = ctx->info.local_mem_bytes;
+    while (t.block_n > 16 && t.block_n * key_bytes > local)
         t.block_n /= 2;
-    const uint64_t ring = (uint64_t)t.block_n * (8 * (head_dim_pad + 8) + 8), per_step = 32 * (uint64_t)t.block_m;
     if (t.q_local > head_dim_pad / 16)
         t.q_local = head_dim_pad / 16;
-    while (t.q_local > 0 && ring + t.q_local * per_step > ctx->info.local_mem_bytes)
+    while (t.q_local > 0 && t.block_n * key_bytes + (uint64_t)t.q_local * 32 * t.block_m > local)
         t.q_local--;
     if ((size_t)(t.block_m / (16 * t.m_tiles) * 32) > ctx->info.max_work_group_size)
         t.block_m = 0;

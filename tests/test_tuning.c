@@ -178,6 +178,18 @@ Test(tuning, backward_mma_entry)
     fcl_context_release(ctx);
 }
 
+/* Random Q [nq] and K, V [nk] in dtype dt's range (Q, K in [-1.5, 1.5], V in [-1, 1]) from
+ * seeds seed, seed + 1, seed + 2; the caller frees them. */
+static void random_qkv(size_t nq, size_t nk, uint64_t seed, fcl_dtype dt, float **Q, float **K, float **V)
+{
+    *Q = support_xmalloc(sizeof(float) * nq);
+    *K = support_xmalloc(sizeof(float) * nk);
+    *V = support_xmalloc(sizeof(float) * nk);
+    support_random(*Q, nq, seed, -1.5f, 1.5f, dt);
+    support_random(*K, nk, seed + 1, -1.5f, 1.5f, dt);
+    support_random(*V, nk, seed + 2, -1.0f, 1.0f, dt);
+}
+
 /* A causal GQA forward (F16 or F32, head dim D) with ctx's stored tiles, then with the same
  * tiles through the environment variable env = tiles: both outputs must be the same bits, and
  * within the float64 rule. */
@@ -185,13 +197,11 @@ static void check_tuned_forward(fcl_context ctx, fcl_dtype dt, int D, const char
 {
     const int B = 1, Sq = 77, Sk = 133, Hq = 4, Hkv = 2;
     const size_t nq = (size_t)B * Sq * Hq * D, nk = (size_t)B * Sk * Hkv * D;
-    float *Q = support_xmalloc(sizeof(float) * nq), *K = support_xmalloc(sizeof(float) * nk);
-    float *V = support_xmalloc(sizeof(float) * nk), *o1 = support_xmalloc(sizeof(float) * nq);
-    float *o2 = support_xmalloc(sizeof(float) * nq), *naive = support_xmalloc(sizeof(float) * nq);
+    float *Q, *K, *V;
+    random_qkv(nq, nk, 71, dt, &Q, &K, &V);
+    float *o1 = support_xmalloc(sizeof(float) * nq), *o2 = support_xmalloc(sizeof(float) * nq);
+    float *naive = support_xmalloc(sizeof(float) * nq);
     double *ref = support_xmalloc(sizeof(double) * nq);
-    support_random(Q, nq, 71, -1.5f, 1.5f, dt);
-    support_random(K, nk, 72, -1.5f, 1.5f, dt);
-    support_random(V, nk, 73, -1.0f, 1.0f, dt);
     const int64_t qs[4] = {B, Sq, Hq, D}, ks[4] = {B, Sk, Hkv, D};
     fcl_tensor q = support_tensor(ctx, dt, 4, qs, Q), k = support_tensor(ctx, dt, 4, ks, K);
     fcl_tensor v = support_tensor(ctx, dt, 4, ks, V), o = support_tensor(ctx, dt, 4, qs, NULL);
@@ -413,13 +423,10 @@ Test(tuning, decode_with_tuned_tiles)
     cr_assert(fcl_tuning_get(ctx, "decode", D, now, 7) == FCL_SUCCESS);
     expect_values(now, tuned, 7, "the stored decode tiles");
     const size_t nq = (size_t)B * Lq * Hq * D, nk = (size_t)B * L * Hkv * D, nl = (size_t)B * Hq * Lq;
-    float *Q = support_xmalloc(sizeof(float) * nq), *K = support_xmalloc(sizeof(float) * nk);
-    float *V = support_xmalloc(sizeof(float) * nk), *o1 = support_xmalloc(sizeof(float) * nq);
-    float *o2 = support_xmalloc(sizeof(float) * nq), *l1 = support_xmalloc(sizeof(float) * nl);
-    float *l2 = support_xmalloc(sizeof(float) * nl);
-    support_random(Q, nq, 81, -1.5f, 1.5f, FCL_F16);
-    support_random(K, nk, 82, -1.5f, 1.5f, FCL_F16);
-    support_random(V, nk, 83, -1.0f, 1.0f, FCL_F16);
+    float *Q, *K, *V;
+    random_qkv(nq, nk, 81, FCL_F16, &Q, &K, &V);
+    float *o1 = support_xmalloc(sizeof(float) * nq), *o2 = support_xmalloc(sizeof(float) * nq);
+    float *l1 = support_xmalloc(sizeof(float) * nl), *l2 = support_xmalloc(sizeof(float) * nl);
     for (size_t e = 0; e < nk; e++)
         if (e / ((size_t)Hkv * D) % L >= (size_t)len) /* rows past the length: never read */
             K[e] = V[e] = NAN;
