@@ -23,7 +23,9 @@
  * on devices without a loop cap (item_lo, item_hi, load_state and save_state are unused).
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
- * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); ASYNC_COPY (Q, K, V and dO rows
+ * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); KV_LOCAL_STEPS (0 to HEAD_DIM_PAD / 16:
+ * the dK/dV kernel's K and V fragments of that many last k steps wait in local memory instead of
+ * registers); ASYNC_COPY (Q, K, V and dO rows
  * 16-byte aligned); PAIRS (head_dim even and the rows of Q, K, V, dO and the gradients 4-byte
  * aligned: fragments loaded (load_a_rows, mma_nv.cl) and gradients stored two elements at a
  * time); HAS_SOFTCAP,
@@ -32,6 +34,7 @@
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
 #define DQ_WG (DQ_BLOCK_M * 2)         /* one warp per 16 query rows */
+#define KV_FIRST (KSTEPS - KV_LOCAL_STEPS) /* the first k step whose K, V fragments wait in local memory */
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
  * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
 #define DS_SPLIT (FCL_DTYPE == 2)
@@ -51,9 +54,11 @@ MMA_INLINE uint cols_lane(__local const ushort *tile, int lane)
     return opaque((uint)(size_t)(tile + (((lane >> 3) & 1) * 8 + (lane & 7)) * ROW_HALVES + (lane >> 4) * 8));
 }
 
-/* acc[0 .. n_tiles) = A x tile^T: A the 16 x HEAD_DIM_PAD rows in fragments af, tile the n_tiles * 8
- * local rows addressed through `lane_addr` (rows_lane). */
-MMA_INLINE void mma_rows_tile(float (*acc)[4], uint (*af)[4], uint lane_addr, int n_tiles)
+/* acc[0 .. n_tiles) = A x tile^T: A the 16 x HEAD_DIM_PAD rows in fragments af (k steps from
+ * `first` on in local memory: stash_fragments, mma_nv.cl), tile the n_tiles * 8 local rows
+ * addressed through `lane_addr` (rows_lane). */
+MMA_INLINE void mma_rows_tile(float (*acc)[4], uint (*af)[4], __local const uint4 *stash, int first, int lid,
+                              uint lane_addr, int n_tiles)
 {
     #pragma unroll
     for (int nt = 0; nt < n_tiles; nt++)
@@ -61,14 +66,17 @@ MMA_INLINE void mma_rows_tile(float (*acc)[4], uint (*af)[4], uint lane_addr, in
         for (int e = 0; e < 4; e++)
             acc[nt][e] = 0.0f;
     #pragma unroll
-    for (int ks = 0; ks < KSTEPS; ks++)
+    for (int ks = 0; ks < KSTEPS; ks++) {
+        uint a[4];
+        fragment_at(a, af, stash, ks, first, DKDV_WG, lid);
         #pragma unroll
         for (int np = 0; np < n_tiles / 2; np++) {
             uint bf[4]; /* rows +0 / +8 of this 16-row pair x columns +0 / +8 of this k step */
             ldmatrix_x4(bf, lane_addr + 2 * (np * 16 * ROW_HALVES + ks * 16));
-            mma_16816(acc[2 * np], af[ks], bf[0], bf[1]);
-            mma_16816(acc[2 * np + 1], af[ks], bf[2], bf[3]);
+            mma_16816(acc[2 * np], a, bf[0], bf[1]);
+            mma_16816(acc[2 * np + 1], a, bf[2], bf[3]);
         }
+    }
 }
 
 /* The low part of two floats whose storage-dtype rounding is `hi` (pack_pair): x - hi, packed
@@ -192,6 +200,14 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     uint kf[KSTEPS][4], vf[KSTEPS][4];
     load_a_rows(kf, (__global const ushort *)K, kbase, k_ss, jw, r.sk, head_dim, lane);
     load_a_rows(vf, (__global const ushort *)V, vbase, v_ss, jw, r.sk, head_dim, lane);
+#if KV_LOCAL_STEPS /* the last k steps' fragments wait in local memory (registers) */
+    __local uint4 KVs[2][KV_LOCAL_STEPS][DKDV_WG];
+    stash_fragments(&KVs[0][0][0], kf, KV_FIRST, DKDV_WG, lid);
+    stash_fragments(&KVs[1][0][0], vf, KV_FIRST, DKDV_WG, lid);
+#define KV_STASH(x) &KVs[x][0][0]
+#else
+#define KV_STASH(x) 0
+#endif
     bool key_on[2];
     #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
@@ -246,8 +262,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         const float slope = 0.0f;
 #endif
         float s[DKDV_BLOCK_M / 8][4], dp[DKDV_BLOCK_M / 8][4];
-        mma_rows_tile(s, kf, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
-        mma_rows_tile(dp, vf, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
+        mma_rows_tile(s, kf, KV_STASH(0), KV_FIRST, lid, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
+        mma_rows_tile(dp, vf, KV_STASH(1), KV_FIRST, lid, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
         #pragma unroll
         for (int nt = 0; nt < DKDV_BLOCK_M / 8; nt++)
             #pragma unroll
@@ -367,8 +383,8 @@ void attention_backward_dq(BACKWARD_ARGS)
         const int jt = j_first + tile * DQ_BLOCK_N, st = tile & 1;
         copies_landed(tile + 1 == n_tiles);
         float s[DQ_BLOCK_N / 8][4], dp[DQ_BLOCK_N / 8][4];
-        mma_rows_tile(s, qf, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
-        mma_rows_tile(dp, of, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
+        mma_rows_tile(s, qf, 0, KSTEPS, lid, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
+        mma_rows_tile(dp, of, 0, KSTEPS, lid, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
         const bool whole = !HAS_MASK && jt >= lo_max && jt + DQ_BLOCK_N - 1 <= hi_min;
         #pragma unroll
         for (int hr = 0; hr < 2; hr++) {

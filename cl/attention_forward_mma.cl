@@ -99,12 +99,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const int p0 = i0 + warp * 16 * M_TILES + g + shift; /* absolute position of this lane's first row */
 
     /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. The
-     * Q fragments of k steps QS_FIRST .. KSTEPS - 1 wait in local memory instead of registers:
-     * each work-item reads back only its own (no barrier), 16 bytes per lane, without bank
-     * conflicts. */
+     * Q fragments of k steps QS_FIRST .. KSTEPS - 1 wait in local memory instead of registers
+     * (stash_fragments, mma_nv.cl). */
     uint qf[M_TILES][KSTEPS][4];
 #if Q_LOCAL_STEPS
     __local uint4 Qs[Q_LOCAL_STEPS][M_TILES][WG_SIZE];
+#define Q_STASH(mt) &Qs[0][mt][0]
+#else
+#define Q_STASH(mt) 0
 #endif
     float acc[M_TILES][NT_O][4];
     float m[M_TILES][2], l[M_TILES][2];
@@ -120,9 +122,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int e = 0; e < 4; e++)
                 qf[mt][ks][e] ^= q_sign;
 #if Q_LOCAL_STEPS
-        #pragma unroll
-        for (int ks = QS_FIRST; ks < KSTEPS; ks++)
-            Qs[ks - QS_FIRST][mt][lid] = (uint4)(qf[mt][ks][0], qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3]);
+        stash_fragments(Q_STASH(mt), qf[mt], QS_FIRST, M_TILES * WG_SIZE, lid);
 #endif
         #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
@@ -172,21 +172,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         for (int ks = 0; ks < KSTEPS; ks++) {
             uint qa[M_TILES][4];
             #pragma unroll
-            for (int mt = 0; mt < M_TILES; mt++) {
-#if Q_LOCAL_STEPS
-                if (ks >= QS_FIRST) {
-                    const uint4 x = Qs[ks - QS_FIRST][mt][lid];
-                    qa[mt][0] = x.s0;
-                    qa[mt][1] = x.s1;
-                    qa[mt][2] = x.s2;
-                    qa[mt][3] = x.s3;
-                    continue;
-                }
-#endif
-                #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    qa[mt][e] = qf[mt][ks][e];
-            }
+            for (int mt = 0; mt < M_TILES; mt++)
+                fragment_at(qa[mt], qf[mt], Q_STASH(mt), ks, QS_FIRST, M_TILES * WG_SIZE, lid);
             #pragma unroll
             for (int np = 0; np < NT_S / 2; np++) {
                 /* matrices: keys +0 / +8 of this 16-key pair x columns +0 / +8 of this k step */

@@ -98,6 +98,34 @@ MMA_INLINE void load_a_rows(uint (*f)[4], __global const ushort *src, long base,
     }
 }
 
+/* A fragments kept in local memory instead of registers, for kernels that run short of
+ * registers: stash[(ks - first) * step_stride + lid] holds k step ks's fragment for ks >= first.
+ * Each work-item writes and reads back only its own 16-byte words (no barrier; consecutive
+ * work-items use consecutive words: no bank conflicts). */
+MMA_INLINE void stash_fragments(__local uint4 *stash, uint (*f)[4], int first, int step_stride, int lid)
+{
+    #pragma unroll
+    for (int ks = first; ks < KSTEPS; ks++)
+        (stash + lid)[(ks - first) * step_stride] = (uint4)(f[ks][0], f[ks][1], f[ks][2], f[ks][3]);
+}
+
+/* k step ks's A fragment into a: f[ks] below `first`, else its stashed copy. */
+MMA_INLINE void fragment_at(uint *a, uint (*f)[4], __local const uint4 *stash, int ks, int first, int step_stride,
+                            int lid)
+{
+    if (ks >= first) {
+        const uint4 x = (stash + lid)[(ks - first) * step_stride];
+        a[0] = x.s0;
+        a[1] = x.s1;
+        a[2] = x.s2;
+        a[3] = x.s3;
+        return;
+    }
+    #pragma unroll
+    for (int e = 0; e < 4; e++)
+        a[e] = f[ks][e];
+}
+
 /* x, opaque to the compiler: addresses derived from it inside a loop are computed there (one
  * add each) instead of being hoisted out of the loop into dozens of live registers. */
 inline uint opaque(uint x)

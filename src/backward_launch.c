@@ -104,9 +104,10 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
-             "-DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
-             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, aligned, pairs,
-             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+             "-DKV_LOCAL_STEPS=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
+             "-DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local, aligned,
+             pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
     size_t wg[2];
     fcl_status s = build_kernels(ctx, sources, 5, opts, v->kern, wg);
     if (s != FCL_SUCCESS)

@@ -17,9 +17,9 @@ int fcl_tuned_value_count(const char *kernel)
         return 0;
     if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "backward_mma") == 0 || strcmp(kernel, "forward_blocked") == 0)
+    if (strcmp(kernel, "forward_blocked") == 0)
         return 4;
-    if (strcmp(kernel, "forward_mma") == 0)
+    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
         return 5;
     if (strcmp(kernel, "decode") == 0)
         return 7;
@@ -39,11 +39,12 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
                v[4] <= FCL_MAX_HEAD_DIM / 16;
-    if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys */
+    if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys, K/V k steps in
+                                                 * local memory */
         for (int i = 0; i < 4; i++)
             if (v[i] < 16 || v[i] > 256 || v[i] % 16)
                 return 0;
-        return 1;
+        return v[4] >= 0 && v[4] <= FCL_MAX_HEAD_DIM / 16;
     }
     if (strcmp(kernel, "decode") == 0) /* block_n, rows, wg, waves, split_min, max_regs, stages (the
                                         * kernel's ASYNC_STAGES takes 0 or 2 to 4) */

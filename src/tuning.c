@@ -24,24 +24,25 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
      {4, 2, 32, 1, 0, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
-     * backward 64,32,64,32, none past D 128 (registers) (2026-12-01); blocked 64x128 of 8x8 at D 64,
-     * 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
+     * backward 64,32,64,32 (2026-12-01), then 64-row dK/dV tiles at D 64 (+17-19%) and 2 of the 8
+     * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
+     * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 32, 64, 32}, {32, 4, 128, 4, 128, 0, 3}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 4, 128, 0, 3}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32}, {16, 4, 128, 4, 128, 0, 3}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 4, 128, 0, 3}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
      {32, 4, 128, 4, 128, 0, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -221,16 +222,22 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
 {
     fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
     if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
-        return (fcl_backward_mma_tiles){0, 0, 0, 0};
-    int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n};
+        return (fcl_backward_mma_tiles){0, 0, 0, 0, 0};
+    int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local};
     override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v);
-    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3]};
-    /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row */
-    const uint64_t row_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 32;
-    while (t.dkdv_block_m > 16 && t.dkdv_block_m * row_bytes > ctx->info.local_mem_bytes)
+    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4]};
+    /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row (as
+     * declared in cl/attention_backward_mma.cl); per K/V k step in local memory: 16 bytes per
+     * work-item for each of K and V */
+    const uint64_t row_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 32, local = ctx->info.local_mem_bytes;
+    while (t.dkdv_block_m > 16 && t.dkdv_block_m * row_bytes > local)
         t.dkdv_block_m /= 2;
-    while (t.dq_block_n > 16 && t.dq_block_n * row_bytes > ctx->info.local_mem_bytes)
+    while (t.dq_block_n > 16 && t.dq_block_n * row_bytes > local)
         t.dq_block_n /= 2;
+    if (t.kv_local > head_dim_pad / 16)
+        t.kv_local = head_dim_pad / 16;
+    while (t.kv_local > 0 && t.dkdv_block_m * row_bytes + (uint64_t)t.kv_local * 64 * t.dkdv_block_n > local)
+        t.kv_local--;
     if ((size_t)(2 * t.dkdv_block_n) > ctx->info.max_work_group_size ||
         (size_t)(2 * t.dq_block_m) > ctx->info.max_work_group_size ||
         t.dkdv_block_m * row_bytes > ctx->info.local_mem_bytes || t.dq_block_n * row_bytes > ctx->info.local_mem_bytes)
@@ -273,6 +280,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[1] = t.dkdv_block_m;
         values[2] = t.dq_block_m;
         values[3] = t.dq_block_n;
+        values[4] = t.kv_local;
     } else {
         const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp);
         values[0] = t.block_m;

@@ -92,7 +92,8 @@ Test(tuning, bad_input_refused)
     static const int good[4] = {32, 32, 1, 0}, uneven[3] = {30, 32, 4}, zero[3] = {0, 32, 1};
     static const int mma_bad[5] = {40, 32, 1, 0, 0}, mma_regs[5] = {64, 32, 1, 300, 0};
     static const int mma_qlocal[5] = {64, 32, 1, 0, 17};
-    static const int bwd_odd[4] = {64, 20, 64, 32}, bwd_big[4] = {512, 32, 64, 32}, bwd_zero[4] = {64, 32, 0, 32};
+    static const int bwd_odd[5] = {64, 20, 64, 32, 0}, bwd_big[5] = {512, 32, 64, 32, 0};
+    static const int bwd_zero[5] = {64, 32, 0, 32, 0}, bwd_kvlocal[5] = {64, 32, 64, 32, 17};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
     /* decode: block_n, rows, wg, waves, split_min, max_regs, stages; valid (for the count cases), then
      * each with one value out of range */
@@ -120,10 +121,11 @@ Test(tuning, bad_input_refused)
         {"forward_mma", 64, mma_bad, 5, "forward_mma"},
         {"forward_mma", 64, mma_regs, 5, "forward_mma"},
         {"forward_mma", 64, mma_qlocal, 5, "forward_mma"},
-        {"backward_mma", 64, good, 3, "4"},
-        {"backward_mma", 64, bwd_odd, 4, "backward_mma"},
-        {"backward_mma", 64, bwd_big, 4, "backward_mma"},
-        {"backward_mma", 64, bwd_zero, 4, "backward_mma"},
+        {"backward_mma", 64, good, 4, "5"},
+        {"backward_mma", 64, bwd_odd, 5, "backward_mma"},
+        {"backward_mma", 64, bwd_big, 5, "backward_mma"},
+        {"backward_mma", 64, bwd_zero, 5, "backward_mma"},
+        {"backward_mma", 64, bwd_kvlocal, 5, "backward_mma"},
         {"forward_blocked", 64, good, 3, "4"},
         {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
@@ -161,18 +163,20 @@ Test(tuning, bad_input_refused)
     fcl_context_release(ctx);
 }
 
-/* A tensor-core backward entry is stored and read back where that kernel runs; elsewhere
- * fcl_tuning_get reports no such kernel (first value 0) whatever is stored. */
+/* A tensor-core backward entry is stored and read back where that kernel runs, its K/V k steps
+ * in local memory lowered to the head dim's (6 at D 96) and to what fits beside the dK/dV
+ * kernel's stages; elsewhere fcl_tuning_get reports no such kernel (first value 0) whatever is
+ * stored. */
 Test(tuning, backward_mma_entry)
 {
     fcl_context ctx = support_context();
-    const int v[4] = {32, 16, 128, 32}; /* fits 48 KB of local memory at D 96 */
-    cr_assert(fcl_tuning_save(ctx, "backward_mma", 96, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    int now[4] = {-1, -1, -1, -1};
-    cr_assert(fcl_tuning_get(ctx, "backward_mma", 96, now, 4) == FCL_SUCCESS);
+    const int v[5] = {32, 16, 128, 32, 16}; /* the tiles fit 48 KB of local memory at D 96 */
+    cr_assert(fcl_tuning_save(ctx, "backward_mma", 96, v, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[5] = {-1, -1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "backward_mma", 96, now, 5) == FCL_SUCCESS);
     if (strcmp(fcl_attention_backward_path(ctx, FCL_F16, 96), "nvidia-mma") == 0)
-        cr_assert(memcmp(now, v, sizeof v) == 0, "stored %d,%d,%d,%d, got %d,%d,%d,%d", v[0], v[1], v[2], v[3],
-                  now[0], now[1], now[2], now[3]);
+        cr_assert(memcmp(now, v, 4 * sizeof(int)) == 0 && now[4] > 0 && now[4] <= 96 / 16,
+                  "stored 32,16,128,32,16, got %d,%d,%d,%d,%d", now[0], now[1], now[2], now[3], now[4]);
     else
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
     fcl_context_release(ctx);
@@ -360,13 +364,13 @@ static void expect_values(const int *got, const int *want, int n, const char *wh
 Test(tuning, decode_entry)
 {
     fcl_context ctx = support_context();
-    const int fwd[3] = {16, 16, 2}, bwd[4] = {32, 16, 128, 32};
+    const int fwd[3] = {16, 16, 2}, bwd[5] = {32, 16, 128, 32, 1};
     int table[7], now[7];
     cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(memcmp(table, k_decode_tiles, sizeof table) != 0, "test bug: the table has the tuned tiles");
     cr_assert(fcl_tuning_save(ctx, "forward", 64, fwd, 3) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
     expect_values(now, k_decode_tiles, 7, "decode D 64 right after fcl_tuning_save");
     cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 7) == FCL_SUCCESS);
@@ -380,9 +384,9 @@ Test(tuning, decode_entry)
     expect_values(now, k_decode_tiles, 7, "decode in a later context");
     cr_assert(fcl_tuning_get(ctx, "forward", 64, now, 3) == FCL_SUCCESS);
     expect_values(now, fwd, 3, "forward in a later context");
-    cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 4) == FCL_SUCCESS);
+    cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 5) == FCL_SUCCESS);
     if (strcmp(fcl_attention_backward_path(ctx, FCL_F16, 64), "nvidia-mma") == 0)
-        expect_values(now, bwd, 4, "backward_mma in a later context");
+        expect_values(now, bwd, 5, "backward_mma in a later context");
     else
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
 

@@ -45,7 +45,7 @@ void bench_usage(FILE *f)
         "                     only that one) for this device (head dims --d, default 64 and\n"
         "                     128; --dtype, default f16): every candidate is timed and checked\n"
         "                     against the float64 reference; the fastest that passes (TFLOP/s;\n"
-        "                     decode: GB/s on B 8, Sk 32768, Hq 32, Hkv 8 on a GPU, B 1, Sk\n"
+        "                     decode: GB/s on B 8, Sk 8192, Hq 32, Hkv 8 on a GPU, B 1, Sk\n"
         "                     4096, Hq 8, Hkv 2 on a CPU, one query row) is stored in the disk\n"
         "                     cache folder and used from then on (fcl_tuning_save). Progress on\n"
         "                     stderr, one result line per kernel and head dim\n"
