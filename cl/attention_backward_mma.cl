@@ -137,6 +137,69 @@ MMA_INLINE float grad_score(float x, float dp, float lse2, float dlt, float scal
     return visible ? p * (dp - dlt) * dcap : 0.0f;
 }
 
+/* The dK/dV kernel's tile, this lane's pairs (key jw + g + 8 hr, query row i0 + m, m = nt * 8 +
+ * 2 t + c): S^T in s becomes P^T, dP^T in dp becomes dS^T. `check` tests each pair's
+ * visibility; without it the caller knows that every row of the tile sees every key of the warp. */
+MMA_INLINE void dkdv_tile_grads(float (*s)[4], float (*dp)[4], const bool check, __local const float *lse,
+                                __local const float *dlt, __local const int *lo, __local const int *hi,
+                                const bool *key_on, int jw, int i0, int shift, int window_left, int window_right,
+                                float scale, float softcap, float slope, int g, int t)
+{
+    #pragma unroll
+    for (int nt = 0; nt < DKDV_BLOCK_M / 8; nt++)
+        #pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int m = nt * 8 + 2 * t + c, p = i0 + m + shift;
+            const float lse2 = lse[m], d = dlt[m];
+            #pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int j = jw + g + 8 * hr;
+                bool visible = true;
+                if (check) {
+                    visible = key_on[hr] && lse2 != -INFINITY && (window_left < 0 || j >= p - window_left) &&
+                              (window_right < 0 || j <= p + window_right);
+#if LAYOUT == 2
+                    visible = visible && j >= lo[m] && j < hi[m];
+#endif
+                }
+                float pr;
+                const float ds = grad_score(s[nt][2 * hr + c], dp[nt][2 * hr + c], lse2, d, scale, softcap, slope, p,
+                                            j, visible, &pr);
+                s[nt][2 * hr + c] = pr;
+                dp[nt][2 * hr + c] = ds;
+            }
+        }
+}
+
+/* The dQ kernel's tile, this lane's pairs (row iw + g + 8 hr, key jt + n, n = nt * 8 + 2 t + c):
+ * S in s becomes dS (dp holds dP). `check` tests each pair's visibility; without it the caller
+ * knows that every row of the warp sees every key of the tile. */
+MMA_INLINE void dq_tile_grads(float (*s)[4], float (*dp)[4], const bool check, __local const float *ms,
+                              const float *lse2, const float *dlt, const int *jlo, const int *jhi, int iw, int jt,
+                              int shift, float scale, float softcap, float slope, int g, int t)
+{
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int p = iw + g + 8 * hr + shift;
+        #pragma unroll
+        for (int nt = 0; nt < DQ_BLOCK_N / 8; nt++)
+            #pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int n = nt * 8 + 2 * t + c, j = jt + n;
+                bool visible = true;
+                if (check) {
+                    visible = j >= jlo[hr] && j <= jhi[hr];
+#if HAS_MASK
+                    visible = visible && ms[n] > 0.5f;
+#endif
+                }
+                float pr;
+                s[nt][2 * hr + c] = grad_score(s[nt][2 * hr + c], dp[nt][2 * hr + c], lse2[hr], dlt[hr], scale,
+                                               softcap, slope, p, j, visible, &pr);
+            }
+    }
+}
+
 /* The gradient rows row0 + g (+ 8) of this lane: acc * mul, columns below head_dim, rows below
  * n_rows. */
 MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, int row0, int n_rows, int head_dim,
@@ -175,9 +238,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     __local ushort Qs[2][DKDV_BLOCK_M * ROW_HALVES] __attribute__((aligned(16)));
     __local ushort dOs[2][DKDV_BLOCK_M * ROW_HALVES] __attribute__((aligned(16)));
     __local float lse_s[2][DKDV_BLOCK_M], delta_s[2][DKDV_BLOCK_M]; /* LSE in log2 units */
-#if LAYOUT == 2
-    __local int lo_s[2][DKDV_BLOCK_M], hi_s[2][DKDV_BLOCK_M];
-#endif
+    __local int lo_s[2][LAYOUT == 2 ? DKDV_BLOCK_M : 1], hi_s[2][LAYOUT == 2 ? DKDV_BLOCK_M : 1]; /* packed only */
     __global const ushort *Qu = (__global const ushort *)Q;
     __global const ushort *dOu = (__global const ushort *)dO;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
@@ -217,6 +278,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         key_on[hr] = key_on[hr] && mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f;
 #endif
     }
+    const bool keys_on = LAYOUT != 2 && warp_all(key_on[0] && key_on[1]); /* every key of the warp takes part */
     float dk[NT_O][4], dv[NT_O][4];
     #pragma unroll
     for (int nt = 0; nt < NT_O; nt++)
@@ -264,27 +326,16 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         float s[DKDV_BLOCK_M / 8][4], dp[DKDV_BLOCK_M / 8][4];
         mma_rows_tile(s, kf, KV_STASH(0), KV_FIRST, lid, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
         mma_rows_tile(dp, vf, KV_STASH(1), KV_FIRST, lid, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
-        #pragma unroll
-        for (int nt = 0; nt < DKDV_BLOCK_M / 8; nt++)
-            #pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int m = nt * 8 + 2 * t + c, p = i0 + m + shift;
-                const float lse2 = lse_s[st][m], dlt = delta_s[st][m];
-                #pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    const int j = jw + g + 8 * hr;
-                    bool visible = key_on[hr] && lse2 != -INFINITY && (window_left < 0 || j >= p - window_left) &&
-                                   (window_right < 0 || j <= p + window_right);
-#if LAYOUT == 2
-                    visible = visible && j >= lo_s[st][m] && j < hi_s[st][m];
-#endif
-                    float pr;
-                    const float ds = grad_score(s[nt][2 * hr + c], dp[nt][2 * hr + c], lse2, dlt, scale, softcap,
-                                                slope, p, j, visible, &pr);
-                    s[nt][2 * hr + c] = pr;
-                    dp[nt][2 * hr + c] = ds;
-                }
-            }
+        /* Tiles whose rows all lie in [0, sq) and see all of the warp's keys (which then give
+         * them a finite LSE) skip the visibility checks (a warp-uniform branch). */
+        const int p_first = i0 + shift, p_last = i0 + DKDV_BLOCK_M - 1 + shift;
+        if (keys_on && i0 >= 0 && i0 + DKDV_BLOCK_M <= r.sq && (window_left < 0 || jw >= p_last - window_left) &&
+            (window_right < 0 || jw + 15 <= p_first + window_right))
+            dkdv_tile_grads(s, dp, 0, lse_s[st], delta_s[st], lo_s[st], hi_s[st], key_on, jw, i0, shift,
+                            window_left, window_right, scale, softcap, slope, g, t);
+        else
+            dkdv_tile_grads(s, dp, 1, lse_s[st], delta_s[st], lo_s[st], hi_s[st], key_on, jw, i0, shift,
+                            window_left, window_right, scale, softcap, slope, g, t);
         mma_scores_tile(dv, s, cols_lane(dOs[st], lane), DKDV_BLOCK_M, 0);
         mma_scores_tile(dk, dp, cols_lane(Qs[st], lane), DKDV_BLOCK_M, DS_SPLIT);
 
@@ -385,24 +436,11 @@ void attention_backward_dq(BACKWARD_ARGS)
         float s[DQ_BLOCK_N / 8][4], dp[DQ_BLOCK_N / 8][4];
         mma_rows_tile(s, qf, 0, KSTEPS, lid, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
         mma_rows_tile(dp, of, 0, KSTEPS, lid, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
-        const bool whole = !HAS_MASK && jt >= lo_max && jt + DQ_BLOCK_N - 1 <= hi_min;
-        #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int p = iw + g + 8 * hr + shift;
-            #pragma unroll
-            for (int nt = 0; nt < DQ_BLOCK_N / 8; nt++)
-                #pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int n = nt * 8 + 2 * t + c, j = jt + n;
-                    bool visible = whole || (j >= jlo[hr] && j <= jhi[hr]);
-#if HAS_MASK
-                    visible = visible && Ms[st][n] > 0.5f;
-#endif
-                    float pr;
-                    s[nt][2 * hr + c] = grad_score(s[nt][2 * hr + c], dp[nt][2 * hr + c], lse2[hr], dlt[hr], scale,
-                                                   softcap, slope, p, j, visible, &pr);
-                }
-        }
+        /* tiles that every row of the warp sees whole skip the checks (a warp-uniform branch) */
+        if (!HAS_MASK && warp_all(jt >= lo_max && jt + DQ_BLOCK_N - 1 <= hi_min))
+            dq_tile_grads(s, dp, 0, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
+        else
+            dq_tile_grads(s, dp, 1, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
         mma_scores_tile(dq, s, cols_lane(Ks[st], lane), DQ_BLOCK_N, DS_SPLIT);
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */

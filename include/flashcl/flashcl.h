@@ -33,10 +33,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 10
+#define FCL_VERSION_MINOR 11
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.10.0"
+#define FCL_VERSION_STRING "0.11.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -323,9 +323,12 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  k steps (16 head-dim columns each, 0 to 16) of the Q fragments held in local
  *                  memory instead of registers, lowered to what fits beside the K/V tiles (the
  *                  NVIDIA tensor-core forward; an entry stored with 4 values by 0.9 is ignored)
- *   "backward_mma" 4 values, multiples of 16 in [16, 256]: keys per dK/dV work-group, query
- *                  rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile (the
- *                  NVIDIA tensor-core backward; head dims up to 128)
+ *   "backward_mma" 5 values: four multiples of 16 in [16, 256] (keys per dK/dV work-group,
+ *                  query rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile),
+ *                  then k steps (0 to 16) of the K and V fragments the dK/dV kernel holds in
+ *                  local memory instead of registers, lowered to what fits beside its Q/dO
+ *                  tiles (the NVIDIA tensor-core backward; head dims up to 128; an entry
+ *                  stored with 4 values by 0.10 is ignored)
  *   "decode"       7 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
  *                  most query rows per work-group (1 to 64), most work-items per work-group
  *                  (1 to 1024), work-groups per compute unit in one round (1 to 64), fewest
