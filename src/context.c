@@ -113,6 +113,7 @@ static fcl_status finish_create(fcl_context ctx, fcl_context *out)
         return s;
     }
     ctx->cache_dir = fcl_disk_cache_resolve_dir();
+    ctx->programs_on_disk = ctx->cache_dir && fcl_programs_on_disk(ctx->info.platform_name);
     fcl_tuned_load(ctx);
     *out = ctx;
     return FCL_SUCCESS;

@@ -244,6 +244,16 @@ char *fcl_disk_cache_resolve_dir(void)
     return dir;
 }
 
+int fcl_programs_on_disk(const char *platform_name)
+{
+    const char *force = getenv("FLASHCL_CACHE_PROGRAMS");
+    if (force && (strcmp(force, "0") == 0 || strcmp(force, "1") == 0))
+        return force[0] == '1';
+    const char *pocl_cache = getenv("POCL_KERNEL_CACHE");
+    return !(platform_name && strstr(platform_name, "Portable Computing Language") &&
+             !(pocl_cache && strcmp(pocl_cache, "0") == 0));
+}
+
 /* ------------------------------------------------------------------ entries */
 
 static char *entry_path(const char *dir, const uint8_t key[32])

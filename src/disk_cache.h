@@ -38,6 +38,15 @@
 char *fcl_disk_cache_resolve_dir(void);
 
 /*
+ * Whether compiled programs of a device on platform `platform_name` go to the disk cache
+ * (tuned tiles always do). FLASHCL_CACHE_PROGRAMS=1 says yes and =0 no on every device;
+ * otherwise yes, except on PoCL while its own kernel cache is on (POCL_KERNEL_CACHE unset or
+ * not 0): PoCL keeps every build in that cache already, and handing out a program's binary
+ * makes it compile a generic copy of every kernel in the program on top of the ones it runs.
+ */
+int fcl_programs_on_disk(const char *platform_name);
+
+/*
  * Looks up `key` in `dir`. Returns
  *    1  hit: *bin is a malloc'd copy of the payload (caller frees), *len its size (> 0);
  *    0  no usable entry and nothing known wrong with one: no file, or it could not be read

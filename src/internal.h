@@ -38,6 +38,7 @@ struct fcl_context_s {
     cl_platform_id platform;
     fcl_device_info info;
     char *cache_dir;               /* NULL: disk cache off */
+    int programs_on_disk;          /* compiled programs go to cache_dir (fcl_programs_on_disk) */
     fcl_cache_stats stats;
     fcl_program_entry *programs;   /* in-memory program cache (linked list) */
     cl_mem scratch[FCL_SCRATCH_SLOTS]; /* see fcl_scratch_buffer */

@@ -155,7 +155,7 @@ static fcl_status build_program(fcl_context ctx, const char *const *names, int n
     }
     uint8_t key[32];
     disk_key(ctx, source, options, key);
-    cl_program prog = ctx->cache_dir ? load_from_disk(ctx, key, options) : NULL;
+    cl_program prog = ctx->programs_on_disk ? load_from_disk(ctx, key, options) : NULL;
     if (prog) {
         free(source);
         free(options);
@@ -179,7 +179,7 @@ static fcl_status build_program(fcl_context ctx, const char *const *names, int n
     }
     free(options);
     ctx->stats.compiles++;
-    if (ctx->cache_dir)
+    if (ctx->programs_on_disk)
         store_to_disk(ctx, prog, key);
     *out = prog;
     return FCL_SUCCESS;

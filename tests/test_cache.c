@@ -6,7 +6,9 @@
  *
  * Whether the device gives program binaries at all is checked here directly with
  * clGetProgramInfo on a tiny program; where it does not, the disk tests check that the library
- * reported disk_writes == 0 and then skip (reported as skipped, never as passed).
+ * reported disk_writes == 0 and then skip (reported as skipped, never as passed). The tests
+ * run with FLASHCL_CACHE_PROGRAMS=1, so that programs go to disk on PoCL too (by default they do
+ * not there: PoCL keeps its own); programs_policy checks the default and =0.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "ref_attention.h"
@@ -30,19 +32,22 @@ static char g_tmp[256]; /* the test's sandbox, removed by the fini */
 
 /* Environment variables a test may change, restored by the fini (tests may run in one
  * process with --no-fork). */
-static const char *const g_env_names[3] = {"HOME", "XDG_CACHE_HOME", "FLASHCL_CACHE_DIR"};
-static char *g_env_saved[3];
-static int g_env_was_set[3];
+#define N_ENV 5
+static const char *const g_env_names[N_ENV] = {"HOME", "XDG_CACHE_HOME", "FLASHCL_CACHE_DIR", "FLASHCL_CACHE_PROGRAMS",
+                                               "POCL_KERNEL_CACHE"};
+static char *g_env_saved[N_ENV];
+static int g_env_was_set[N_ENV];
 
 static void sandbox_init(void)
 {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_ENV; i++) {
         const char *v = getenv(g_env_names[i]);
         g_env_was_set[i] = v != NULL;
         g_env_saved[i] = v ? strdup(v) : NULL;
     }
     snprintf(g_tmp, sizeof g_tmp, "/tmp/flashcl-test-cache-XXXXXX");
     cr_assert(mkdtemp(g_tmp) != NULL, "mkdtemp: %s", strerror(errno));
+    cr_assert(setenv("FLASHCL_CACHE_PROGRAMS", "1", 1) == 0);
 }
 
 static void sandbox_fini(void)
@@ -50,7 +55,7 @@ static void sandbox_fini(void)
     if (g_tmp[0])
         support_remove_tree(g_tmp);
     g_tmp[0] = '\0';
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_ENV; i++) {
         if (g_env_was_set[i] && g_env_saved[i])
             setenv(g_env_names[i], g_env_saved[i], 1);
         else
@@ -526,6 +531,59 @@ Test(cache, off_disables_disk)
     cr_assert(lstat(p1, &st) != 0, "%s was created with the cache off", p1);
     cr_assert(lstat(p2, &st) != 0, "%s was created with the cache off", p2);
     cr_assert_eq(count_files("off"), 0, "a folder named \"off\" was used");
+    result_free(&first);
+}
+
+/* Where programs go without FLASHCL_CACHE_PROGRAMS: not to disk on PoCL while its kernel cache
+ * is on (POCL_KERNEL_CACHE unset), to disk on PoCL with POCL_KERNEL_CACHE=0 and on every other
+ * device that gives binaries; with FLASHCL_CACHE_PROGRAMS=0 nowhere. Tuned tiles go to the
+ * folder in every case (fcl_tuning_save succeeds). Each context runs the same forward. */
+Test(cache, programs_policy)
+{
+    result first = {0};
+    static const struct {
+        const char *programs, *pocl_cache;
+    } runs[] = {{NULL, NULL}, {NULL, "0"}, {"0", NULL}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/run%zu", g_tmp, i);
+        if (runs[i].programs)
+            setenv("FLASHCL_CACHE_PROGRAMS", runs[i].programs, 1);
+        else
+            unsetenv("FLASHCL_CACHE_PROGRAMS");
+        if (runs[i].pocl_cache)
+            setenv("POCL_KERNEL_CACHE", runs[i].pocl_cache, 1);
+        else
+            unsetenv("POCL_KERNEL_CACHE");
+        fcl_context ctx = new_context_with_dir(dir);
+        fcl_device_info info;
+        cr_assert_eq(fcl_context_device_info(ctx, &info), FCL_SUCCESS);
+        const int pocl = strstr(info.platform_name, "Portable Computing Language") != NULL;
+        const int want = !runs[i].programs && !(pocl && !runs[i].pocl_cache) && device_gives_binaries(ctx);
+        result r = run_forward(ctx, 16);
+        const fcl_cache_stats s = stats(ctx);
+        cr_assert(s.compiles >= 1 && s.disk_hits == 0 && s.disk_rejects == 0, "run %zu: " STATS_FMT, i,
+                  STATS_ARGS(s));
+        if (want)
+            cr_assert(s.disk_writes >= 1 && count_files(dir) == (int)s.disk_writes,
+                      "run %zu (%s): programs should go to disk: %d files, " STATS_FMT, i, info.platform_name,
+                      count_files(dir), STATS_ARGS(s));
+        else
+            cr_assert(s.disk_writes == 0 && count_files(dir) == 0,
+                      "run %zu (%s): programs should not go to disk: %d files, " STATS_FMT, i, info.platform_name,
+                      count_files(dir), STATS_ARGS(s));
+        const int tiles[3] = {16, 16, 1};
+        cr_assert(fcl_tuning_save(ctx, "forward", 16, tiles, 3) == FCL_SUCCESS, "run %zu: %s", i,
+                  fcl_last_error(ctx));
+        cr_assert(count_files(dir) == (int)s.disk_writes + 1, "run %zu: the tuned entry is not in the folder", i);
+        if (i == 0) {
+            first = r;
+        } else {
+            assert_same(&first, &r, "programs policy");
+            result_free(&r);
+        }
+        fcl_context_release(ctx);
+    }
     result_free(&first);
 }
 

@@ -154,7 +154,9 @@ fcl_status fcl_context_cache_stats(fcl_context ctx, fcl_cache_stats *out);
  * The disk cache folder this context uses, or NULL when the disk cache is off
  * (FLASHCL_CACHE_DIR=off, or the folder could not be created or written). The folder is
  * FLASHCL_CACHE_DIR, else $XDG_CACHE_HOME/flashcl, else $HOME/.cache/flashcl; it is read
- * once, at context creation.
+ * once, at context creation. Compiled programs go there except on PoCL while its own kernel
+ * cache is on (then disk_hits and disk_writes stay 0); FLASHCL_CACHE_PROGRAMS=1 or 0 stores
+ * them on every device or none. Tuned tiles go there on every device.
  */
 const char *fcl_context_cache_dir(fcl_context ctx);
 
