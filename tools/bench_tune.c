@@ -99,11 +99,13 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
         return 0;
     *s = (tune_space){TUNE_BACKWARD, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 5, 0, {{0}}};
     for (int kv = 0; kv <= 16; kv += 16) {          /* K, V in registers; as much in local memory as fits */
-        for (int kn = 32; kn <= 128; kn *= 2)        /* dK/dV keys per work-group */
+        for (int kn = 32; kn <= 128; kn *= 2)        /* dK/dV keys per work-group (64 only with K, V in
+                                                      * local memory) */
             for (int km = 16; km <= 64; km *= 2)     /* dK/dV query rows per tile */
                 for (int qm = 64; qm <= 128; qm *= 2) { /* dQ rows per work-group */
                     const int v[5] = {kn, km, qm, qm == 64 ? 32 : 16, kv};
-                    add_values(s, v);
+                    if (kv == 0 || kn == 64)
+                        add_values(s, v);
                 }
         for (int qn = 16; qn <= 64; qn *= 2) {       /* dQ keys per tile, at the default dK/dV tiles */
             const int v[5] = {64, 32, 64, qn, kv};
