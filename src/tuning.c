@@ -196,6 +196,16 @@ fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
     return t;
 }
 
+/* The most k steps of A fragments (`want`, at most the head dim's head_dim_pad / 16) of
+ * `step_bytes` each that a tensor-core kernel can keep in `local` bytes of local memory beside
+ * the `used` bytes of its tiles. */
+static int local_fragment_steps(int want, int head_dim_pad, uint64_t used, uint64_t step_bytes, uint64_t local)
+{
+    const uint64_t room = used < local ? (local - used) / step_bytes : 0;
+    const int most = want < head_dim_pad / 16 ? want : head_dim_pad / 16;
+    return (uint64_t)most < room ? most : (int)room;
+}
+
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 {
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
@@ -209,10 +219,7 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     const uint64_t key_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 8, local = ctx->info.local_mem_bytes;
     while (t.block_n > 16 && t.block_n * key_bytes > local)
         t.block_n /= 2;
-    if (t.q_local > head_dim_pad / 16)
-        t.q_local = head_dim_pad / 16;
-    while (t.q_local > 0 && t.block_n * key_bytes + (uint64_t)t.q_local * 32 * t.block_m > local)
-        t.q_local--;
+    t.q_local = local_fragment_steps(t.q_local, head_dim_pad, t.block_n * key_bytes, 32 * (uint64_t)t.block_m, local);
     if ((size_t)(t.block_m / (16 * t.m_tiles) * 32) > ctx->info.max_work_group_size)
         t.block_m = 0;
     return t;
@@ -234,13 +241,11 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
         t.dkdv_block_m /= 2;
     while (t.dq_block_n > 16 && t.dq_block_n * row_bytes > local)
         t.dq_block_n /= 2;
-    if (t.kv_local > head_dim_pad / 16)
-        t.kv_local = head_dim_pad / 16;
-    while (t.kv_local > 0 && t.dkdv_block_m * row_bytes + (uint64_t)t.kv_local * 64 * t.dkdv_block_n > local)
-        t.kv_local--;
+    t.kv_local =
+        local_fragment_steps(t.kv_local, head_dim_pad, t.dkdv_block_m * row_bytes, 64 * (uint64_t)t.dkdv_block_n, local);
     if ((size_t)(2 * t.dkdv_block_n) > ctx->info.max_work_group_size ||
         (size_t)(2 * t.dq_block_m) > ctx->info.max_work_group_size ||
-        t.dkdv_block_m * row_bytes > ctx->info.local_mem_bytes || t.dq_block_n * row_bytes > ctx->info.local_mem_bytes)
+        t.dkdv_block_m * row_bytes > local || t.dq_block_n * row_bytes > local)
         t.dkdv_block_n = 0;
     return t;
 }

@@ -42,9 +42,10 @@ static void add_values(tune_space *s, const int *v)
         memcpy(s->values[s->count++], v, sizeof(int) * (size_t)s->n_values);
 }
 
-static void add(tune_space *s, int a, int b, int c, int d)
+/* A candidate of up to five values (those past the kernel's count are ignored). */
+static void add(tune_space *s, int a, int b, int c, int d, int e)
 {
-    const int v[4] = {a, b, c, d};
+    const int v[5] = {a, b, c, d, e};
     add_values(s, v);
 }
 
@@ -57,10 +58,8 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
         static const int mt[][2] = {{64, 1}, {64, 2}, {128, 1}, {128, 2}, {256, 2}}; /* rows, m-tiles */
         for (size_t i = 0; i < sizeof mt / sizeof *mt; i++)
             for (int n = 16; n <= 64; n *= 2)
-                for (int q = 0; q <= 16; q += 16) { /* Q in registers; as much Q in local memory as fits */
-                    const int v[5] = {mt[i][0], n, mt[i][1], 0, q};
-                    add_values(s, v);
-                }
+                for (int q = 0; q <= 16; q += 16) /* Q in registers; as much Q in local memory as fits */
+                    add(s, mt[i][0], n, mt[i][1], 0, q);
         return;
     }
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "blocked") == 0) {
@@ -69,7 +68,7 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
                                     {64, 32, 4, 2},  {128, 32, 8, 2}, {64, 128, 4, 8}, {128, 128, 8, 8},
                                     {32, 64, 2, 4},  {64, 64, 4, 8},  {128, 64, 8, 8}, {256, 64, 16, 4}};
         for (size_t i = 0; i < sizeof bw / sizeof *bw; i++)
-            add(s, bw[i][0], bw[i][1], bw[i][2], bw[i][3]);
+            add(s, bw[i][0], bw[i][1], bw[i][2], bw[i][3], 0);
         return;
     }
     *s = (tune_space){TUNE_FORWARD, "forward", "FLASHCL_FORWARD_TILES", 3, 0, {{0}}};
@@ -77,17 +76,17 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
         static const int mr[][2] = {{8, 8}, {16, 8}, {16, 16}, {32, 16}, {32, 32}};
         for (size_t i = 0; i < sizeof mr / sizeof *mr; i++)
             for (int n = 32; n <= 128; n *= 2)
-                add(s, mr[i][0], n, mr[i][1], 0);
+                add(s, mr[i][0], n, mr[i][1], 0, 0);
     } else if (env->is_gpu) {
         for (int m = 32; m <= 256; m *= 2)
             for (int n = 16; n <= 64; n *= 2)
                 for (int r = 1; r <= 2; r++)
-                    add(s, m, n, r, 0);
+                    add(s, m, n, r, 0, 0);
     } else {
         for (int m = 16; m <= 32; m *= 2)
             for (int n = 16; n <= 32; n *= 2)
                 for (int r = 1; r <= 2; r++)
-                    add(s, m, n, r, 0);
+                    add(s, m, n, r, 0, 0);
     }
 }
 
@@ -102,15 +101,11 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
         for (int kn = 32; kn <= 128; kn *= 2)        /* dK/dV keys per work-group (64 only with K, V in
                                                       * local memory) */
             for (int km = 16; km <= 64; km *= 2)     /* dK/dV query rows per tile */
-                for (int qm = 64; qm <= 128; qm *= 2) { /* dQ rows per work-group */
-                    const int v[5] = {kn, km, qm, qm == 64 ? 32 : 16, kv};
+                for (int qm = 64; qm <= 128; qm *= 2) /* dQ rows per work-group */
                     if (kv == 0 || kn == 64)
-                        add_values(s, v);
-                }
-        for (int qn = 16; qn <= 64; qn *= 2) {       /* dQ keys per tile, at the default dK/dV tiles */
-            const int v[5] = {64, 32, 64, qn, kv};
-            add_values(s, v);
-        }
+                        add(s, kn, km, qm, qm == 64 ? 32 : 16, kv);
+        for (int qn = 16; qn <= 64; qn *= 2)         /* dQ keys per tile, at the default dK/dV tiles */
+            add(s, 64, 32, 64, qn, kv);
     }
     return 1;
 }
