@@ -190,6 +190,24 @@ inline float hsum8(float8 x)
     return c.x + c.y;
 }
 
+/* What block row `row` (of n_rows) of KV head hk sees: keys *lo .. *hi (none when *hi < *lo;
+ * a row past n_rows sees none), within the split's keys up to j_hi; its position *pos and its
+ * ALiBi slope *slope2 in log2 units (0 without ALiBi). */
+inline void decode_row_view(int row, int j_hi, int n_rows, int lq, int hk, int group, int p_first, int b,
+                            int window_left, __global const float *alibi, long alibi_off, long alibi_sb,
+                            long alibi_sh, int *lo, int *hi, int *pos, float *slope2)
+{
+    const int rr = min(row, n_rows - 1), p = p_first + rr % lq;
+#if HAS_ALIBI
+    *slope2 = alibi[alibi_off + b * alibi_sb + (hk * group + rr / lq) * alibi_sh] * FCL_LOG2E;
+#else
+    *slope2 = 0.0f;
+#endif
+    *pos = p;
+    *lo = window_left < 0 ? 0 : p - window_left;
+    *hi = row < n_rows ? min(j_hi, p) : -1;
+}
+
 /* The logit (log2 units) of block row `row` (of n_rows) and key j from the dot product of the
  * pre-scaled query, or -inf when the key is not visible to that row. */
 inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq, int hk, int group, int p_first,
@@ -197,18 +215,29 @@ inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq,
                           __global const float *mask, long mask_off, long mask_sb, long mask_ss,
                           __global const float *alibi, long alibi_off, long alibi_sb, long alibi_sh)
 {
-    const int rr = min(row, n_rows - 1), p = p_first + rr % lq;
-#if HAS_ALIBI
-    const float slope2 = alibi[alibi_off + b * alibi_sb + (hk * group + rr / lq) * alibi_sh] * FCL_LOG2E;
-#else
-    const float slope2 = 0.0f;
-#endif
+    int lo, hi, p;
+    float slope2;
+    decode_row_view(row, j_hi, n_rows, lq, hk, group, p_first, b, window_left, alibi, alibi_off, alibi_sb, alibi_sh,
+                    &lo, &hi, &p, &slope2);
     x = fcl_logit(x, softcap, slope2, (float)(p - j));
-    bool visible = row < n_rows && j <= j_hi && j <= p && (window_left < 0 || j >= p - window_left);
+    bool visible = j >= lo && j <= hi;
 #if HAS_MASK
     visible = visible && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
 #endif
     return visible ? x : -INFINITY;
+}
+
+/* The keys j_lo .. j_hi of split `split` (split_keys each) that some query row of the block can
+ * see (none when j_hi < j_lo): up to the length len, from the window of the first query on;
+ * *p_first is the first query's position. */
+inline void decode_split_keys(int split, int split_keys, int len, int lq, int window_left, int *p_first, int *j_lo,
+                              int *j_hi)
+{
+    *p_first = len - lq;
+    *j_lo = max(split * split_keys, 0);
+    *j_hi = min((split + 1) * split_keys, len) - 1;
+    if (window_left >= 0)
+        *j_lo = max(*j_lo, *p_first - window_left);
 }
 
 /* One row's online-softmax step over a batch: logits s[KEYS] become p[KEYS] relative to the
@@ -376,20 +405,23 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
     }
 }
 
+/* The arguments of the partial kernels (decode_partial; decode_partial_mma in
+ * attention_decode_mma.cl). */
+#define DECODE_PARTIAL_ARGS                                                                                     \
+    __global const store_t *Q, __global const store_t *Kc, __global const store_t *Vc, __global const int *lens, \
+        __global const float *mask, __global const int *table, __global const float *alibi, __global float *part, \
+        const int host_len, const int lq, const int group, const int head_dim, const int l_max,                 \
+        const int split_keys, const int n_splits, const int window_left, const int page_size,                   \
+        const int num_pages, const int row_blocks, const float scale, const float softcap, const long q_off,     \
+        const long q_sb, const long q_ss, const long q_sh, const long k_off, const long k_s0, const long k_s1,  \
+        const long k_sh, const long v_off, const long v_s0, const long v_s1, const long v_sh,                   \
+        const long mask_off, const long mask_sb, const long mask_ss, const long bt_off, const long bt_sb,       \
+        const long bt_ss, const long alibi_off, const long alibi_sb, const long alibi_sh, const long lens_off,  \
+        const long lens_s
+
+#if !DECODE_MMA /* the tensor-core program has its own partial kernel */
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void decode_partial(__global const store_t *Q, __global const store_t *Kc, __global const store_t *Vc,
-                    __global const int *lens, __global const float *mask, __global const int *table,
-                    __global const float *alibi, __global float *part,
-                    const int host_len, const int lq, const int group, const int head_dim, const int l_max,
-                    const int split_keys, const int n_splits, const int window_left, const int page_size,
-                    const int num_pages, const int row_blocks, const float scale, const float softcap,
-                    const long q_off, const long q_sb, const long q_ss, const long q_sh,
-                    const long k_off, const long k_s0, const long k_s1, const long k_sh,
-                    const long v_off, const long v_s0, const long v_s1, const long v_sh,
-                    const long mask_off, const long mask_sb, const long mask_ss,
-                    const long bt_off, const long bt_sb, const long bt_ss,
-                    const long alibi_off, const long alibi_sb, const long alibi_sh,
-                    const long lens_off, const long lens_s)
+void decode_partial(DECODE_PARTIAL_ARGS)
 {
 #if ASYNC_STAGES
     __local raw8 ring[ASYNC_STAGES * KEYS * 2 * CH * WG_SIZE];
@@ -414,11 +446,8 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
 #else
     const int len = host_len;
 #endif
-    /* The keys some row of the block can see, within this split. */
-    const int p_first = len - lq; /* position of query 0 */
-    int j_lo = max(split * split_keys, 0), j_hi = min((split + 1) * split_keys, len) - 1;
-    if (window_left >= 0)
-        j_lo = max(j_lo, p_first - window_left);
+    int p_first, j_lo, j_hi; /* the keys some row of the block can see, within this split */
+    decode_split_keys(split, split_keys, len, lq, window_left, &p_first, &j_lo, &j_hi);
 
 #if HAS_LOGIT_MODS
     const float qscale = scale;
@@ -717,6 +746,8 @@ void decode_partial(__global const store_t *Q, __global const store_t *Kc, __glo
         }
     }
 }
+
+#endif
 
 __kernel __attribute__((reqd_work_group_size(C_WG, 1, 1)))
 void decode_combine(__global const float *part, __global store_t *O, __global float *LSE,

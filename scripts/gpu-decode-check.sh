@@ -8,7 +8,7 @@
 # query row. Output under $OUT (default ./gpu-out): ctest.txt, ctest-portable.txt, bench.jsonl,
 # peer.jsonl.
 # BS, LENS, REPS narrow the sweep (caches over MAX_CACHE_GB, default 8, are skipped);
-# SWEEP="N,R,W[,G[,S[,M[,A]]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl;
+# SWEEP="N,R,W[,G[,S[,M[,A[,T]]]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl;
 # TUNE=1 runs flashcl-bench --tune --op decode --d 128 first (tune.jsonl): the stored winner is
 # then what the timed shapes use.
 set -uo pipefail

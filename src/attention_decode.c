@@ -1,11 +1,13 @@
-/* fcl_attention_decode: checks, the split count, and the launches of cl/attention_decode.cl
- * (mask length when asked, partial states per split, combine). */
+/* fcl_attention_decode: checks, the form (portable, team shuffles, tensor cores), the split
+ * count, and the launches of cl/attention_decode.cl (mask length when asked, partial states per
+ * split, combine; the tensor-core form's partial kernel in cl/attention_decode_mma.cl). */
 #include "attn_params.h"
 #include "forward_launch.h"
 #include "kv_cache.h"
 #include "op_checks.h"
 #include "tuning.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +101,7 @@ typedef struct decode_plan {
                          * FLASHCL_DECODE_SHUFFLE=0) */
     int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
     int stages;         /* ASYNC_STAGES: batches in the cp.async ring (0: none) */
+    int warps;          /* > 0: the tensor-core form (decode_partial_mma), warps per work-group */
 } decode_plan;
 
 static int power_of_two(int x)
@@ -106,11 +109,55 @@ static int power_of_two(int x)
     return x > 0 && (x & (x - 1)) == 0;
 }
 
+/* The combine's work-group: lanes of dims (a float4 each, or more past `items` lanes), times 1
+ * to 8 lanes of splits while that stays within `items` work-items. */
+static void combine_shape(decode_plan *p, int items)
+{
+    p->combine_dl = p->hdp / 4;
+    while (p->combine_dl > (items > 32 ? items : 32) && p->combine_dl % 2 == 0)
+        p->combine_dl /= 2;
+    p->combine_lanes = 1;
+    while (p->combine_lanes < 8 && p->combine_lanes * 2 * p->combine_dl <= items)
+        p->combine_lanes *= 2;
+}
+
+/* The tensor-core form's shape: 16 keys per warp and step, 16 rows per work-group, a ring of
+ * 2 to 4 stages per warp (the tiles' stages, lowered, then the warps halved, until the ring, the
+ * kernel's only local array, fits the local memory; no form, warps 0, when one warp's 2 stages
+ * do not), the combine's work-group up to 128 work-items. The team shape stays the tiles' (the
+ * program's other kernels). */
+static void reshape_mma(fcl_context ctx, decode_plan *p)
+{
+    /* one warp's stage: 16 rows of K and of V, unpadded where rows are whole 128-byte spans
+     * (RING_PITCH in cl/attention_decode_mma.cl) */
+    const uint64_t pitch = (uint64_t)(p->hdp % 64 == 0 ? p->hdp : p->hdp + 8), stage_bytes = 2u * 16u * pitch * 2u;
+    p->stages = p->t.stages > 2 ? p->t.stages : 2;
+    while ((uint64_t)p->warps * (uint64_t)p->stages * stage_bytes > ctx->info.local_mem_bytes && p->warps > 0) {
+        if (p->stages > 2)
+            p->stages--;
+        else
+            p->warps /= 2;
+    }
+    if (p->warps == 0)
+        return;
+    p->s = fcl_decode_shape_of(&p->t, p->hdp);
+    p->wg = 32 * p->warps;
+    p->batch = 16 * p->warps;
+    p->row_blocks = (p->n_rows + 15) / 16;
+    p->shuffle = 0;
+    combine_shape(p, p->wg > 128 ? p->wg : 128);
+}
+
 /* The shape, work-group size and batch of the plan's tiles, its row blocks, whether the
  * team-shuffle form applies (teams of 2 to 32 lanes inside warps, every row's keys in one team),
- * and the cp.async stages that fit the device's local memory. */
+ * and the cp.async stages that fit the device's local memory; the tensor-core form's shape
+ * (reshape_mma) when it has warps and they fit. */
 static void reshape(fcl_context ctx, decode_plan *p)
 {
+    if (p->warps > 0)
+        reshape_mma(ctx, p);
+    if (p->warps > 0)
+        return;
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;
@@ -126,15 +173,7 @@ static void reshape(fcl_context ctx, decode_plan *p)
         p->stages--;
     if (p->stages < 2)
         p->stages = 0;
-    /* the combine's work-group: lanes of dims (a float4 each, or more past 32 lanes and the
-     * partial kernel's work-group), times 1 to 8 lanes of splits while that stays within the
-     * partial kernel's work-group */
-    p->combine_dl = p->hdp / 4;
-    while (p->combine_dl > (p->wg > 32 ? p->wg : 32) && p->combine_dl % 2 == 0)
-        p->combine_dl /= 2;
-    p->combine_lanes = 1;
-    while (p->combine_lanes < 8 && p->combine_lanes * 2 * p->combine_dl <= p->wg)
-        p->combine_lanes *= 2;
+    combine_shape(p, p->wg);
 }
 
 /* Key batches one work-item may run under the device's loop cap (0 when there is none, -1
@@ -192,28 +231,33 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
 }
 
 /* Builds (or finds) the program; while a kernel cannot run its work-group, halves the partial
- * kernel's work-group, else the combine's lanes of splits, else its lanes of dims. */
+ * kernel's work-group (the tensor-core form's warps; past one warp, the team-shuffle or portable
+ * form), else the combine's lanes of splits, else its lanes of dims. */
 static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_resolved *r, int len_device, int mask,
                               int paged, decode_plan *p, cl_kernel k[3])
 {
-    static const char *const names[3] = {"decode_mask_len", "decode_partial", "decode_combine"};
     static const char *const portable_sources[] = {"common", "attention_decode"};
     static const char *const shuffle_sources[] = {"common", "warp_nv", "attention_decode"};
+    static const char *const mma_sources[] = {"common", "warp_nv", "mma_nv", "attention_decode", "attention_decode_mma"};
     for (;;) {
-        char opts[360];
+        const char *const names[3] = {"decode_mask_len", p->warps ? "decode_partial_mma" : "decode_partial",
+                                      "decode_combine"};
+        const char *const *sources = p->warps ? mma_sources : p->shuffle ? shuffle_sources : portable_sources;
+        const int n_sources = p->warps ? 5 : p->shuffle ? 3 : 2;
+        char opts[420];
         const int n = snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
-                 "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d",
+                 "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
+                 "-DMMA_WARPS=%d",
                  (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
-                 p->shuffle, p->stages);
+                 p->shuffle, p->stages, p->warps > 0, p->warps);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
         for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
-            s = fcl_get_kernel(ctx, p->shuffle ? shuffle_sources : portable_sources, p->shuffle ? 3 : 2, opts,
-                               names[i], &k[i]);
+            s = fcl_get_kernel(ctx, sources, n_sources, opts, names[i], &k[i]);
         if (s != FCL_SUCCESS)
             return s;
         size_t wg = 0, wc = 0;
@@ -224,7 +268,10 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
             return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
         if (wg >= (size_t)p->wg && wc >= (size_t)(p->combine_dl * p->combine_lanes))
             return FCL_SUCCESS;
-        if (wg < (size_t)p->wg && p->wg > 1) {
+        if (wg < (size_t)p->wg && p->warps > 0) {
+            p->warps /= 2;
+            reshape(ctx, p);
+        } else if (wg < (size_t)p->wg && p->wg > 1) {
             p->t.wg = p->wg / 2;
             reshape(ctx, p);
         } else if (wc < (size_t)(p->combine_dl * p->combine_lanes) && p->combine_lanes > 1) {
@@ -267,6 +314,36 @@ static cl_int set_args(cl_kernel k, int n, const size_t *sizes, const void *cons
     return err;
 }
 
+/* FLASHCL_DECODE_SHUFFLE is not "0" and the device has warp shuffles (NVIDIA, compute
+ * capability >= 7). */
+static int shuffle_wanted(fcl_context ctx)
+{
+    const char *env = getenv("FLASHCL_DECODE_SHUFFLE"); /* "0": the portable form on NVIDIA too */
+    return ctx->info.nv_cc_major >= 7 && !(env && strcmp(env, "0") == 0);
+}
+
+/* The tensor-core form applies (its warps, else 0): the shuffle form is wanted, 16-byte
+ * aligned rows, no mask (the other forms zero the V of dropped slots), F16 / BF16 on compute
+ * capability >= 8 (fcl_nv_mma_usable: not FLASHCL_DECODE_PATH=portable), head dims up to 128
+ * (registers), and the tiles have warps. */
+static int mma_warps(fcl_context ctx, fcl_dtype dt, int hdp, int wide, int mask, const fcl_decode_tiles *t)
+{
+    return shuffle_wanted(ctx) && wide && !mask && hdp <= 128 && fcl_nv_mma_usable(ctx, dt, "FLASHCL_DECODE_PATH")
+               ? t->mma_warps
+               : 0;
+}
+
+const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
+{
+    if (!ctx)
+        return NULL;
+    const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
+    const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
+    if (mma_warps(ctx, dtype, hdp, head_dim % 8 == 0, 0, &t) > 0)
+        return "nvidia-mma";
+    return shuffle_wanted(ctx) ? "nvidia-shuffle" : "portable";
+}
+
 fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
                                 const fcl_kv_cache *cache, int64_t len, fcl_tensor lens, fcl_tensor mask,
                                 fcl_tensor O, fcl_tensor LSE, cl_event *event)
@@ -280,12 +357,11 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     if (s != FCL_SUCCESS)
         return s;
     const int64_t B = Q->shape[0], Lq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
-    const char *shuffle_env = getenv("FLASHCL_DECODE_SHUFFLE"); /* "0": the portable form on NVIDIA too */
     decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .dtype = Q->dtype,
-                     .shuffle_ok = ctx->info.nv_cc_major >= 7 && !(shuffle_env && strcmp(shuffle_env, "0") == 0),
-                     .wide = wide_loads(&kv, D)};
+                     .shuffle_ok = shuffle_wanted(ctx), .wide = wide_loads(&kv, D)};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
+    p.warps = mma_warps(ctx, Q->dtype, p.hdp, p.wide, mask != NULL, &p.t);
     reshape(ctx, &p);
     const int len_device = len == -1;
     cl_kernel k[3];
@@ -311,7 +387,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
                         "\"%s\" allows", op, (long long)kv.l_max, ctx->info.name);
 
     cl_int err = CL_SUCCESS;
-    const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)p.n_splits * (size_t)(p.hdp + 8);
+    const int slots = p.n_splits * (p.warps > 0 ? p.warps : 1); /* split states per row */
+    const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)slots * (size_t)(p.hdp + 8);
     /* kept by the context: a generation loop allocates nothing per step */
     cl_mem part = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
@@ -374,7 +451,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     }
     {
         const cl_mem ob = O->buffer, lb = LSE ? LSE->buffer : dummy;
-        const cl_int ints[5] = {(cl_int)Lq, (cl_int)Hq, (cl_int)D, p.n_splits, LSE != NULL};
+        const cl_int ints[5] = {(cl_int)Lq, (cl_int)Hq, (cl_int)D, slots, LSE != NULL};
         const cl_long ov[4] = {O->offset, O->strides[0], O->strides[1], O->strides[2]};
         const cl_long lv[4] = {LSE ? LSE->offset : 0, LSE ? LSE->strides[0] : 0, LSE ? LSE->strides[1] : 0,
                                LSE ? LSE->strides[2] : 0};

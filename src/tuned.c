@@ -22,7 +22,7 @@ int fcl_tuned_value_count(const char *kernel)
     if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
         return 5;
     if (strcmp(kernel, "decode") == 0)
-        return 7;
+        return 8;
     return 0;
 }
 
@@ -47,10 +47,10 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return v[4] >= 0 && v[4] <= FCL_MAX_HEAD_DIM / 16;
     }
     if (strcmp(kernel, "decode") == 0) /* block_n, rows, wg, waves, split_min, max_regs, stages (the
-                                        * kernel's ASYNC_STAGES takes 0 or 2 to 4) */
+                                        * kernel's ASYNC_STAGES takes 0 or 2 to 4), tensor-core warps */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 64 && v[2] > 0 && v[2] <= 1024 && v[3] > 0 &&
                v[3] <= 64 && v[4] >= 0 && v[4] <= 1048576 && v[5] >= 0 && v[5] <= 255 &&
-               (v[6] == 0 || (v[6] >= 2 && v[6] <= 4));
+               (v[6] == 0 || (v[6] >= 2 && v[6] <= 4)) && v[7] >= 0 && v[7] <= 8;
     return 0;
 }
 

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 /* Number of values of a tuned kernel ("forward" 3; "forward_blocked" 4; "forward_mma", "backward_mma"
- * 5; "decode" 7, at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
+ * 5; "decode" 8, at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
 int fcl_tuned_value_count(const char *kernel);
 
 /* Whether `values` (fcl_tuned_value_count(kernel) of them) are valid tiles for `kernel` (see

@@ -25,7 +25,7 @@ typedef struct tuning_entry {
 
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
-     {4, 2, 32, 1, 0, 0, 0}},
+     {4, 2, 32, 1, 0, 0, 0, 0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
@@ -33,16 +33,16 @@ static const tuning_entry table[] = {
      * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 4, 128, 0, 3}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 4, 128, 0, 3, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 4, 128, 0, 3}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 4, 128, 0, 2, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 4, 128, 0, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0}},
+     {32, 4, 128, 4, 128, 0, 0, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -268,6 +268,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[4] = t.split_min;
         values[5] = t.max_regs;
         values[6] = t.stages;
+        values[7] = t.mma_warps;
     } else if (want == 3) {
         const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
         values[0] = t.block_m;
@@ -362,17 +363,22 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
 /* The table's decode tiles: NVIDIA 128 work-items (8 teams of 16 at D 128), 2 keys per team,
  * 4 rows, rounds of 4 work-groups per compute unit, splits of at least 128 keys, a 3-stage
  * cp.async ring (H200 sweeps, docs/perf.md v0.8.0-dev; D 64 and 256 by analogy, unmeasured);
+ * at D 128 the tensor-core form with 2 warps and a 2-stage ring (v0.12.0-dev sweeps: 1 warp, or
+ * 3 and 4 stages, 4-15% slower; the team-shuffle form, which then also gets 2 stages, about 3%
+ * slower with them), at D 64 with 2 warps and 3 stages (by analogy, unmeasured);
  * CPUs one work-item owning every dim, 32 keys per batch; llvmpipe small per-work-item state
  * (its compiler's time grows with it) and 32 work-items (its kernels report no more). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
     const fcl_decode_tiles table = entry_for(&ctx->info, head_dim_pad)->decode;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,    table.waves,
-                                    table.split_min, table.max_regs, table.stages};
+                                    table.split_min, table.max_regs, table.stages, table.mma_warps};
     override_tiles(ctx, "decode", head_dim_pad, "FLASHCL_DECODE_TILES", 3, v);
-    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-    if (ctx->info.nv_cc_major < 8) /* no cp.async */
+    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    if (ctx->info.nv_cc_major < 8) { /* no cp.async, no mma.sync of this shape */
         t.stages = 0;
+        t.mma_warps = 0;
+    }
     int need = 1;
     while (need < rows && need < t.rows)
         need *= 2;

@@ -92,6 +92,9 @@ typedef struct fcl_decode_tiles {
     int stages;       /* NVIDIA (compute capability >= 8), team-shuffle form with 16-byte aligned
                        * rows: key batches in flight through a cp.async ring in local memory (2 to
                        * 4; fewer while the ring does not fit); 0: K and V read into registers */
+    int mma_warps;    /* NVIDIA (compute capability >= 8): warps per work-group of the tensor-core
+                       * form (cl/attention_decode_mma.cl: 16 keys per warp and step, 16 query rows
+                       * per work-group; `stages` its ring, lowered to fit); 0: no such form */
 } fcl_decode_tiles;
 
 typedef struct fcl_decode_shape {
@@ -103,10 +106,10 @@ typedef struct fcl_decode_shape {
 
 /* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
  * device's table entry, then a tuned entry ("decode"), then FLASHCL_DECODE_TILES=
- * "N,R,W[,G[,S[,M[,A]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages; the values
+ * "N,R,W[,G[,S[,M[,A[,T]]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps; the values
  * left out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
- * accepts it; then the device's limits: stages 0 without cp.async (NVIDIA compute capability
- * < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
+ * accepts it; then the device's limits: stages and mma_warps 0 without cp.async (NVIDIA compute
+ * capability < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
  * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
  * and wg as their shape gives them (teams * keys, team * teams). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);

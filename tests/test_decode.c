@@ -22,7 +22,8 @@
  * (padded caches, head dims not a multiple of 8); the kernel's work-group shapes (teams of
  * several items and merges of several teams, one item per team) and different split counts
  * (FLASHCL_DECODE_TILES, FLASHCL_LOOP_LIMIT); fcl_kv_cache_append bit for bit (host and device
- * positions, positions outside the cache, paged); a 200-step generation loop against the
+ * positions, positions outside the cache, paged); the NVIDIA tensor-core form's work-group shapes
+ * and ring stages where it runs; a 200-step generation loop against the
  * causal forward over the whole sequence; bad arguments (status, message, outputs untouched,
  * no event).
  */
@@ -886,6 +887,50 @@ Test(decode, team_shapes)
     }
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
+}
+
+/*
+ * The tensor-core form (fcl_attention_decode_path "nvidia-mma": NVIDIA compute capability >= 8,
+ * F16 / BF16, head dims up to 128) with the device's tiles and with 1, 2 and 4 warps per
+ * work-group and 2 to 4 ring stages (the last two values of FLASHCL_DECODE_TILES; 4 x 4 is
+ * lowered to what fits): the decode issue's GQA 32 / 8 at D 128 (unpadded ring rows), 20 query
+ * rows per KV head (two 16-row blocks) at D 64, D 96 (padded ring rows) paged with a window and
+ * soft-cap, D 40 (padded to 64: dims past the head dim) with ALiBi and a custom scale, host
+ * lengths 0, 1, odd and L_max and device lengths (one of them 0), none a multiple of 16 keys;
+ * a masked case (the team-shuffle form's, as masks keep to it). Elsewhere the path is never
+ * "nvidia-mma" and the cases run once with the device's tiles.
+ */
+Test(decode, tensor_core_shapes)
+{
+    static const dcase cases[] = {
+        {FCL_F16, 2, 32, 8, 128, 300, 1, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},
+        {FCL_BF16, 2, 10, 2, 64, 150, 4, F_LENS, 0, {150, 33, 0, 0}, U, 0, 0, AL_H, 0, 0, 0, 3},
+        {FCL_F16, 1, 4, 1, 96, 96, 2, F_HOST, 0, {77, 0, 0, 0}, 20, 5.0f, 0, AL_NONE, 16, 0, 0, 2},
+        {FCL_BF16, 2, 8, 4, 40, 70, 1, F_LENS, 0, {70, 0, 0, 0}, U, 0, 0.3f, AL_BH, 0, 0, 1, 2},
+        {FCL_F16, 1, 8, 2, 128, 64, 1, F_MASK, M_HOLES, {64, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2},
+    };
+    static const char *const tiles[] = {NULL, "16,4,128,4,128,0,2,1", "16,4,128,4,128,0,3,2", "16,4,128,4,16,0,4,4"};
+    fcl_context ctx = support_context();
+    fcl_device_info info;
+    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const char *path = fcl_attention_decode_path(ctx, FCL_F16, 128);
+    cr_assert(path != NULL && fcl_attention_decode_path(NULL, FCL_F16, 128) == NULL);
+    const int mma = strcmp(path, "nvidia-mma") == 0;
+    cr_assert(!mma || info.nv_cc_major >= 8, "path %s on compute capability %d", path, info.nv_cc_major);
+    cr_assert(strcmp(fcl_attention_decode_path(ctx, FCL_F32, 128), "nvidia-mma") != 0, "F32 on tensor cores");
+    cr_assert(strcmp(fcl_attention_decode_path(ctx, FCL_F16, 136), "nvidia-mma") != 0, "D 136 on tensor cores");
+    const size_t n_tiles = mma ? sizeof tiles / sizeof tiles[0] : 1;
+    size_t failed = 0, runs = 0;
+    for (size_t t = 0; t < n_tiles; t++) {
+        if (tiles[t])
+            setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        const size_t f = run_table(ctx, cases, sizeof cases / sizeof cases[0], 9000 + 100 * t, &runs);
+        unsetenv("FLASHCL_DECODE_TILES");
+        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t] ? tiles[t] : "unset");
+        failed += f;
+    }
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %zu decode runs failed (path %s)", failed, runs, path);
 }
 
 /* ---------------------------------------------------------------- fcl_kv_cache_append */

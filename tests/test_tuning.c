@@ -6,7 +6,7 @@
  * disk cache folder), the environment override still wins, a damaged entry is ignored (the
  * table's tiles come back), the disk cache off refuses to store, and the forward run with tuned
  * tiles meets the float64 reference (2x rule) and equals the same tiles forced through the
- * environment bit for bit. The decode tiles ("decode", 7 values) likewise: invalid values and
+ * environment bit for bit. The decode tiles ("decode", 8 values) likewise: invalid values and
  * wrong counts refused, stored beside 3- and 4-value entries and read back by a later context,
  * FLASHCL_DECODE_TILES winning over the entry (values it leaves out keep the entry's), and a
  * decode with tuned tiles within the float64 rule and bit for bit the same tiles through
@@ -95,13 +95,14 @@ Test(tuning, bad_input_refused)
     static const int bwd_odd[5] = {64, 20, 64, 32, 0}, bwd_big[5] = {512, 32, 64, 32, 0};
     static const int bwd_zero[5] = {64, 32, 0, 32, 0}, bwd_kvlocal[5] = {64, 32, 64, 32, 17};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
-    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages; valid (for the count cases), then
-     * each with one value out of range */
-    static const int dec_good[7] = {8, 4, 8, 2, 64, 0, 0};
-    static const int dec_stage1[7] = {8, 4, 8, 2, 64, 0, 1}, dec_stage5[7] = {8, 4, 8, 2, 64, 0, 5};
-    static const int dec_keys[7] = {0, 4, 8, 2, 64, 0, 0}, dec_rows[7] = {8, 65, 8, 2, 64, 0, 0};
-    static const int dec_wg[7] = {8, 4, 2048, 2, 64, 0, 0}, dec_waves[7] = {8, 4, 8, 0, 64, 0, 0};
-    static const int dec_split[7] = {8, 4, 8, 2, -1, 0, 0}, dec_regs[7] = {8, 4, 8, 2, 64, 256, 0};
+    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps; valid (for
+     * the count cases), then each with one value out of range */
+    static const int dec_good[8] = {8, 4, 8, 2, 64, 0, 0, 0};
+    static const int dec_stage1[8] = {8, 4, 8, 2, 64, 0, 1, 0}, dec_stage5[8] = {8, 4, 8, 2, 64, 0, 5, 0};
+    static const int dec_keys[8] = {0, 4, 8, 2, 64, 0, 0, 0}, dec_rows[8] = {8, 65, 8, 2, 64, 0, 0, 0};
+    static const int dec_wg[8] = {8, 4, 2048, 2, 64, 0, 0, 0}, dec_waves[8] = {8, 4, 8, 0, 64, 0, 0, 0};
+    static const int dec_split[8] = {8, 4, 8, 2, -1, 0, 0, 0}, dec_regs[8] = {8, 4, 8, 2, 64, 256, 0, 0};
+    static const int dec_warps[8] = {8, 4, 8, 2, 64, 0, 0, 9};
     static const struct {
         const char *kernel;
         int head_dim;
@@ -130,18 +131,19 @@ Test(tuning, bad_input_refused)
         {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_wide, 4, "forward_blocked"},
-        {"decode", 64, dec_good, 4, "7"},
-        {"decode", 64, dec_good, 3, "7"},
-        {"forward", 64, dec_good, 7, "3"},
-        {"decode", 0, dec_good, 7, "head_dim"},
-        {"decode", 64, dec_stage1, 7, "decode"},
-        {"decode", 64, dec_stage5, 7, "decode"},
-        {"decode", 64, dec_keys, 7, "decode"},
-        {"decode", 64, dec_rows, 7, "decode"},
-        {"decode", 64, dec_wg, 7, "decode"},
-        {"decode", 64, dec_waves, 7, "decode"},
-        {"decode", 64, dec_split, 7, "decode"},
-        {"decode", 64, dec_regs, 7, "decode"},
+        {"decode", 64, dec_good, 7, "8"},
+        {"decode", 64, dec_good, 3, "8"},
+        {"forward", 64, dec_good, 8, "3"},
+        {"decode", 0, dec_good, 8, "head_dim"},
+        {"decode", 64, dec_stage1, 8, "decode"},
+        {"decode", 64, dec_stage5, 8, "decode"},
+        {"decode", 64, dec_keys, 8, "decode"},
+        {"decode", 64, dec_rows, 8, "decode"},
+        {"decode", 64, dec_wg, 8, "decode"},
+        {"decode", 64, dec_waves, 8, "decode"},
+        {"decode", 64, dec_split, 8, "decode"},
+        {"decode", 64, dec_regs, 8, "decode"},
+        {"decode", 64, dec_warps, 8, "decode"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const fcl_status st = fcl_tuning_save(ctx, cases[i].kernel, cases[i].head_dim, cases[i].values, cases[i].n);
@@ -151,7 +153,7 @@ Test(tuning, bad_input_refused)
         cr_assert(support_has_token(msg, cases[i].token), "case %zu: \"%s\" does not name \"%s\"", i, msg,
                   cases[i].token);
     }
-    cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 7) == FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 8) == FCL_ERR_INVALID_ARGUMENT);
     SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_mma", "backward_mma", "decode");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
     int out[FCL_TUNING_MAX_VALUES];
@@ -345,8 +347,9 @@ Test(tuning, forward_with_tuned_tiles)
 }
 
 /* Decode tiles that run as given on every device at D 64 (one team of 8 work-items, 8 dims
- * each; 8 keys per batch, 4 rows; no cp.async ring), unlike every table entry. */
-static const int k_decode_tiles[7] = {8, 4, 8, 2, 64, 0, 0};
+ * each; 8 keys per batch, 4 rows; no cp.async ring, no tensor-core form), unlike every table
+ * entry. */
+static const int k_decode_tiles[8] = {8, 4, 8, 2, 64, 0, 0, 0};
 
 static void expect_values(const int *got, const int *want, int n, const char *what)
 {
@@ -365,23 +368,23 @@ Test(tuning, decode_entry)
 {
     fcl_context ctx = support_context();
     const int fwd[3] = {16, 16, 2}, bwd[5] = {32, 16, 128, 32, 1};
-    int table[7], now[7];
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int table[8], now[8];
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 8) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(memcmp(table, k_decode_tiles, sizeof table) != 0, "test bug: the table has the tuned tiles");
     cr_assert(fcl_tuning_save(ctx, "forward", 64, fwd, 3) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 8) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 7, "decode D 64 right after fcl_tuning_save");
-    cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 7) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 7, "decode D 50 (padded 64)");
-    cr_assert(fcl_tuning_get(ctx, "decode", 128, now, 7) == FCL_SUCCESS);
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 8) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 8, "decode D 64 right after fcl_tuning_save");
+    cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 8) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 8, "decode D 50 (padded 64)");
+    cr_assert(fcl_tuning_get(ctx, "decode", 128, now, 8) == FCL_SUCCESS);
     cr_assert(memcmp(now, k_decode_tiles, sizeof now) != 0, "the D 64 entry changed D 128");
     fcl_context_release(ctx);
 
     ctx = support_context(); /* a later context reads all three entries */
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 7, "decode in a later context");
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 8) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 8, "decode in a later context");
     cr_assert(fcl_tuning_get(ctx, "forward", 64, now, 3) == FCL_SUCCESS);
     expect_values(now, fwd, 3, "forward in a later context");
     cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 5) == FCL_SUCCESS);
@@ -391,12 +394,13 @@ Test(tuning, decode_entry)
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
 
     setenv("FLASHCL_DECODE_TILES", "16,2,16", 1);
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
-    const int env[7] = {16, 2, 16, k_decode_tiles[3], k_decode_tiles[4], k_decode_tiles[5], k_decode_tiles[6]};
-    expect_values(now, env, 7, "FLASHCL_DECODE_TILES=16,2,16 over the entry");
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 8) == FCL_SUCCESS);
+    const int env[8] = {16, 2, 16, k_decode_tiles[3], k_decode_tiles[4], k_decode_tiles[5], k_decode_tiles[6],
+                        k_decode_tiles[7]};
+    expect_values(now, env, 8, "FLASHCL_DECODE_TILES=16,2,16 over the entry");
     setenv("FLASHCL_DECODE_TILES", "16,2,16,2,64,0,1", 1); /* stages 1: invalid, ignored */
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 7) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 7, "an invalid FLASHCL_DECODE_TILES over the entry");
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 8) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 8, "an invalid FLASHCL_DECODE_TILES over the entry");
     unsetenv("FLASHCL_DECODE_TILES");
     fcl_context_release(ctx);
 }
@@ -421,11 +425,11 @@ Test(tuning, decode_with_tuned_tiles)
 {
     fcl_context ctx = support_context();
     const int B = 2, Lq = 2, Hq = 4, Hkv = 2, D = 64, L = 300, len = 261;
-    const int tuned[7] = {8, 4, 8, 3, 16, 0, 0};
-    cr_assert(fcl_tuning_save(ctx, "decode", D, tuned, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    int now[7];
-    cr_assert(fcl_tuning_get(ctx, "decode", D, now, 7) == FCL_SUCCESS);
-    expect_values(now, tuned, 7, "the stored decode tiles");
+    const int tuned[8] = {8, 4, 8, 3, 16, 0, 0, 0};
+    cr_assert(fcl_tuning_save(ctx, "decode", D, tuned, 8) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[8];
+    cr_assert(fcl_tuning_get(ctx, "decode", D, now, 8) == FCL_SUCCESS);
+    expect_values(now, tuned, 8, "the stored decode tiles");
     const size_t nq = (size_t)B * Lq * Hq * D, nk = (size_t)B * L * Hkv * D, nl = (size_t)B * Hq * Lq;
     float *Q, *K, *V;
     random_qkv(nq, nk, 81, FCL_F16, &Q, &K, &V);
@@ -439,7 +443,7 @@ Test(tuning, decode_with_tuned_tiles)
     fcl_tensor lse = support_tensor(ctx, FCL_F32, 3, ls, NULL);
     fcl_kv_cache cache = {support_tensor(ctx, FCL_F16, 4, ks, K), support_tensor(ctx, FCL_F16, 4, ks, V), NULL};
     run_decode(ctx, q, &cache, len, o, lse, o1, l1);
-    setenv("FLASHCL_DECODE_TILES", "8,4,8,3,16,0,0", 1);
+    setenv("FLASHCL_DECODE_TILES", "8,4,8,3,16,0,0,0", 1);
     run_decode(ctx, q, &cache, len, o, lse, o2, l2);
     unsetenv("FLASHCL_DECODE_TILES");
     double md;

@@ -11,10 +11,13 @@
  *
  * Decode runs one query row over a full cache: B 8, Sk 8192, Hq 32, Hkv 8 on GPUs; B 1, Sk
  * 4096, Hq 8, Hkv 2 on CPUs; B 1, Sk 1024, Hq 4, Hkv 2 elsewhere (llvmpipe). Its candidates
- * (block_n, rows, wg, waves, split_min, max_regs, stages; a value not listed is the current
- * one): NVIDIA GPUs block_n {8, 16, 32} x wg {64, 128, 256} x waves {3, 4, 6} at rows 4,
- * split_min 128, max_regs 0 and the current stages, plus stages {0, 2, 3, 4} at the current
- * tiles where the device has cp.async (compute capability >= 8); other GPUs block_n {8, 16, 32}
+ * (block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps; a value not listed
+ * is the current one): NVIDIA GPUs block_n {8, 16, 32} x wg {64, 128, 256} x waves {3, 4, 6} at
+ * rows 4, split_min 128, max_regs 0, the current stages and no tensor-core warps (the
+ * team-shuffle form), plus, where the device has cp.async (compute capability >= 8), stages
+ * {0, 2, 3, 4} at the current tiles without tensor-core warps and tensor-core warps {1, 2, 4}
+ * x stages {2, 3} x waves {3, 4, 6} at the current tiles (the tensor-core form where it
+ * applies: F16 at D 128 runs it); other GPUs block_n {8, 16, 32}
  * x wg {64, 128, 256} x waves {2, 4}, stages 0; CPUs block_n {16, 32, 64, 128} x rows {8, 16} x
  * waves {1, 2, 4}; elsewhere block_n {2, 4, 8} x wg {16, 32} x waves {1, 2}. Candidates with
  * the same tiles after the device's limits (fcl_tuning_get) run once. */
@@ -23,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CANDIDATES 48
+#define MAX_CANDIDATES 64
 
 typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE } tune_op;
 
@@ -115,7 +118,7 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
 static int make_decode_space(const bench_env *env, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
-    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 7, 0, {{0}}};
+    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 8, 0, {{0}}};
     int cur[FCL_TUNING_MAX_VALUES] = {0}, v[FCL_TUNING_MAX_VALUES];
     const fcl_status st = fcl_tuning_get(env->ctx, "decode", d, cur, s->n_values);
     if (st != FCL_SUCCESS)
@@ -126,15 +129,25 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
         for (int n = 8; n <= 32; n *= 2)
             for (int w = 0; w < 3; w++)
                 for (int g = 0; g < 3; g++) {
-                    const int c[FCL_TUNING_MAX_VALUES] = {n, 4, wgs[w], waves[g], 128, 0, cur[6]};
+                    const int c[FCL_TUNING_MAX_VALUES] = {n, 4, wgs[w], waves[g], 128, 0, cur[6], 0};
                     add_values(s, c);
                 }
         static const int stages[4] = {0, 2, 3, 4};
         for (int a = 0; a < 4 && env->info.nv_cc_major >= 8; a++) { /* the ring needs cp.async */
             memcpy(v, cur, sizeof v);
             v[6] = stages[a];
+            v[7] = 0;
             add_values(s, v);
         }
+        for (int m = 1; m <= 4 && env->info.nv_cc_major >= 8; m *= 2) /* tensor-core warps and their ring */
+            for (int a = 2; a <= 3; a++)
+                for (int g = 0; g < 3; g++) {
+                    memcpy(v, cur, sizeof v);
+                    v[3] = waves[g];
+                    v[6] = a;
+                    v[7] = m;
+                    add_values(s, v);
+                }
     } else if (env->is_gpu) {
         for (int n = 8; n <= 32; n *= 2)
             for (int w = 0; w < 3; w++)

@@ -150,6 +150,9 @@ static int print_default(cl_platform_id *plats, cl_uint np)
     printf("Attention backward kernels (D 128): f32 %s, f16 %s, bf16 %s\n",
            fcl_attention_backward_path(ctx, FCL_F32, 128), fcl_attention_backward_path(ctx, FCL_F16, 128),
            fcl_attention_backward_path(ctx, FCL_BF16, 128));
+    printf("Decode kernel (D 128, aligned cache, no mask): f32 %s, f16 %s, bf16 %s\n",
+           fcl_attention_decode_path(ctx, FCL_F32, 128), fcl_attention_decode_path(ctx, FCL_F16, 128),
+           fcl_attention_decode_path(ctx, FCL_BF16, 128));
     fcl_context_release(ctx);
     return 0;
 }

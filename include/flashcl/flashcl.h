@@ -33,10 +33,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 11
+#define FCL_VERSION_MINOR 12
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.11.0"
+#define FCL_VERSION_STRING "0.12.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -307,8 +307,8 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  */
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
-/* The most values of one tuned kernel ("decode" has 7; see fcl_tuning_save). */
-#define FCL_TUNING_MAX_VALUES 7
+/* The most values of one tuned kernel ("decode" has 8; see fcl_tuning_save). */
+#define FCL_TUNING_MAX_VALUES 8
 
 /*
  * Tuned tiles: what `flashcl-bench --tune` finds, kept per device (name, vendor, driver and
@@ -331,12 +331,15 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  local memory instead of registers, lowered to what fits beside its Q/dO
  *                  tiles (the NVIDIA tensor-core backward; head dims up to 128; an entry
  *                  stored with 4 values by 0.10 is ignored)
- *   "decode"       7 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
+ *   "decode"       8 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
  *                  most query rows per work-group (1 to 64), most work-items per work-group
  *                  (1 to 1024), work-groups per compute unit in one round (1 to 64), fewest
  *                  keys per split (0 to 1048576), register cap (0 to 255; 0: compiler's;
  *                  NVIDIA), cp.async stages (0, or 2 to 4; taken on NVIDIA compute capability
- *                  >= 8 only, 0 elsewhere) (fcl_attention_decode)
+ *                  >= 8 only, 0 elsewhere), warps per work-group of the tensor-core form (0 to
+ *                  8; 0: none; NVIDIA compute capability >= 8 only, where it replaces the first
+ *                  three values: 16 keys per warp and step, 16 rows) (fcl_attention_decode; an
+ *                  entry stored with 7 values by 0.11 is ignored)
  * An entry serves every head dim with the same padded size (16, then multiples of 32).
  * fcl_tuning_save stores `values` for `head_dim` (replacing an older entry) and uses them at
  * once: FCL_ERR_INVALID_ARGUMENT for an unknown kernel, a wrong count, head_dim outside
@@ -515,6 +518,23 @@ fcl_status fcl_kv_cache_append(fcl_context ctx, const fcl_kv_cache *cache, fcl_t
 fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
                                 const fcl_kv_cache *cache, int64_t len, fcl_tensor lens,
                                 fcl_tensor mask, fcl_tensor O, fcl_tensor LSE, cl_event *event);
+
+/*
+ * Which fcl_attention_decode kernel runs for `dtype` at head dim `head_dim` on ctx's device,
+ * for caches whose rows are 16-byte aligned (offsets and strides; head_dim % 8 == 0) and a
+ * length given as len or lens (a call outside that takes the next form that can run it):
+ *   "nvidia-mma"      tensor cores through inline PTX mma.sync (NVIDIA compute capability
+ *                     >= 8.0, F16 or BF16, head_dim <= 128, the device's decode tiles have
+ *                     tensor-core warps; not with the mask form);
+ *   "nvidia-shuffle"  teams of lanes inside warps that meet by shuffles (NVIDIA compute
+ *                     capability >= 7.0), with a cp.async ring where the device has one;
+ *   "portable"        any OpenCL device.
+ * FLASHCL_DECODE_PATH=portable keeps tensor cores out; FLASHCL_DECODE_SHUFFLE=0 takes the
+ * portable form on NVIDIA too. All meet the same tolerance; the tensor-core form rounds the
+ * probabilities to the storage dtype before P V. Static string; NULL for a NULL ctx.
+ * Thread-safe.
+ */
+const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
 /* ---------------------------------------------------------------- projections */
 
