@@ -227,15 +227,28 @@ inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq,
     return visible ? x : -INFINITY;
 }
 
-/* The keys j_lo .. j_hi of split `split` (split_keys each) that some query row of the block can
- * see (none when j_hi < j_lo): up to the length len, from the window of the first query on;
- * *p_first is the first query's position. */
-inline void decode_split_keys(int split, int split_keys, int len, int lq, int window_left, int *p_first, int *j_lo,
-                              int *j_hi)
+/* What a partial kernel's work-group takes (grid: splits x work-group, KV heads x row_blocks
+ * blocks of rows_wg rows, B): its split, KV head *hk, first block row *r0 and batch *b; the
+ * query heads *Hq; the keys *j_lo .. *j_hi of the split that some row of the block can see
+ * (none when *j_hi < *j_lo: up to the length, from the first query's window on) and the first
+ * query's position *p_first. The length is the host's, or lens[b] clamped to [0, l_max]. */
+inline void decode_group(int rows_wg, int row_blocks, int group, int lq, int host_len, __global const int *lens,
+                         long lens_off, long lens_s, int l_max, int split_keys, int window_left, int *split, int *hk,
+                         int *r0, int *b, int *Hq, int *p_first, int *j_lo, int *j_hi)
 {
+    *split = get_group_id(0);
+    *hk = get_group_id(1) / row_blocks;
+    *r0 = (get_group_id(1) % row_blocks) * rows_wg;
+    *b = get_group_id(2);
+    *Hq = get_num_groups(1) / row_blocks * group;
+#if LEN_DEVICE
+    const int len = clamp(lens[lens_off + *b * lens_s], 0, l_max);
+#else
+    const int len = host_len;
+#endif
     *p_first = len - lq;
-    *j_lo = max(split * split_keys, 0);
-    *j_hi = min((split + 1) * split_keys, len) - 1;
+    *j_lo = max(*split * split_keys, 0);
+    *j_hi = min((*split + 1) * split_keys, len) - 1;
     if (window_left >= 0)
         *j_lo = max(*j_lo, *p_first - window_left);
 }
@@ -437,17 +450,11 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     __local float m_t[TEAMS * ROWS_WG], l_t[TEAMS * ROWS_WG];
     __local float8 out8[ROWS_WG * HEAD_DIM_PAD / 8];
 #endif
-    const int lid = get_local_id(0), team = lid / TEAM, lane = lid - team * TEAM, split = get_group_id(0);
-    const int hk = get_group_id(1) / row_blocks, r0 = (get_group_id(1) % row_blocks) * ROWS_WG;
-    const int b = get_group_id(2), Hq = get_num_groups(1) / row_blocks * group;
+    const int lid = get_local_id(0), team = lid / TEAM, lane = lid - team * TEAM;
     const int n_rows = group * lq; /* rows of this KV head: (query head, position) pairs */
-#if LEN_DEVICE
-    const int len = clamp(lens[lens_off + b * lens_s], 0, l_max);
-#else
-    const int len = host_len;
-#endif
-    int p_first, j_lo, j_hi; /* the keys some row of the block can see, within this split */
-    decode_split_keys(split, split_keys, len, lq, window_left, &p_first, &j_lo, &j_hi);
+    int split, hk, r0, b, Hq, p_first, j_lo, j_hi;
+    decode_group(ROWS_WG, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left,
+                 &split, &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
 
 #if HAS_LOGIT_MODS
     const float qscale = scale;

@@ -94,16 +94,10 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
     /* [warp][stage][K, V][key][RING_PITCH] */
     __local ushort ring[MMA_WARPS * ASYNC_STAGES * 2 * TILE_HALVES] __attribute__((aligned(16)));
     const int lid = get_local_id(0), w = lid / 32, lane = lid % 32, g = lane >> 2, t = lane & 3;
-    const int split = get_group_id(0), hk = get_group_id(1) / row_blocks, r0 = (get_group_id(1) % row_blocks) * 16;
-    const int b = get_group_id(2), Hq = get_num_groups(1) / row_blocks * group;
     const int n_rows = group * lq; /* rows of this KV head: (query head, position) pairs */
-#if LEN_DEVICE
-    const int len = clamp(lens[lens_off + b * lens_s], 0, l_max);
-#else
-    const int len = host_len;
-#endif
-    int p_first, j_lo, j_hi;
-    decode_split_keys(split, split_keys, len, lq, window_left, &p_first, &j_lo, &j_hi);
+    int split, hk, r0, b, Hq, p_first, j_lo, j_hi;
+    decode_group(16, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left, &split,
+                 &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
 #if HAS_LOGIT_MODS
     const float qscale = scale;
 #else
