@@ -15,9 +15,9 @@
  *    their maxima met over the lane's quad; each lane sums its own p's;
  *  - O += P V: P's A fragment straight from the S fragments (rounded to the storage dtype, as
  *    in FlashAttention), V's B fragments by ldmatrix.trans, HEAD_DIM_PAD / 8 n8 tiles of O.
- * The warp copies its keys' K and V rows by cp.async into its own ring of MMA_STAGES stages in
+ * The warp copies its keys' K and V rows by cp.async into its own ring of ASYNC_STAGES stages in
  * local memory (laid out so that ldmatrix reads them without bank conflicts: RING_PITCH),
- * MMA_STAGES - 1 steps ahead; a warp barrier makes a landed stage visible to the warp and keeps
+ * ASYNC_STAGES - 1 steps ahead; a warp barrier makes a landed stage visible to the warp and keeps
  * a stage from being refilled while a lane still reads it: no work-group barrier anywhere.
  * Keys past the split's last visible key are copied as zeros. Each warp writes its own split
  * state: slot split * MMA_WARPS + w of its rows, so decode_combine takes n_splits * MMA_WARPS
@@ -49,8 +49,8 @@
 /* Starts this lane's copies of keys jt .. jt + 15 (K into Kst, V into Vst): chunk lane + 32 i is
  * row (lane + 32 i) / ROW_CHUNKS, dims 8 x its remainder; keys past j_hi (addressed as j_hi)
  * and dims past head_dim become zeros. Contiguous caches address row j at k_row0 + j * k_s1 (v
- * likewise); with `whole` (every key of the step visible, head_dim == HEAD_DIM_PAD: uniform
- * over the warp) nothing is checked and rows step by k_s1 from the lane's first. */
+ * likewise); with `whole` (every key of the step at or below j_hi, head_dim == HEAD_DIM_PAD:
+ * uniform over the warp) nothing is checked and rows step by k_s1 from the lane's first. */
 MMA_INLINE void issue_keys(const bool whole, __local ushort *Kst, __local ushort *Vst, int jt, int j_hi, int lane,
                            int head_dim, int b, int hk, __global const store_t *Kc, __global const store_t *Vc,
                            __global const store_t *k_row0, __global const store_t *v_row0, long k_off, long k_s0,
