@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
-# (see ../shared/device/prepare.sh): the decode and backward tests on the GPU (unless
-# SKIP_TESTS=1; the decode tests a second time with FLASHCL_DECODE_SHUFFLE=0, the portable form
-# that NVIDIA GPUs otherwise do not run), the copy bandwidth, then flashcl-bench --op decode and PyTorch
-# scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's
-# shapes, in one run: B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one
-# query row. Output under $OUT (default ./gpu-out): ctest.txt, ctest-portable.txt, bench.jsonl,
-# peer.jsonl.
-# BS, LENS, REPS narrow the sweep (caches over MAX_CACHE_GB, default 8, are skipped);
-# SWEEP="N,R,W[,G[,S[,M[,A[,T]]]]] ..." adds a FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl;
-# TUNE=1 runs flashcl-bench --tune --op decode --d 128 first (tune.jsonl): the stored winner is
-# then what the timed shapes use.
+# (see ../shared/device/prepare.sh). First the decode correctness grid (test_decode, and
+# test_tuning) once per decode form: the tensor-core one ("mma": "nvidia-mma", the default
+# there), the team-shuffle one ("shuffle": FLASHCL_DECODE_PATH=portable) and the portable one
+# ("portable": FLASHCL_DECODE_SHUFFLE=0); the first pass also runs the backward tests (CTEST_REGEX
+# overrides its regex). A form that fails its grid is not timed. Then, for each form of
+# BENCH_PATHS (default "mma shuffle") that passed, flashcl-bench --op decode and PyTorch
+# scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's shapes:
+# B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one query row; the copy
+# bandwidth; one table with the ratios (scripts/peer_table.py decode) in table.md.
+# Output under $OUT (default ./gpu-out): ctest-<form>.txt, bench.jsonl, peer.jsonl, table.md.
+# Knobs: PATHS ("mma shuffle portable"), BENCH_PATHS, SKIP_TESTS=1, BS, LENS, REPS (caches over
+# MAX_CACHE_GB, default 8, are skipped); SWEEP="N,R,W[,G[,S[,M[,A[,T]]]]] ..." adds a
+# FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl; TUNE=1 runs flashcl-bench --tune
+# --op decode --d 128 first (tune.jsonl): the stored winner is then what the timed shapes use.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -19,13 +22,39 @@ export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
 bench=build/tools/flashcl-bench
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
-if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+build/tools/flashcl-info > "$out/info.txt" 2>&1
+
+# runs "$@" with the environment that selects decode form $1
+with_form() {
+  local form=$1
+  shift
+  case $form in
+    mma) env -u FLASHCL_DECODE_PATH -u FLASHCL_DECODE_SHUFFLE "$@" ;;
+    shuffle) env -u FLASHCL_DECODE_SHUFFLE FLASHCL_DECODE_PATH=portable "$@" ;;
+    portable) env -u FLASHCL_DECODE_PATH FLASHCL_DECODE_SHUFFLE=0 "$@" ;;
+    *) echo "unknown decode form $form" >&2; return 2 ;;
+  esac
+}
+
+passed=""
+first=1
+for form in ${PATHS:-mma shuffle portable}; do
+  if [[ "${SKIP_TESTS:-0}" == 1 ]]; then passed="$passed $form"; continue; fi
+  regex="^(test_decode|test_tuning)$"
+  [[ $first == 1 ]] && regex="${CTEST_REGEX:-decode|backward|tuning}"
+  first=0
   start=$(date +%s)
-  ctest --test-dir build --output-on-failure -j4 -R "${CTEST_REGEX:-decode|backward}" > "$out/ctest.txt" 2>&1
-  echo "ctest rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest.txt"
-  FLASHCL_DECODE_SHUFFLE=0 ctest --test-dir build --output-on-failure -R decode > "$out/ctest-portable.txt" 2>&1
-  echo "ctest (FLASHCL_DECODE_SHUFFLE=0) rc=$? in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-portable.txt"
-fi
+  with_form "$form" ctest --test-dir build --output-on-failure -j4 -R "$regex" > "$out/ctest-$form.txt" 2>&1
+  rc=$?
+  echo "ctest ($form) rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-$form.txt"
+  [[ $rc == 0 ]] && passed="$passed $form"
+done
+echo "forms that passed the grid:${passed:- none}"
+
+timed=""
+for form in ${BENCH_PATHS:-mma shuffle}; do
+  [[ " $passed " == *" $form "* ]] && timed="$timed $form"
+done
 
 if [[ "${TUNE:-0}" == 1 ]]; then
   "$bench" --tune --op decode --d 128 --json > "$out/tune.jsonl" 2>>"$out/errors.log"
@@ -38,14 +67,18 @@ for b in ${BS:-1 8 32}; do
   for l in ${LENS:-4096 32768 131072}; do
     # the bench builds the cache from host float arrays: skip caches over MAX_CACHE_GB (default 8)
     (( b * l * 8 * 128 * 4 <= ${MAX_CACHE_GB:-8} * 1073741824 )) || { echo "skip B $b L $l (cache over ${MAX_CACHE_GB:-8} GB)"; continue; }
-    timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 --hkv 8 --d 128 --reps ${REPS:-10} \
-      --warmup 2 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+    for form in $timed; do
+      with_form "$form" timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 \
+        --hkv 8 --d 128 --reps ${REPS:-10} --warmup 2 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+    done
     python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
       >> "$out/peer.jsonl" 2>>"$out/errors.log"
   done
 done
 timeout 60 "$bench" --op copy --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
-cat "$out/bench.jsonl" "$out/peer.jsonl"
+python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" decode > "$out/table.md"
+cat "$out/table.md"
+grep '"op":"copy"' "$out/bench.jsonl"
 
 if [[ -n "${SWEEP:-}" ]]; then
   : > "$out/sweep.jsonl"

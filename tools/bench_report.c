@@ -108,6 +108,8 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     if (strcmp(r->op, "decode") != 0) /* the forward kernel that ran (backward: its recompute) */
         printf(",\"forward_path\":\"%s\"",
                fcl_attention_forward_path(env->ctx, c->dtype, strcmp(r->op, "qkvo") ? c->d : c->d / c->hq));
+    else /* the decode form that ran: the bench's caches are contiguous, aligned, without a mask */
+        printf(",\"decode_path\":\"%s\"", fcl_attention_decode_path(env->ctx, c->dtype, c->d));
     if (strstr(r->op, "backward")) /* the dK/dV and dQ kernels that ran */
         printf(",\"backward_path\":\"%s\"", fcl_attention_backward_path(env->ctx, c->dtype, c->d));
     if (r->seqs)
