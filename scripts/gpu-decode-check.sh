@@ -8,7 +8,9 @@
 # BENCH_PATHS (default "mma shuffle") that passed, flashcl-bench --op decode and PyTorch
 # scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's shapes:
 # B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one query row; the copy
-# bandwidth; one table with the ratios (scripts/peer_table.py decode) in table.md.
+# bandwidth; one table with the ratios (scripts/peer_table.py decode) in table.md. Each bench
+# line also has ms_back_to_back (B2B calls, default 20, without a wait between them): against
+# ms, the cost of the launches and the wait.
 # Output under $OUT (default ./gpu-out): ctest-<form>.txt, bench.jsonl, peer.jsonl, table.md.
 # Knobs: PATHS ("mma shuffle portable"), BENCH_PATHS, SKIP_TESTS=1, BS, LENS, REPS (caches over
 # MAX_CACHE_GB, default 8, are skipped); SWEEP="N,R,W[,G[,S[,M[,A[,T]]]]] ..." adds a
@@ -69,7 +71,8 @@ for b in ${BS:-1 8 32}; do
     (( b * l * 8 * 128 * 4 <= ${MAX_CACHE_GB:-8} * 1073741824 )) || { echo "skip B $b L $l (cache over ${MAX_CACHE_GB:-8} GB)"; continue; }
     for form in $timed; do
       with_form "$form" timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 \
-        --hkv 8 --d 128 --reps ${REPS:-10} --warmup 2 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
+        --hkv 8 --d 128 --reps ${REPS:-10} --warmup 2 --back-to-back ${B2B:-20} --json >> "$out/bench.jsonl" \
+        2>>"$out/errors.log"
     done
     python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
       >> "$out/peer.jsonl" 2>>"$out/errors.log"

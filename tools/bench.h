@@ -50,6 +50,7 @@ typedef struct bench_opts {
     float softcap;
     int bhsd;
     int reps, warmup;   /* -1: device default */
+    int back_to_back;   /* --back-to-back N: 0 = off */
     int check_rows;     /* -1: default (all rows up to 4096, else 64) */
     int json;
     long sgemm_n;       /* 0: device default */
@@ -64,6 +65,7 @@ typedef struct bench_env {
     fcl_device_info info;
     int is_gpu;
     int reps, warmup;
+    int back_to_back;   /* after the timed runs, this many calls without a wait between them (0: none) */
     int reps_auto;      /* reps is the default: bench_time may stop early on slow devices */
     int check_rows;     /* -1 = default rule */
     int json;
@@ -77,6 +79,8 @@ typedef struct bench_result {
     int reps;            /* timed runs made */
     double ms;           /* median wall time of one call + fcl_finish */
     double ms_event;     /* median device time of the op's event; NaN without profiling */
+    double ms_back_to_back; /* wall time per call of env->back_to_back calls enqueued without a wait
+                             * between them, then one fcl_finish; 0 when not measured */
     double tflops;       /* FlashAttention convention (see bench_util.c) */
     double tflops_exact; /* from the exact count of visible (query, key) pairs */
     double tflops_event; /* convention FLOPs over ms_event (NaN without it) */
@@ -189,6 +193,7 @@ typedef struct bench_timing {
     int reps;        /* timed runs made */
     double ms_wall;  /* enqueue + fcl_finish, host clock */
     double ms_event; /* CL_PROFILING_COMMAND_START..END of the event; NaN when unavailable */
+    double ms_back_to_back; /* per call of env->back_to_back calls and one fcl_finish; 0: not measured */
 } bench_timing;
 fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, bench_timing *out);
 /* bench_time into r (reps, ms, ms_event); a library error is reported naming `op` and

@@ -35,6 +35,10 @@ void bench_usage(FILE *f)
         "  --softcap X        soft-capping (0 = off)\n"
         "  --layout bshd|bhsd storage of Q/K/V/O (bhsd is passed as a strided view)\n"
         "  --reps N           timed runs (median reported); --warmup N untimed runs first\n"
+        "  --back-to-back N   after the timed runs, N calls enqueued without a wait between\n"
+        "                     them, then one fcl_finish: JSON field ms_back_to_back, the wall\n"
+        "                     time per call (host and launch costs overlap the device's work;\n"
+        "                     against ms it shows the cost of the wait). Default 0: off\n"
         "  --check-rows N     query rows compared with the float64 reference (default: all\n"
         "                     rows when B*Sq*Hq (tok*Hq when packed) <= 4096, else 64\n"
         "                     random rows; 0 = none)\n"
@@ -167,6 +171,7 @@ static int apply_value(const char *name, const char *v, bench_opts *o)
     }
     if (!strcmp(name, "reps")) return set_int(v, 1, &o->reps);
     if (!strcmp(name, "warmup")) return set_int(v, 0, &o->warmup);
+    if (!strcmp(name, "back-to-back")) return set_int(v, 0, &o->back_to_back);
     if (!strcmp(name, "check-rows")) return set_int(v, 0, &o->check_rows);
     if (!strcmp(name, "seqs")) return set_int(v, 1, &o->seqs);
     if (!strcmp(name, "max-len")) return set_int(v, 1, &o->max_len);

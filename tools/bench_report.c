@@ -117,6 +117,7 @@ static void print_result_json(const bench_env *env, const bench_result *r)
                r->total_k, r->max_len);
     json_num("ms", "%.6g", r->ms);
     json_num("ms_event", "%.6g", r->ms_event);
+    json_num("ms_back_to_back", "%.6g", r->ms_back_to_back > 0.0 ? r->ms_back_to_back : NAN);
     json_num("tflops", "%.6g", r->tflops);
     json_num("tflops_exact", "%.6g", r->tflops_exact);
     json_num("tflops_event", "%.6g", r->tflops_event);

@@ -1,5 +1,6 @@
 /* flashcl-bench timing: warmup runs, then per timed run the wall clock around the enqueue +
- * fcl_finish, and the device time of the op's event (CL profiling) when the queue has it.
+ * fcl_finish, and the device time of the op's event (CL profiling) when the queue has it; with
+ * --back-to-back N, then N calls without a wait between them and one fcl_finish.
  * When the rep count is the default (env->reps_auto), timing stops early once the timed runs
  * have taken BENCH_TIME_BUDGET_MS, so slow devices (llvmpipe) finish the suite in time. */
 #include "bench.h"
@@ -35,6 +36,27 @@ static fcl_status run_once(const bench_env *env, bench_enqueue_fn fn, void *arg,
     return st;
 }
 
+/* env->back_to_back calls enqueued without a wait between them, then one fcl_finish: the wall
+ * time per call into *ms (0 when env->back_to_back is 0). */
+static fcl_status back_to_back(const bench_env *env, bench_enqueue_fn fn, void *arg, double *ms)
+{
+    *ms = 0.0;
+    if (env->back_to_back <= 0)
+        return FCL_SUCCESS;
+    fcl_status st = FCL_SUCCESS;
+    const double t0 = bench_now_ms();
+    for (int i = 0; st == FCL_SUCCESS && i < env->back_to_back; i++) {
+        cl_event ev = NULL;
+        st = fn(arg, &ev);
+        if (ev)
+            clReleaseEvent(ev);
+    }
+    if (st == FCL_SUCCESS)
+        st = fcl_finish(env->ctx);
+    *ms = (bench_now_ms() - t0) / env->back_to_back;
+    return st;
+}
+
 fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, bench_timing *out)
 {
     double *wall = malloc(sizeof *wall * (size_t)env->reps);
@@ -50,6 +72,8 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
         have_dev = have_dev && !isnan(dev[n]);
         n++;
     }
+    if (st == FCL_SUCCESS)
+        st = back_to_back(env, fn, arg, &out->ms_back_to_back);
     if (st == FCL_SUCCESS) {
         out->reps = n;
         out->ms_wall = bench_median(wall, n);
@@ -73,5 +97,6 @@ int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const ch
     r->reps = t.reps;
     r->ms = t.ms_wall;
     r->ms_event = t.ms_event;
+    r->ms_back_to_back = t.ms_back_to_back;
     return 0;
 }

@@ -291,6 +291,7 @@ static void init_env(bench_env *env, const bench_opts *o)
     env->reps = o->reps > 0 ? o->reps : (env->is_gpu ? 20 : 5);
     env->reps_auto = o->reps <= 0;
     env->warmup = o->warmup >= 0 ? o->warmup : (env->is_gpu ? 3 : 1);
+    env->back_to_back = o->back_to_back;
     env->check_rows = o->check_rows;
     env->json = o->json;
     env->tune = o->tune;
