@@ -42,8 +42,8 @@
 #endif
 #define TILE_HALVES (MMA_KEYS * RING_PITCH)           /* one stage's K (or V) rows */
 #define LANE_CHUNKS (MMA_KEYS * ROW_CHUNKS / 32)      /* chunks of K (and of V) a lane copies per step */
-#if HEAD_DIM_PAD % 16 || !ASYNC_STAGES || !WIDE
-#error "decode_partial_mma: HEAD_DIM_PAD a multiple of 16, ASYNC_STAGES, WIDE"
+#if HEAD_DIM_PAD % 16 || !ASYNC_STAGES || !WIDE || HAS_MASK
+#error "decode_partial_mma: HEAD_DIM_PAD a multiple of 16, ASYNC_STAGES, WIDE, no HAS_MASK"
 #endif
 
 /* Starts this lane's copies of keys jt .. jt + 15 (K into Kst, V into Vst): chunk lane + 32 i is

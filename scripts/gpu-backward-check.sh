@@ -21,16 +21,12 @@ bench=build/tools/flashcl-bench
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 path_env() { [[ $1 == portable ]] && echo portable || echo auto; }
+source scripts/gpu-grid.sh
 
 passed=""
 for path in ${TEST_PATHS:-mma portable}; do
-  if [[ "${SKIP_TESTS:-0}" == 1 ]]; then passed="$passed $path"; continue; fi
-  start=$(date +%s)
-  FLASHCL_BACKWARD_PATH=$(path_env "$path") ctest --test-dir build --output-on-failure -j4 \
-    -R "${TESTS:-^(test_backward|test_varlen_backward|test_qkvo_backward)$}" > "$out/ctest-$path.txt" 2>&1
-  rc=$?
-  echo "ctest ($path) rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-$path.txt"
-  [[ $rc == 0 ]] && passed="$passed $path"
+  grid_pass "$path" 4 "${TESTS:-^(test_backward|test_varlen_backward|test_qkvo_backward)$}" \
+    FLASHCL_BACKWARD_PATH="$(path_env "$path")"
 done
 echo "paths that passed the grid:${passed:- none}"
 
@@ -40,8 +36,7 @@ for d in ${DIMS:-64 128}; do
   for s in ${SEQS:-1024 4096}; do
     for causal in "" "--causal"; do
       b=$((16384 / s)); h=$((2048 / d))
-      for path in ${BENCH_PATHS:-mma}; do
-        [[ " $passed " == *" $path "* ]] || continue
+      for path in $(passed_among "${BENCH_PATHS:-mma}"); do
         FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s \
           --hq $h --hkv $h --d $d $causal --reps ${REPS:-3} --warmup 1 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
       done

@@ -26,37 +26,26 @@ bench=build/tools/flashcl-bench
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 build/tools/flashcl-info > "$out/info.txt" 2>&1
 
-# runs "$@" with the environment that selects decode form $1
-with_form() {
-  local form=$1
-  shift
-  case $form in
-    mma) env -u FLASHCL_DECODE_PATH -u FLASHCL_DECODE_SHUFFLE "$@" ;;
-    shuffle) env -u FLASHCL_DECODE_SHUFFLE FLASHCL_DECODE_PATH=portable "$@" ;;
-    portable) env -u FLASHCL_DECODE_PATH FLASHCL_DECODE_SHUFFLE=0 "$@" ;;
-    *) echo "unknown decode form $form" >&2; return 2 ;;
+# the env arguments that select decode form $1
+form_env() {
+  case $1 in
+    mma) echo "-u FLASHCL_DECODE_PATH -u FLASHCL_DECODE_SHUFFLE" ;;
+    shuffle) echo "-u FLASHCL_DECODE_SHUFFLE FLASHCL_DECODE_PATH=portable" ;;
+    portable) echo "-u FLASHCL_DECODE_PATH FLASHCL_DECODE_SHUFFLE=0" ;;
+    *) echo "unknown decode form $1" >&2; return 2 ;;
   esac
 }
+source scripts/gpu-grid.sh
 
 passed=""
-first=1
+regex="${CTEST_REGEX:-decode|backward|tuning}" # the first form's pass; then decode and tuning only
 for form in ${PATHS:-mma shuffle portable}; do
-  if [[ "${SKIP_TESTS:-0}" == 1 ]]; then passed="$passed $form"; continue; fi
+  # shellcheck disable=SC2046 # form_env's words are separate env arguments
+  grid_pass "$form" 4 "$regex" $(form_env "$form")
   regex="^(test_decode|test_tuning)$"
-  [[ $first == 1 ]] && regex="${CTEST_REGEX:-decode|backward|tuning}"
-  first=0
-  start=$(date +%s)
-  with_form "$form" ctest --test-dir build --output-on-failure -j4 -R "$regex" > "$out/ctest-$form.txt" 2>&1
-  rc=$?
-  echo "ctest ($form) rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-$form.txt"
-  [[ $rc == 0 ]] && passed="$passed $form"
 done
 echo "forms that passed the grid:${passed:- none}"
-
-timed=""
-for form in ${BENCH_PATHS:-mma shuffle}; do
-  [[ " $passed " == *" $form "* ]] && timed="$timed $form"
-done
+timed=$(passed_among "${BENCH_PATHS:-mma shuffle}")
 
 if [[ "${TUNE:-0}" == 1 ]]; then
   "$bench" --tune --op decode --d 128 --json > "$out/tune.jsonl" 2>>"$out/errors.log"
@@ -70,7 +59,8 @@ for b in ${BS:-1 8 32}; do
     # the bench builds the cache from host float arrays: skip caches over MAX_CACHE_GB (default 8)
     (( b * l * 8 * 128 * 4 <= ${MAX_CACHE_GB:-8} * 1073741824 )) || { echo "skip B $b L $l (cache over ${MAX_CACHE_GB:-8} GB)"; continue; }
     for form in $timed; do
-      with_form "$form" timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 \
+      # shellcheck disable=SC2046
+      env $(form_env "$form") timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 \
         --hkv 8 --d 128 --reps ${REPS:-10} --warmup 2 --back-to-back ${B2B:-20} --json >> "$out/bench.jsonl" \
         2>>"$out/errors.log"
     done

@@ -28,23 +28,15 @@ build/tools/flashcl-info > "$out/info.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 
 path_env() { [[ $1 == mma ]] && echo auto || echo "$1"; }
+source scripts/gpu-grid.sh
 
 passed=""
 for path in ${PATHS:-mma blocked rows}; do
-  if [[ "${SKIP_TESTS:-0}" == 1 ]]; then passed="$passed $path"; continue; fi
-  start=$(date +%s)
-  FLASHCL_FORWARD_PATH=$(path_env "$path") ctest --test-dir build --output-on-failure -j8 \
-    -R "${TESTS:-^(test_forward|test_varlen|test_packed_qkv|test_backward)$}" > "$out/ctest-$path.txt" 2>&1
-  rc=$?
-  echo "ctest ($path) rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$out/ctest-$path.txt"
-  [[ $rc == 0 ]] && passed="$passed $path"
+  grid_pass "$path" 8 "${TESTS:-^(test_forward|test_varlen|test_packed_qkv|test_backward)$}" \
+    FLASHCL_FORWARD_PATH="$(path_env "$path")"
 done
 echo "paths that passed the grid:${passed:- none}"
-
-timed=""
-for path in ${BENCH_PATHS:-mma blocked}; do
-  [[ " $passed " == *" $path "* ]] && timed="$timed $path"
-done
+timed=$(passed_among "${BENCH_PATHS:-mma blocked}")
 
 if [[ "${PTX:-0}" == 1 ]]; then
   for path in $timed; do

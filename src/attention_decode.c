@@ -124,8 +124,7 @@ static void combine_shape(decode_plan *p, int items)
 /* The tensor-core form's shape: 16 keys per warp and step, 16 rows per work-group, a ring of
  * 2 to 4 stages per warp (the tiles' stages, lowered, then the warps halved, until the ring, the
  * kernel's only local array, fits the local memory; no form, warps 0, when one warp's 2 stages
- * do not), the combine's work-group up to 128 work-items. The team shape stays the tiles' (the
- * program's other kernels). */
+ * do not), the combine's work-group up to 128 work-items. */
 static void reshape_mma(fcl_context ctx, decode_plan *p)
 {
     /* one warp's stage: 16 rows of K and of V, unpadded where rows are whole 128-byte spans
@@ -140,7 +139,6 @@ static void reshape_mma(fcl_context ctx, decode_plan *p)
     }
     if (p->warps == 0)
         return;
-    p->s = fcl_decode_shape_of(&p->t, p->hdp);
     p->wg = 32 * p->warps;
     p->batch = 16 * p->warps;
     p->row_blocks = (p->n_rows + 15) / 16;
@@ -148,17 +146,18 @@ static void reshape_mma(fcl_context ctx, decode_plan *p)
     combine_shape(p, p->wg > 128 ? p->wg : 128);
 }
 
-/* The shape, work-group size and batch of the plan's tiles, its row blocks, whether the
- * team-shuffle form applies (teams of 2 to 32 lanes inside warps, every row's keys in one team),
- * and the cp.async stages that fit the device's local memory; the tensor-core form's shape
- * (reshape_mma) when it has warps and they fit. */
+/* The team shape of the plan's tiles (also the tensor-core program's: its other kernels use it);
+ * then the tensor-core form's shape (reshape_mma) when it has warps and they fit; else the
+ * work-group size and batch of the team shape, its row blocks, whether the team-shuffle form
+ * applies (teams of 2 to 32 lanes inside warps, every row's keys in one team), and the cp.async
+ * stages that fit the device's local memory. */
 static void reshape(fcl_context ctx, decode_plan *p)
 {
+    p->s = fcl_decode_shape_of(&p->t, p->hdp);
     if (p->warps > 0)
         reshape_mma(ctx, p);
     if (p->warps > 0)
         return;
-    p->s = fcl_decode_shape_of(&p->t, p->hdp);
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;
     p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;
