@@ -12,6 +12,8 @@
 # line also has ms_back_to_back (B2B calls, default 20, without a wait between them): against
 # ms, the cost of the launches and the wait.
 # Output under $OUT (default ./gpu-out): ctest-<form>.txt, bench.jsonl, peer.jsonl, table.md.
+# LAYOUTS="bshd bhsd" also times caches stored [B, Hkv, L, D] (SDPA's storage, passed as views;
+# their columns say bhsd).
 # Knobs: PATHS ("mma shuffle portable"), BENCH_PATHS, SKIP_TESTS=1, BS, LENS, REPS (caches over
 # MAX_CACHE_GB, default 8, are skipped); SWEEP="N,R,W[,G[,S[,M[,A[,T]]]]] ..." adds a
 # FLASHCL_DECODE_TILES sweep at B 8, L 32k into sweep.jsonl; TUNE=1 runs flashcl-bench --tune
@@ -59,10 +61,12 @@ for b in ${BS:-1 8 32}; do
     # the bench builds the cache from host float arrays: skip caches over MAX_CACHE_GB (default 8)
     (( b * l * 8 * 128 * 4 <= ${MAX_CACHE_GB:-8} * 1073741824 )) || { echo "skip B $b L $l (cache over ${MAX_CACHE_GB:-8} GB)"; continue; }
     for form in $timed; do
-      # shellcheck disable=SC2046
-      env $(form_env "$form") timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l --hq 32 \
-        --hkv 8 --d 128 --reps ${REPS:-10} --warmup 2 --back-to-back ${B2B:-20} --json >> "$out/bench.jsonl" \
-        2>>"$out/errors.log"
+      for layout in ${LAYOUTS:-bshd}; do
+        # shellcheck disable=SC2046
+        env $(form_env "$form") timeout ${CASE_LIMIT:-120} "$bench" --op decode --dtype f16 --b $b --sq 1 --sk $l \
+          --hq 32 --hkv 8 --d 128 --layout $layout --reps ${REPS:-10} --warmup 2 --back-to-back ${B2B:-20} --json \
+          >> "$out/bench.jsonl" 2>>"$out/errors.log"
+      done
     done
     python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
       >> "$out/peer.jsonl" 2>>"$out/errors.log"

@@ -5,7 +5,7 @@ line per kernel path) against the PyTorch SDPA peer lines of the same shapes
 
   python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward|decode]
 
-Columns: shape, then per flashcl path TFLOP/s (decode: GB/s of K and V read) and its check,
+Columns: shape, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K and V read) and its check,
 then SDPA flash and cuDNN, then each flashcl path's ratio to SDPA flash and to cuDNN. TFLOP/s
 use FlashAttention's convention (forward 4 b h s^2 d, backward 2.5 times that; halved when
 causal)."""
@@ -23,6 +23,13 @@ def load(path):
     return rows
 
 
+def column(r, path_of):
+    """flashcl's column: the kernel path, plus the layout when it is not bshd (the peer's
+    tensors are [B, H, S, D], so a bhsd column compares the same storage)."""
+    layout = r.get("layout", "bshd")
+    return r.get(path_of, "?") + ("" if layout == "bshd" else f" {layout}")
+
+
 def key(r):
     return (r["d"], r["sq"], r["sk"], r["b"], r["hq"], r["hkv"], bool(r["causal"]))
 
@@ -33,10 +40,10 @@ def main():
     unit, figure = ("GB/s", "gbps") if op == "decode" else ("TF/s", "tflops")
     ours = [r for r in load(sys.argv[1]) if r.get("op") == op]
     peers = load(sys.argv[2])
-    paths = sorted({r.get(path_of, "?") for r in ours})
+    paths = sorted({column(r, path_of) for r in ours})
     table = {}
     for r in ours:
-        table.setdefault(key(r), {})[r.get(path_of, "?")] = r
+        table.setdefault(key(r), {})[column(r, path_of)] = r
     peer = {}
     for r in peers:
         if r.get("op") == op and figure in r:

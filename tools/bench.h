@@ -78,6 +78,7 @@ typedef struct bench_result {
     bench_case c;
     int reps;            /* timed runs made */
     double ms;           /* median wall time of one call + fcl_finish */
+    double ms_enqueue;   /* median wall time of the call alone (host work before the wait) */
     double ms_event;     /* median device time of the op's event; NaN without profiling */
     double ms_back_to_back; /* wall time per call of env->back_to_back calls enqueued without a wait
                              * between them, then one fcl_finish; 0 when not measured */
@@ -192,6 +193,7 @@ typedef fcl_status (*bench_enqueue_fn)(void *arg, cl_event *ev);
 typedef struct bench_timing {
     int reps;        /* timed runs made */
     double ms_wall;  /* enqueue + fcl_finish, host clock */
+    double ms_enqueue; /* the enqueue (the op's call) alone, host clock */
     double ms_event; /* CL_PROFILING_COMMAND_START..END of the event; NaN when unavailable */
     double ms_back_to_back; /* per call of env->back_to_back calls and one fcl_finish; 0: not measured */
 } bench_timing;
@@ -229,6 +231,9 @@ void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype);
  * the kernel does not write fails the check). 0, or -1 when out of memory (then call free). */
 int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk, size_t kv_period);
 void bench_host_free(bench_host *h);
+/* A new logical [b, s, h, d] tensor (*out, owned by the caller); with bhsd, a strided view over
+ * [b, h, s, d] storage (the view keeps its buffer). */
+fcl_status bench_make_bshd(fcl_context ctx, fcl_dtype dt, int bhsd, int b, int s, int h, int d, fcl_tensor *out);
 /* Visible (query, key) pairs of one (batch, head). */
 double bench_visible_pairs(const bench_case *c);
 /* FLOPs as FlashAttention reports them, and from the exact visible pairs. */

@@ -3,9 +3,11 @@
  * random block), timed by bench_time; GB/s count
  * the K and V bytes read (B * Sk * Hkv * D * 2 * dtype size); checked on sampled query rows
  * by bench_check_forward (causal, bottom-right: the Sq queries are the last positions).
+ * --layout bhsd stores Q, O and the caches [B, H, S, D] (SDPA's layout), passed as views.
  * FLASHCL_DECODE_SWEEP="T1;T2;...": the case runs once per FLASHCL_DECODE_TILES setting Ti on
  * the same inputs (made once), each setting named on stderr before its result line; the exit
- * code follows the last setting's check (every line shows its own). */
+ * code follows the last setting's check (every line shows its own). An item NAME=VALUE sets
+ * that environment variable for the items after it (e.g. FLASHCL_DECODE_PATH=portable). */
 #include "bench.h"
 
 #include <math.h>
@@ -28,7 +30,7 @@ bench_case bench_decode_default(const bench_env *env)
 }
 
 typedef struct dec_data {
-    bench_host h; /* q, k, v (the cache [B, Sk, Hkv, D]), o */
+    bench_host h; /* q, k, v (the cache [B, Sk, Hkv, D]), o; logical order whatever the layout */
     fcl_tensor tq, to;
     fcl_kv_cache cache;
 } dec_data;
@@ -44,11 +46,10 @@ static void free_data(dec_data *f)
 
 static int make_tensors(const bench_env *env, const bench_case *c, dec_data *f, size_t nq, size_t nk)
 {
-    const int64_t qs[4] = {c->b, c->sq, c->hq, c->d}, ks[4] = {c->b, c->sk, c->hkv, c->d};
-    fcl_status st = fcl_tensor_create(env->ctx, c->dtype, 4, qs, &f->tq);
-    if (!st) st = fcl_tensor_create(env->ctx, c->dtype, 4, qs, &f->to);
-    if (!st) st = fcl_tensor_create(env->ctx, c->dtype, 4, ks, &f->cache.k);
-    if (!st) st = fcl_tensor_create(env->ctx, c->dtype, 4, ks, &f->cache.v);
+    fcl_status st = bench_make_bshd(env->ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->tq);
+    if (!st) st = bench_make_bshd(env->ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->to);
+    if (!st) st = bench_make_bshd(env->ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->cache.k);
+    if (!st) st = bench_make_bshd(env->ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->cache.v);
     if (st)
         return bench_lib_error(env, "creating tensors", st);
     st = fcl_tensor_write_f32(f->tq, f->h.q, nq);
@@ -115,6 +116,13 @@ int bench_decode(const bench_env *env, const bench_case *c, bench_result *r)
         const bench_result blank = *r;
         int first = 1;
         for (char *t = strtok_r(list, ";", &save); t && !rc; t = strtok_r(NULL, ";", &save)) {
+            char *eq = strchr(t, '=');
+            if (eq) { /* NAME=VALUE: an environment setting for the settings after it */
+                *eq = '\0';
+                setenv(t, eq + 1, 1);
+                fprintf(stderr, "flashcl-bench: decode sweep: %s=%s\n", t, eq + 1);
+                continue;
+            }
             if (!first)
                 bench_print_result(env, r); /* the previous setting's line */
             first = 0;

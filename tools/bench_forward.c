@@ -18,23 +18,6 @@ bench_case bench_forward_default(const bench_env *env)
     return c;
 }
 
-/* A logical [B,S,H,D] tensor; with bhsd, a strided view over [B,H,S,D] storage. */
-static fcl_status make_bshd(fcl_context ctx, fcl_dtype dt, int bhsd, int b, int s, int h, int d,
-                            fcl_tensor *out)
-{
-    int64_t shape[4] = {b, s, h, d};
-    if (!bhsd)
-        return fcl_tensor_create(ctx, dt, 4, shape, out);
-    int64_t store[4] = {b, h, s, d};
-    int64_t strides[4] = {(int64_t)h * s * d, d, (int64_t)s * d, 1};
-    fcl_tensor base = NULL;
-    fcl_status st = fcl_tensor_create(ctx, dt, 4, store, &base);
-    if (st == FCL_SUCCESS)
-        st = fcl_tensor_view(base, 4, shape, strides, 0, out);
-    fcl_tensor_release(base);
-    return st;
-}
-
 static void free_data(fwd_data *f)
 {
     fcl_tensor_release(f->tq);
@@ -51,10 +34,10 @@ static int make_tensors(const bench_env *env, const bench_case *c, fwd_data *f, 
 {
     fcl_context ctx = env->ctx;
     int64_t lse_shape[3] = {c->b, c->hq, c->sq};
-    fcl_status st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->tq);
-    if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->tk);
-    if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->tv);
-    if (!st) st = make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->to);
+    fcl_status st = bench_make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->tq);
+    if (!st) st = bench_make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->tk);
+    if (!st) st = bench_make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sk, c->hkv, c->d, &f->tv);
+    if (!st) st = bench_make_bshd(ctx, c->dtype, c->bhsd, c->b, c->sq, c->hq, c->d, &f->to);
     if (!st) st = fcl_tensor_create(ctx, FCL_F32, 3, lse_shape, &f->tlse);
     if (st)
         return bench_lib_error(env, "creating tensors", st);

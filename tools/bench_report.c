@@ -116,6 +116,7 @@ static void print_result_json(const bench_env *env, const bench_result *r)
         printf(",\"seqs\":%d,\"total_q\":%ld,\"total_k\":%ld,\"max_len\":%d", r->seqs, r->total_q,
                r->total_k, r->max_len);
     json_num("ms", "%.6g", r->ms);
+    json_num("ms_enqueue", "%.6g", r->ms_enqueue);
     json_num("ms_event", "%.6g", r->ms_event);
     json_num("ms_back_to_back", "%.6g", r->ms_back_to_back > 0.0 ? r->ms_back_to_back : NAN);
     json_num("tflops", "%.6g", r->tflops);

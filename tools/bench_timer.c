@@ -1,5 +1,6 @@
 /* flashcl-bench timing: warmup runs, then per timed run the wall clock around the enqueue +
- * fcl_finish, and the device time of the op's event (CL profiling) when the queue has it; with
+ * fcl_finish and around the enqueue alone, and the device time of the op's event (CL
+ * profiling) when the queue has it; with
  * --back-to-back N, then N calls without a wait between them and one fcl_finish.
  * When the rep count is the default (env->reps_auto), timing stops early once the timed runs
  * have taken BENCH_TIME_BUDGET_MS, so slow devices (llvmpipe) finish the suite in time. */
@@ -20,13 +21,14 @@ static double event_ms(cl_event ev)
     return (double)(t1 - t0) * 1e-6;
 }
 
-/* One run: enqueue, finish; *wall and *dev get its times. */
+/* One run: enqueue, finish; *wall, *enq (the enqueue alone) and *dev get its times. */
 static fcl_status run_once(const bench_env *env, bench_enqueue_fn fn, void *arg, double *wall,
-                           double *dev)
+                           double *enq, double *dev)
 {
     cl_event ev = NULL;
     double t0 = bench_now_ms();
     fcl_status st = fn(arg, &ev);
+    *enq = bench_now_ms() - t0;
     if (st == FCL_SUCCESS)
         st = fcl_finish(env->ctx);
     *wall = bench_now_ms() - t0;
@@ -61,13 +63,14 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
 {
     double *wall = malloc(sizeof *wall * (size_t)env->reps);
     double *dev = malloc(sizeof *dev * (size_t)env->reps);
-    fcl_status st = wall && dev ? FCL_SUCCESS : FCL_ERR_OUT_OF_MEMORY;
-    double w, d, spent = 0.0;
+    double *enq = malloc(sizeof *enq * (size_t)env->reps);
+    fcl_status st = wall && dev && enq ? FCL_SUCCESS : FCL_ERR_OUT_OF_MEMORY;
+    double w, e, d, spent = 0.0;
     int n = 0, have_dev = 1;
     for (int i = 0; st == FCL_SUCCESS && i < env->warmup; i++)
-        st = run_once(env, fn, arg, &w, &d);
+        st = run_once(env, fn, arg, &w, &e, &d);
     while (st == FCL_SUCCESS && n < env->reps && !(env->reps_auto && spent >= BENCH_TIME_BUDGET_MS)) {
-        st = run_once(env, fn, arg, &wall[n], &dev[n]);
+        st = run_once(env, fn, arg, &wall[n], &enq[n], &dev[n]);
         spent += wall[n];
         have_dev = have_dev && !isnan(dev[n]);
         n++;
@@ -77,6 +80,7 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
     if (st == FCL_SUCCESS) {
         out->reps = n;
         out->ms_wall = bench_median(wall, n);
+        out->ms_enqueue = bench_median(enq, n);
         out->ms_event = have_dev ? bench_median(dev, n) : NAN;
         /* Rusticl (Mesa 22) reports START/END microseconds apart for second-long kernels:
          * a device time under 1/1000 of the wall time is not believed. */
@@ -85,6 +89,7 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
     }
     free(wall);
     free(dev);
+    free(enq);
     return st;
 }
 
@@ -96,6 +101,7 @@ int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const ch
         return bench_lib_error(env, op, st);
     r->reps = t.reps;
     r->ms = t.ms_wall;
+    r->ms_enqueue = t.ms_enqueue;
     r->ms_event = t.ms_event;
     r->ms_back_to_back = t.ms_back_to_back;
     return 0;

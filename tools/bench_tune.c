@@ -12,11 +12,11 @@
  * Decode runs one query row over a full cache: B 8, Sk 8192, Hq 32, Hkv 8 on GPUs; B 1, Sk
  * 4096, Hq 8, Hkv 2 on CPUs; B 1, Sk 1024, Hq 4, Hkv 2 elsewhere (llvmpipe). Its candidates
  * (block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps; a value not listed
- * is the current one): NVIDIA GPUs block_n {8, 16, 32} x wg {64, 128, 256} x waves {3, 4, 6} at
+ * is the current one): NVIDIA GPUs block_n {8, 16, 32} x wg {64, 128, 256} x waves {2, 4, 6} at
  * rows 4, split_min 128, max_regs 0, the current stages and no tensor-core warps (the
  * team-shuffle form), plus, where the device has cp.async (compute capability >= 8), stages
  * {0, 2, 3, 4} at the current tiles without tensor-core warps and tensor-core warps {1, 2, 4}
- * x stages {2, 3} x waves {3, 4, 6} at the current tiles (the tensor-core form where it
+ * x stages {2, 3} x waves {2, 4, 6} at the current tiles (the tensor-core form where it
  * applies: F16 at D 128 runs it); other GPUs block_n {8, 16, 32}
  * x wg {64, 128, 256} x waves {2, 4}, stages 0; CPUs block_n {16, 32, 64, 128} x rows {8, 16} x
  * waves {1, 2, 4}; elsewhere block_n {2, 4, 8} x wg {16, 32} x waves {1, 2}. Candidates with
@@ -125,7 +125,7 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
         return bench_lib_error(env, "fcl_tuning_get", st);
     static const int wgs[3] = {64, 128, 256};
     if (env->is_gpu && env->info.nv_cc_major > 0) { /* NVIDIA: teams in warps, a cp.async ring */
-        static const int waves[3] = {3, 4, 6};
+        static const int waves[3] = {2, 4, 6};
         for (int n = 8; n <= 32; n *= 2)
             for (int w = 0; w < 3; w++)
                 for (int g = 0; g < 3; g++) {

@@ -99,6 +99,21 @@ void bench_host_free(bench_host *h)
     h->q = h->k = h->v = h->o = NULL;
 }
 
+fcl_status bench_make_bshd(fcl_context ctx, fcl_dtype dt, int bhsd, int b, int s, int h, int d, fcl_tensor *out)
+{
+    int64_t shape[4] = {b, s, h, d};
+    if (!bhsd)
+        return fcl_tensor_create(ctx, dt, 4, shape, out);
+    int64_t store[4] = {b, h, s, d};
+    int64_t strides[4] = {(int64_t)h * s * d, d, (int64_t)s * d, 1};
+    fcl_tensor base = NULL;
+    fcl_status st = fcl_tensor_create(ctx, dt, 4, store, &base);
+    if (st == FCL_SUCCESS)
+        st = fcl_tensor_view(base, 4, shape, strides, 0, out);
+    fcl_tensor_release(base);
+    return st;
+}
+
 double bench_visible_pairs(const bench_case *c)
 {
     int wr = c->causal ? 0 : c->window_right;
