@@ -33,9 +33,9 @@ static const tuning_entry table[] = {
      * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 4, 128, 0, 3, 2}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 4, 128, 0, 2, 2}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0, 0}, {32, 32},
      {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
@@ -365,7 +365,9 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
  * cp.async ring (H200 sweeps, docs/perf.md v0.8.0-dev; D 64 and 256 by analogy, unmeasured);
  * at D 128 the tensor-core form with 2 warps and a 2-stage ring (v0.12.0-dev sweeps: 1 warp, or
  * 3 and 4 stages, 4-15% slower; the team-shuffle form, which then also gets 2 stages, about 3%
- * slower with them), at D 64 with 2 warps and 3 stages (by analogy, unmeasured);
+ * slower with them) in rounds of 2 work-groups per compute unit (v0.13.0-dev: 2-10% faster
+ * than 4 at B 1 L 32k, B 8 and B 32 L 4k, a tie elsewhere), at D 64 likewise (2 warps, 2
+ * stages, rounds of 2: 19% faster than 3 stages in rounds of 4 at B 8 L 32k, v0.13.0-dev);
  * CPUs one work-item owning every dim, 32 keys per batch; llvmpipe small per-work-item state
  * (its compiler's time grows with it) and 32 work-items (its kernels report no more). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
