@@ -235,15 +235,17 @@ static int is_row_major(fcl_tensor t)
     return 1;
 }
 
-/* Byte offset (from the span start) of the k-th element in row-major logical order. */
-static size_t span_offset(fcl_tensor t, int64_t k)
+/* Moves *off (bytes from the span start) from one element of t to the next in row-major
+ * logical order, idx being the element's index: a counter over the dims, no division. */
+static void next_element(fcl_tensor t, int64_t *idx, int64_t *off, size_t es)
 {
-    int64_t off = 0;
     for (int i = t->ndim - 1; i >= 0; i--) {
-        off += (k % t->shape[i]) * t->strides[i];
-        k /= t->shape[i];
+        *off += t->strides[i] * (int64_t)es;
+        if (++idx[i] < t->shape[i])
+            return;
+        *off -= t->strides[i] * t->shape[i] * (int64_t)es;
+        idx[i] = 0;
     }
-    return (size_t)off * fcl_dtype_size(t->dtype);
 }
 
 /* Copies between host elements (row-major, `host_es` bytes each) and the device view.
@@ -274,8 +276,9 @@ static fcl_status host_copy(fcl_tensor t, void *host, size_t host_es, size_t cou
         err = clEnqueueReadBuffer(ctx->queue, t->buffer, CL_TRUE, start, span, buf, 0, NULL, NULL);
     if (err == CL_SUCCESS && buf != host) {
         unsigned char *h = host;
-        for (int64_t k = 0; k < numel; k++) {
-            unsigned char *d = buf + span_offset(t, k);
+        int64_t idx[FCL_MAX_DIMS] = {0}, off = 0;
+        for (int64_t k = 0; k < numel; k++, next_element(t, idx, &off, es)) {
+            unsigned char *d = buf + off;
             if (to_device && convert) store_elem(t->dtype, d, ((const float *)host)[k]);
             else if (to_device) memcpy(d, h + (size_t)k * es, es);
             else if (convert) ((float *)host)[k] = load_elem(t->dtype, d);
