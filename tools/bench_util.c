@@ -99,6 +99,24 @@ void bench_host_free(bench_host *h)
     h->q = h->k = h->v = h->o = NULL;
 }
 
+fcl_status bench_write_periodic(fcl_tensor t, const float *x, size_t n, size_t period, int dense)
+{
+    const fcl_dtype dt = fcl_tensor_dtype(t);
+    const size_t es = fcl_dtype_size(dt), block = period && period < n ? period : n;
+    unsigned char *raw = dense && dt != FCL_I8 && dt != FCL_I32 ? malloc(n * es) : NULL;
+    if (!raw) /* a view, or no memory for the raw copy: element by element */
+        return fcl_tensor_write_f32(t, x, n);
+    for (size_t i = 0; i < block; i++) {
+        const uint16_t h = dt == FCL_F16 ? fcl_f32_to_f16(x[i]) : dt == FCL_BF16 ? fcl_f32_to_bf16(x[i]) : 0;
+        memcpy(raw + i * es, dt == FCL_F32 ? (const void *)&x[i] : (const void *)&h, es);
+    }
+    for (size_t at = block; at < n; at += block)
+        memcpy(raw + at * es, raw, es * (n - at < block ? n - at : block));
+    const fcl_status st = fcl_tensor_write_raw(t, raw, n * es);
+    free(raw);
+    return st;
+}
+
 fcl_status bench_make_bshd(fcl_context ctx, fcl_dtype dt, int bhsd, int b, int s, int h, int d, fcl_tensor *out)
 {
     int64_t shape[4] = {b, s, h, d};
