@@ -5,10 +5,10 @@ line per kernel path) against the PyTorch SDPA peer lines of the same shapes
 
   python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward|decode]
 
-Columns: shape, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K and V read) and its check,
-then SDPA flash and cuDNN, then each flashcl path's ratio to SDPA flash and to cuDNN. TFLOP/s
-use FlashAttention's convention (forward 4 b h s^2 d, backward 2.5 times that; halved when
-causal)."""
+Columns: shape, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K
+and V read) and its check, then SDPA flash and cuDNN, then each flashcl path's ratio to SDPA
+flash and to cuDNN. TFLOP/s use FlashAttention's convention (forward 4 b h s^2 d, backward 2.5
+times that; halved when causal)."""
 import json
 import sys
 

@@ -124,8 +124,8 @@ static void combine_shape(decode_plan *p, int items)
 /* The tensor-core form's shape: 16 keys per warp and step, 16 rows per work-group, a ring of
  * 2 to 4 stages per warp (the tiles' stages, lowered, then the warps halved, until the ring, the
  * kernel's only local array, fits the local memory; no form, warps 0, when one warp's 2 stages
- * do not), the combine's work-group up to 128 work-items. */
-static void reshape_mma(fcl_context ctx, decode_plan *p)
+ * do not), the combine's work-group up to 128 work-items. Returns whether the form stays. */
+static int reshape_mma(fcl_context ctx, decode_plan *p)
 {
     /* one warp's stage: 16 rows of K and of V, unpadded where rows are whole 128-byte spans
      * (RING_PITCH in cl/attention_decode_mma.cl) */
@@ -138,12 +138,13 @@ static void reshape_mma(fcl_context ctx, decode_plan *p)
             p->warps /= 2;
     }
     if (p->warps == 0)
-        return;
+        return 0;
     p->wg = 32 * p->warps;
     p->batch = 16 * p->warps;
     p->row_blocks = (p->n_rows + 15) / 16;
     p->shuffle = 0;
     combine_shape(p, p->wg > 128 ? p->wg : 128);
+    return 1;
 }
 
 /* The team shape of the plan's tiles (also the tensor-core program's: its other kernels use it);
@@ -154,9 +155,7 @@ static void reshape_mma(fcl_context ctx, decode_plan *p)
 static void reshape(fcl_context ctx, decode_plan *p)
 {
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
-    if (p->warps > 0)
-        reshape_mma(ctx, p);
-    if (p->warps > 0)
+    if (p->warps > 0 && reshape_mma(ctx, p))
         return;
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;

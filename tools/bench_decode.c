@@ -53,8 +53,8 @@ static int make_tensors(const bench_env *env, const bench_case *c, dec_data *f, 
     if (st)
         return bench_lib_error(env, "creating tensors", st);
     st = fcl_tensor_write_f32(f->tq, f->h.q, nq);
-    if (!st) st = bench_write_periodic(f->cache.k, f->h.k, nk, CACHE_PERIOD, !c->bhsd);
-    if (!st) st = bench_write_periodic(f->cache.v, f->h.v, nk, CACHE_PERIOD, !c->bhsd);
+    if (!st) st = bench_write_periodic(f->cache.k, f->h.k, nk, CACHE_PERIOD);
+    if (!st) st = bench_write_periodic(f->cache.v, f->h.v, nk, CACHE_PERIOD);
     if (!st) st = fcl_tensor_write_f32(f->to, f->h.o, nq);
     return st ? bench_lib_error(env, "writing inputs", st) : 0;
 }

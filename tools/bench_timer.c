@@ -1,7 +1,7 @@
 /* flashcl-bench timing: warmup runs, then per timed run the wall clock around the enqueue +
  * fcl_finish and around the enqueue alone, and the device time of the op's event (CL
- * profiling) when the queue has it; with
- * --back-to-back N, then N calls without a wait between them and one fcl_finish.
+ * profiling) when the queue has it; with --back-to-back N, then N calls without a wait
+ * between them and one fcl_finish.
  * When the rep count is the default (env->reps_auto), timing stops early once the timed runs
  * have taken BENCH_TIME_BUDGET_MS, so slow devices (llvmpipe) finish the suite in time. */
 #include "bench.h"

@@ -65,13 +65,37 @@ void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype)
     }
 }
 
+/* The elements of a block of `period` elements (0: all n) repeated over n. */
+static size_t period_block(size_t n, size_t period)
+{
+    return period && period < n ? period : n;
+}
+
+/* Copies x's first `block` elements (es bytes each) over the rest of its n elements. */
+static void repeat_block(unsigned char *x, size_t n, size_t block, size_t es)
+{
+    for (size_t at = block; at < n; at += block)
+        memcpy(x + at * es, x, es * (n - at < block ? n - at : block));
+}
+
 /* A random block of `period` elements (0: all of x) repeated over x[n]. */
 static void fill_periodic(float *x, size_t n, size_t period, uint64_t seed, fcl_dtype dtype)
 {
-    const size_t block = period && period < n ? period : n;
+    const size_t block = period_block(n, period);
     bench_fill_random(x, block, seed, dtype);
-    for (size_t at = block; at < n; at += block)
-        memcpy(x + at, x, sizeof(float) * (n - at < block ? n - at : block));
+    repeat_block((unsigned char *)x, n, block, sizeof(float));
+}
+
+/* Whether t's strides are the contiguous row-major ones of its shape. */
+static int row_major(fcl_tensor t)
+{
+    int64_t dense = 1;
+    for (int i = fcl_tensor_ndim(t) - 1; i >= 0; i--) {
+        if (fcl_tensor_dim(t, i) > 1 && fcl_tensor_stride(t, i) != dense)
+            return 0;
+        dense *= fcl_tensor_dim(t, i);
+    }
+    return 1;
 }
 
 int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk, size_t kv_period)
@@ -99,19 +123,18 @@ void bench_host_free(bench_host *h)
     h->q = h->k = h->v = h->o = NULL;
 }
 
-fcl_status bench_write_periodic(fcl_tensor t, const float *x, size_t n, size_t period, int dense)
+fcl_status bench_write_periodic(fcl_tensor t, const float *x, size_t n, size_t period)
 {
     const fcl_dtype dt = fcl_tensor_dtype(t);
-    const size_t es = fcl_dtype_size(dt), block = period && period < n ? period : n;
-    unsigned char *raw = dense && dt != FCL_I8 && dt != FCL_I32 ? malloc(n * es) : NULL;
-    if (!raw) /* a view, or no memory for the raw copy: element by element */
+    const size_t es = fcl_dtype_size(dt), block = period_block(n, period);
+    unsigned char *raw = row_major(t) && dt != FCL_I8 && dt != FCL_I32 ? malloc(n * es) : NULL;
+    if (!raw) /* a strided view, or no memory for the raw copy: element by element */
         return fcl_tensor_write_f32(t, x, n);
     for (size_t i = 0; i < block; i++) {
         const uint16_t h = dt == FCL_F16 ? fcl_f32_to_f16(x[i]) : dt == FCL_BF16 ? fcl_f32_to_bf16(x[i]) : 0;
         memcpy(raw + i * es, dt == FCL_F32 ? (const void *)&x[i] : (const void *)&h, es);
     }
-    for (size_t at = block; at < n; at += block)
-        memcpy(raw + at * es, raw, es * (n - at < block ? n - at : block));
+    repeat_block(raw, n, block, es);
     const fcl_status st = fcl_tensor_write_raw(t, raw, n * es);
     free(raw);
     return st;
