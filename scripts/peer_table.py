@@ -3,12 +3,14 @@
 line per kernel path) against the PyTorch SDPA peer lines of the same shapes
 (.devcarry/sdpa_peer.py), with the ratios.
 
-  python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward|decode]
+  python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward|decode] [wall|span]
 
 Columns: shape, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K
 and V read) and its check, then SDPA flash and cuDNN, then each flashcl path's ratio to SDPA
 flash and to cuDNN. TFLOP/s use FlashAttention's convention (forward 4 b h s^2 d, backward 2.5
-times that; halved when causal)."""
+times that; halved when causal). The clock of flashcl's figures: wall (default; the call and
+fcl_finish on the host clock) or span (ms_span: the device clock between markers enqueued
+before and after the call, which is what the peer's CUDA events around a call measure)."""
 import json
 import sys
 
@@ -30,12 +32,27 @@ def column(r, path_of):
     return r.get(path_of, "?") + ("" if layout == "bshd" else f" {layout}")
 
 
+def figure_of(r, figure, clock):
+    """r's figure on the chosen clock; None where that clock was not measured."""
+    if clock == "wall":
+        return r[figure]
+    span = r.get("ms_span")
+    return r[figure] * r["ms"] / span if span else None
+
+
+def cell(value, fmt):
+    return "-" if value is None else fmt.format(value)
+
+
 def key(r):
     return (r["d"], r["sq"], r["sk"], r["b"], r["hq"], r["hkv"], bool(r["causal"]))
 
 
 def main():
     op = sys.argv[3] if len(sys.argv) > 3 else "forward"
+    clock = sys.argv[4] if len(sys.argv) > 4 else "wall"
+    if clock not in ("wall", "span"):
+        sys.exit(f"peer_table.py: clock {clock!r}: wall or span")
     path_of = f"{op}_path"
     unit, figure = ("GB/s", "gbps") if op == "decode" else ("TF/s", "tflops")
     ours = [r for r in load(sys.argv[1]) if r.get("op") == op]
@@ -49,7 +66,8 @@ def main():
         if r.get("op") == op and figure in r:
             k = key(r) if op != "decode" else key(dict(r, causal=True))  # flashcl's decode is causal (bottom-right)
             peer.setdefault(k, {})[r["backend"]] = r[figure]
-    head = ["D", "Sq", "Sk", "B", "Hq", "Hkv", "causal"] + [f"{p} {unit}" for p in paths]
+    ours_unit = unit if clock == "wall" else f"{unit} ({clock})"
+    head = ["D", "Sq", "Sk", "B", "Hq", "Hkv", "causal"] + [f"{p} {ours_unit}" for p in paths]
     head += [f"SDPA flash {unit}", f"SDPA cuDNN {unit}"]
     head += [f"{p} / flash" for p in paths] + [f"{p} / cuDNN" for p in paths]
     print("| " + " | ".join(head) + " |")
@@ -59,13 +77,15 @@ def main():
         ref = {b: peer.get(k, {}).get(b) for b in ("flash", "cudnn")}
         for p in paths:
             r = table[k].get(p)
-            cells.append("-" if r is None else f"{r[figure]:.1f}" + ("" if r.get("ok") else " (FAILED check)"))
+            cells.append("-" if r is None else cell(figure_of(r, figure, clock), "{:.1f}") +
+                         ("" if r.get("ok") else " (FAILED check)"))
         for b in ("flash", "cudnn"):
             cells.append("-" if ref[b] is None else f"{ref[b]:.1f}")
         for b in ("flash", "cudnn"):
             for p in paths:
                 r = table[k].get(p)
-                cells.append("-" if r is None or not ref[b] else f"{r[figure] / ref[b]:.3f}")
+                f = None if r is None or not ref[b] else figure_of(r, figure, clock)
+                cells.append(cell(None if f is None else f / ref[b], "{:.3f}"))
         print("| " + " | ".join(cells) + " |")
 
 

@@ -80,6 +80,8 @@ typedef struct bench_result {
     double ms;           /* median wall time of one call + fcl_finish */
     double ms_enqueue;   /* median wall time of the call alone (host work before the wait) */
     double ms_event;     /* median device time of the op's event; NaN without profiling */
+    double ms_span;      /* median device-clock time between markers enqueued before and after the
+                          * call (no event on it): CUDA events' clock; NaN without it */
     double ms_back_to_back; /* wall time per call of env->back_to_back calls enqueued without a wait
                              * between them, then one fcl_finish; 0 when not measured */
     double tflops;       /* FlashAttention convention (see bench_util.c) */
@@ -195,6 +197,7 @@ typedef struct bench_timing {
     double ms_wall;  /* enqueue + fcl_finish, host clock */
     double ms_enqueue; /* the enqueue (the op's call) alone, host clock */
     double ms_event; /* CL_PROFILING_COMMAND_START..END of the event; NaN when unavailable */
+    double ms_span;  /* device clock between markers around the call (run_span); NaN when unavailable */
     double ms_back_to_back; /* per call of env->back_to_back calls and one fcl_finish; 0: not measured */
 } bench_timing;
 fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, bench_timing *out);

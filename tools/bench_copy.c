@@ -23,7 +23,7 @@ void bench_copy(const bench_env *env, size_t bytes)
     cl_context cl = fcl_context_cl_context(env->ctx);
     copy_call call = {fcl_context_cl_queue(env->ctx), NULL, NULL, bytes};
     cl_int err = CL_SUCCESS;
-    bench_timing t = {0, NAN, NAN, NAN, 0.0};
+    bench_timing t = {0, NAN, NAN, NAN, NAN, 0.0};
     if ((uint64_t)bytes <= env->info.max_alloc_bytes && 2 * (uint64_t)bytes <= env->info.global_mem_bytes) {
         call.src = clCreateBuffer(cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
         if (err == CL_SUCCESS)

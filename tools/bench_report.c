@@ -118,6 +118,7 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     json_num("ms", "%.6g", r->ms);
     json_num("ms_enqueue", "%.6g", r->ms_enqueue);
     json_num("ms_event", "%.6g", r->ms_event);
+    json_num("ms_span", "%.6g", r->ms_span);
     json_num("ms_back_to_back", "%.6g", r->ms_back_to_back > 0.0 ? r->ms_back_to_back : NAN);
     json_num("tflops", "%.6g", r->tflops);
     json_num("tflops_exact", "%.6g", r->tflops_exact);
