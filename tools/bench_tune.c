@@ -9,8 +9,11 @@
  * first, so the winner is never slower than them. A candidate that fails to build, run or pass
  * the check is never stored.
  *
- * Decode runs one query row over a full cache: B 8, Sk 8192, Hq 32, Hkv 8 on GPUs; B 1, Sk
- * 4096, Hq 8, Hkv 2 on CPUs; B 1, Sk 1024, Hq 4, Hkv 2 elsewhere (llvmpipe). Its candidates
+ * Decode runs one query row over a full cache: on GPUs two shapes, B 8 Sk 8192 and B 1 Sk 32768
+ * (Hq 32, Hkv 8), scored by the geometric mean of their GB/s, since a setting that wins at one
+ * batch can lose more at the other (on the H200, one warp per work-group: +1% at B 8, 6-19%
+ * slower at B 1); B 1, Sk 4096, Hq 8, Hkv 2 on CPUs; B 1, Sk 1024, Hq 4, Hkv 2 elsewhere
+ * (llvmpipe). Its candidates
  * (block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps; a value not listed
  * is the current one): NVIDIA GPUs block_n {8, 16, 32} x wg {64, 128, 256} x waves {2, 4, 6} at
  * rows 4, split_min 128, max_regs 0, the current stages and no tensor-core warps (the
@@ -23,10 +26,12 @@
  * the same tiles after the device's limits (fcl_tuning_get) run once. */
 #include "bench.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_CANDIDATES 64
+#define MAX_TUNE_SHAPES 2
 
 typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE } tune_op;
 
@@ -183,24 +188,29 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
     return 0;
 }
 
-/* The timed shape: FlashAttention's benchmark at S 4096 on GPUs, a small one elsewhere; decode
- * one query row over a full cache (see the top of this file). */
-static bench_case tune_case(const bench_env *env, const tune_space *s, fcl_dtype dt, int d)
+/* The timed shapes into c (returns how many, at most MAX_TUNE_SHAPES): FlashAttention's
+ * benchmark at S 4096 on GPUs, a small one elsewhere; decode one query row over a full cache
+ * (see the top of this file). */
+static int tune_cases(const bench_env *env, const tune_space *s, fcl_dtype dt, int d, bench_case *out)
 {
     if (s->op == TUNE_DECODE) { /* flashcl-bench's decode case: shorter on GPUs, fewer heads elsewhere */
         bench_case c = bench_decode_default(env);
         c.dtype = dt;
         c.d = d;
-        if (env->is_gpu) { /* 256 MiB of K and V per call, past the caches; each candidate builds its
-                            * cache from host arrays, which at Sk 32768 took 12 s a candidate on the H200 */
+        if (env->is_gpu) { /* 256 MiB of K and V per call at B 8, 128 MiB at B 1, past the caches */
             c.sk = 8192;
-        } else {
-            const int cpu = env->info.type == FCL_DEVICE_CPU;
-            c.sk = cpu ? c.sk : 1024;
-            c.hq = cpu ? 8 : 4;
-            c.hkv = 2;
+            out[0] = c;
+            c.b = 1;
+            c.sk = 32768;
+            out[1] = c;
+            return 2;
         }
-        return c;
+        const int cpu = env->info.type == FCL_DEVICE_CPU;
+        c.sk = cpu ? c.sk : 1024;
+        c.hq = cpu ? 8 : 4;
+        c.hkv = 2;
+        out[0] = c;
+        return 1;
     }
     bench_case c = {dt, 1, 512, 512, 4, 4, d, 0, -1, -1, 0.0f, 0};
     if (env->is_gpu) {
@@ -211,7 +221,8 @@ static bench_case tune_case(const bench_env *env, const tune_space *s, fcl_dtype
         c.sq = c.sk = 256;
         c.hq = c.hkv = 2;
     }
-    return c;
+    out[0] = c;
+    return 1;
 }
 
 static void values_str(const int *v, int n, char *buf, size_t len)
@@ -229,23 +240,31 @@ static const char *unit_of(const tune_space *s)
     return s->op == TUNE_DECODE ? "GB/s" : "TFLOP/s";
 }
 
-static void progress(int done, int total, int d, const char *tiles, double score, double best, const char *unit)
+/* The progress bar after candidate `done` of `total`: its score, or `why` it has none (NULL: it
+ * has one). */
+static void progress(int done, int total, int d, const char *tiles, double score, const char *why, double best,
+                     const char *unit)
 {
     char bar[25];
     const int fill = total > 0 ? done * 24 / total : 24;
     for (int i = 0; i < 24; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[24] = '\0';
-    fprintf(stderr, "\r[%s] %2d/%-2d D %-3d %-14s %8.3f %s (best %.3f)  ", bar, done, total, d, tiles, score, unit,
-            best > 0 ? best : 0.0);
+    char figure[48];
+    if (why)
+        snprintf(figure, sizeof figure, "%s", why);
+    else
+        snprintf(figure, sizeof figure, "%8.3f %s", score, unit);
+    fprintf(stderr, "\r[%s] %2d/%-2d D %-3d %-14s %-15s (best %.3f %s)  ", bar, done, total, d, tiles, figure,
+            best > 0 ? best : 0.0, unit);
     fflush(stderr);
 }
 
-/* Times one candidate (the override set); 1 when it ran and passed the check, its score (TFLOP/s,
- * decode GB/s) in *score. A backward candidate is first checked on a shape small enough for the
+/* Times one candidate (the override set) on shape c; 1 when it ran and passed the check, its
+ * score (TFLOP/s, decode GB/s) in *score. A backward candidate is first checked on a shape small enough for the
  * float64 reference (odd lengths, GQA, causal), since the timed one is reported unchecked; a
  * decode run checks sampled rows of its own output. */
-static int try_candidate(const bench_env *env, const tune_space *s, const bench_case *c, double *score)
+static int try_shape(const bench_env *env, const tune_space *s, const bench_case *c, double *score)
 {
     bench_env quiet = *env;
     quiet.json = 0;
@@ -285,17 +304,37 @@ static int try_candidate(const bench_env *env, const tune_space *s, const bench_
     return 1;
 }
 
-/* The result line (or JSON object) of one search. */
-static void print_result(const bench_env *env, const tune_space *s, const bench_case *c, const char *won,
+/* Times one candidate on each of the n shapes c; 1 when it ran and passed the check on all,
+ * the geometric mean of their scores in *score. */
+static int try_candidate(const bench_env *env, const tune_space *s, const bench_case *c, int n, double *score)
+{
+    double log_sum = 0.0;
+    *score = 0.0;
+    for (int i = 0; i < n; i++) {
+        double x;
+        if (!try_shape(env, s, &c[i], &x) || !(x > 0.0))
+            return 0;
+        log_sum += log(x);
+    }
+    *score = exp(log_sum / n);
+    return 1;
+}
+
+/* The result line (or JSON object) of one search (c: the first of its n shapes; the second, if
+ * any, is named too). */
+static void print_result(const bench_env *env, const tune_space *s, const bench_case *c, int n, const char *won,
                          double best, const char *was, double was_score, int n_tried, int stored)
 {
     const char *dt = fcl_dtype_name(c->dtype);
+    char also[64] = "";
+    if (n > 1)
+        snprintf(also, sizeof also, env->json ? ",\"b2\":%d,\"sk2\":%d" : " and B %d, Sk %d", c[1].b, c[1].sk);
     if (env->json && s->op == TUNE_DECODE)
         printf("{\"op\":\"tune\",\"device\":\"%s\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"d\":%d,\"b\":%d,\"sq\":%d,"
-               "\"sk\":%d,\"hq\":%d,\"hkv\":%d,\"tiles\":\"%s\",\"gbps\":%.6g,\"previous_tiles\":\"%s\","
+               "\"sk\":%d,\"hq\":%d,\"hkv\":%d%s,\"tiles\":\"%s\",\"gbps\":%.6g,\"previous_tiles\":\"%s\","
                "\"previous_gbps\":%.6g,\"candidates\":%d,\"stored\":%s}\n",
-               env->info.name, s->kernel, dt, c->d, c->b, c->sq, c->sk, c->hq, c->hkv, won, best, was, was_score,
-               n_tried, stored ? "true" : "false");
+               env->info.name, s->kernel, dt, c->d, c->b, c->sq, c->sk, c->hq, c->hkv, also, won, best, was,
+               was_score, n_tried, stored ? "true" : "false");
     else if (env->json)
         printf("{\"op\":\"tune\",\"device\":\"%s\",\"kernel\":\"%s\",\"dtype\":\"%s\",\"d\":%d,\"b\":%d,\"s\":%d,"
                "\"h\":%d,\"tiles\":\"%s\",\"tflops\":%.6g,\"previous_tiles\":\"%s\",\"previous_tflops\":%.6g,"
@@ -303,9 +342,9 @@ static void print_result(const bench_env *env, const tune_space *s, const bench_
                env->info.name, s->kernel, dt, c->d, c->b, c->sq, c->hq, won, best, was, was_score, n_tried,
                stored ? "true" : "false");
     else if (s->op == TUNE_DECODE)
-        printf("tune %s D %d (%s, B %d, Sq %d, Sk %d, Hq %d, Hkv %d): %s at %.3f GB/s (was %s at %.3f), %d settings; "
-               "%s\n", s->kernel, c->d, dt, c->b, c->sq, c->sk, c->hq, c->hkv, won, best, was, was_score, n_tried,
-               stored ? "stored" : "NOT stored");
+        printf("tune %s D %d (%s, B %d, Sq %d, Sk %d%s, Hq %d, Hkv %d): %s at %.3f GB/s%s (was %s at %.3f), %d "
+               "settings; %s\n", s->kernel, c->d, dt, c->b, c->sq, c->sk, also, c->hq, c->hkv, won, best,
+               n > 1 ? " (geometric mean)" : "", was, was_score, n_tried, stored ? "stored" : "NOT stored");
     else
         printf("tune %s D %d (%s, B %d, S %d, H %d): %s at %.3f TFLOP/s (was %s at %.3f), %d settings; %s\n",
                s->kernel, c->d, dt, c->b, c->sq, c->hq, won, best, was, was_score, n_tried,
@@ -316,7 +355,8 @@ static void print_result(const bench_env *env, const tune_space *s, const bench_
 static int tune_space_at(const bench_env *env, fcl_dtype dt, int d, const tune_space *sp)
 {
     const tune_space s = *sp;
-    const bench_case c = tune_case(env, &s, dt, d);
+    bench_case c[MAX_TUNE_SHAPES];
+    const int n_shapes = tune_cases(env, &s, dt, d, c);
     int current[FCL_TUNING_MAX_VALUES] = {0}, best_v[FCL_TUNING_MAX_VALUES] = {0};
     double best = -1.0, current_score = -1.0;
     if (fcl_tuning_get(env->ctx, s.kernel, d, current, s.n_values) != FCL_SUCCESS)
@@ -336,9 +376,12 @@ static int tune_space_at(const bench_env *env, fcl_dtype dt, int d, const tune_s
         for (int k = 0; k < n_tried && !seen; k++)
             seen = memcmp(tried[k], eff, sizeof eff) == 0;
         double score = 0.0;
+        const char *why = seen ? "repeat" : NULL; /* the same tiles as an earlier setting after the limits */
         if (!seen) {
             memcpy(tried[n_tried++], eff, sizeof eff);
-            if (try_candidate(env, &s, &c, &score)) {
+            if (!try_candidate(env, &s, c, n_shapes, &score)) {
+                why = "failed";
+            } else {
                 if (i < 0)
                     current_score = score;
                 if (score > best) {
@@ -348,7 +391,7 @@ static int tune_space_at(const bench_env *env, fcl_dtype dt, int d, const tune_s
             }
         }
         values_str(eff, s.n_values, tiles, sizeof tiles);
-        progress(i + 2, s.count + 1, d, tiles, score, best, unit_of(&s));
+        progress(i + 2, s.count + 1, d, tiles, score, why, best, unit_of(&s));
     }
     unsetenv(s.env);
     fputc('\n', stderr);
@@ -360,7 +403,7 @@ static int tune_space_at(const bench_env *env, fcl_dtype dt, int d, const tune_s
         return BENCH_EXIT_WRONG;
     }
     const fcl_status st = fcl_tuning_save(env->ctx, s.kernel, d, best_v, s.n_values);
-    print_result(env, &s, &c, won, best, was, current_score, n_tried, st == FCL_SUCCESS);
+    print_result(env, &s, c, n_shapes, won, best, was, current_score, n_tried, st == FCL_SUCCESS);
     return st == FCL_SUCCESS ? BENCH_EXIT_OK : bench_lib_error(env, "fcl_tuning_save", st);
 }
 
