@@ -1,8 +1,8 @@
 /* flashcl-bench timing: warmup runs, then per timed run the wall clock around the enqueue +
  * fcl_finish and around the enqueue alone, and the device time of the op's event (CL
- * profiling) when the queue has it; then as many runs between two profiled markers (the span:
- * the clock of CUDA events recorded around a call); with --back-to-back N, then N calls
- * without a wait between them and one fcl_finish.
+ * profiling) when the queue has it; then as many runs (fewer on slow devices) between two
+ * profiled markers (the span: the clock of CUDA events recorded around a call); with
+ * --back-to-back N, then N calls without a wait between them and one fcl_finish.
  * When the rep count is the default (env->reps_auto), timing stops early once the timed runs
  * have taken BENCH_TIME_BUDGET_MS, so slow devices (llvmpipe) finish the suite in time. */
 #include "bench.h"
@@ -106,10 +106,14 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
         have_dev = have_dev && !isnan(dev[n]);
         n++;
     }
-    int have_span = 1;
-    for (int i = 0; st == FCL_SUCCESS && i < n && have_span; i++) {
-        st = run_span(env, fn, arg, &span[i]);
-        have_span = !isnan(span[i]);
+    /* as many span runs as timed runs; with the default rep count, no more once they have
+     * taken a quarter of the budget */
+    int n_span = 0, have_span = 1;
+    const double span_start = bench_now_ms();
+    while (st == FCL_SUCCESS && n_span < n && have_span &&
+           !(env->reps_auto && n_span > 0 && bench_now_ms() - span_start >= BENCH_TIME_BUDGET_MS / 4)) {
+        st = run_span(env, fn, arg, &span[n_span]);
+        have_span = !isnan(span[n_span++]);
     }
     if (st == FCL_SUCCESS)
         st = back_to_back(env, fn, arg, &out->ms_back_to_back);
@@ -118,7 +122,7 @@ fcl_status bench_time(const bench_env *env, bench_enqueue_fn fn, void *arg, benc
         out->ms_wall = bench_median(wall, n);
         out->ms_enqueue = bench_median(enq, n);
         out->ms_event = have_dev ? bench_median(dev, n) : NAN;
-        out->ms_span = have_span && n > 0 ? bench_median(span, n) : NAN;
+        out->ms_span = have_span && n_span > 0 ? bench_median(span, n_span) : NAN;
         /* Rusticl (Mesa 22) reports START/END microseconds apart for second-long kernels:
          * a device time under 1/1000 of the wall time is not believed. */
         if (out->ms_event < out->ms_wall * 1e-3)
