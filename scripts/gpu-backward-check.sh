@@ -7,7 +7,8 @@
 # paths in BENCH_PATHS that passed (default "mma": the portable kernels take seconds per call
 # at these sizes) and PyTorch scaled_dot_product_attention's backward (.devcarry/sdpa_peer.py:
 # flash and cuDNN backends) on FlashAttention's benchmark shapes (hidden 2048, batch x seqlen =
-# 16k, F16), and one table with the ratios (scripts/peer_table.py) in table.md.
+# 16k, F16), and one table with the ratios (scripts/peer_table.py) in table.md (flashcl on the
+# wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
 # Output under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl, table.md.
 # Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
 # (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
@@ -46,6 +47,7 @@ for d in ${DIMS:-64 128}; do
   done
 done
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward | tee "$out/table.md"
+python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward span | tee "$out/table-span.md"
 
 if [[ -n "${SWEEP:-}" ]]; then
   : > "$out/sweep.jsonl"

@@ -8,7 +8,8 @@
 # BENCH_PATHS (default "mma shuffle") that passed, flashcl-bench --op decode and PyTorch
 # scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's shapes:
 # B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one query row; the copy
-# bandwidth; one table with the ratios (scripts/peer_table.py decode) in table.md. Each bench
+# bandwidth; one table with the ratios (scripts/peer_table.py decode) in table.md, and the same
+# on ms_span (the clock of SDPA's CUDA events) in table-span.md. Each bench
 # line also has ms_back_to_back (B2B calls, default 20, without a wait between them): against
 # ms, the cost of the launches and the wait.
 # Output under $OUT (default ./gpu-out): ctest-<form>.txt, bench.jsonl, peer.jsonl, table.md.
@@ -74,7 +75,8 @@ for b in ${BS:-1 8 32}; do
 done
 timeout 60 "$bench" --op copy --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" decode > "$out/table.md"
-cat "$out/table.md"
+python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" decode span > "$out/table-span.md"
+cat "$out/table.md" "$out/table-span.md"
 grep '"op":"copy"' "$out/bench.jsonl"
 
 if [[ -n "${SWEEP:-}" ]]; then

@@ -8,7 +8,8 @@
 # passed, flashcl-bench (JSON) on FlashAttention's benchmark shapes (hidden 2048,
 # batch x seqlen = 16k, seqlen 512..16k, D 64 and 128, causal and not, F16), PyTorch
 # scaled_dot_product_attention (flash and cuDNN backends, .devcarry/sdpa_peer.py) on the same
-# shapes, CLBlast SGEMM, and one table with the ratios (scripts/peer_table.py) in table.md.
+# shapes, CLBlast SGEMM, and one table with the ratios (scripts/peer_table.py) in table.md
+# (flashcl on the wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
 # Everything goes under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl.
 # Knobs: SEQS, DIMS, REPS, PATHS ("mma blocked rows"), BENCH_PATHS, SKIP_TESTS=1, TESTS (ctest
 # regex), TUNE=1 (flashcl-bench --tune first, into tune.jsonl: the stored winners are then used
@@ -74,6 +75,7 @@ for d in ${DIMS:-64 128}; do
   done
 done
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" forward | tee "$out/table.md"
+python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" forward span | tee "$out/table-span.md"
 
 # Optional tile sweeps, S 4096, D 64 and 128, F16, causal and not: tile_sweep VARIABLE PATH FILE
 # SETTINGS... times every setting of the tiles variable on that forward path into FILE (one

@@ -235,8 +235,9 @@ void bench_fill_random(float *x, size_t n, uint64_t seed, fcl_dtype dtype);
 int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk, size_t kv_period);
 void bench_host_free(bench_host *h);
 /* Writes x[n] (made by bench_host_alloc with `period`: x repeats its first `period` elements)
- * to t: for a contiguous row-major t the first period is converted once and repeated as stored
- * bytes, else fcl_tensor_write_f32 (strided views). The values written are the same either way. */
+ * to t (a view too: fcl_tensor_write_raw scatters): the first period is converted to the
+ * float dtype once and repeated as stored bytes; integer dtypes take fcl_tensor_write_f32. The
+ * values written are the same either way. */
 fcl_status bench_write_periodic(fcl_tensor t, const float *x, size_t n, size_t period);
 /* A new logical [b, s, h, d] tensor (*out, owned by the caller); with bhsd, a strided view over
  * [b, h, s, d] storage (the view keeps its buffer). */

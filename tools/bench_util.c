@@ -86,18 +86,6 @@ static void fill_periodic(float *x, size_t n, size_t period, uint64_t seed, fcl_
     repeat_block((unsigned char *)x, n, block, sizeof(float));
 }
 
-/* Whether t's strides are the contiguous row-major ones of its shape. */
-static int row_major(fcl_tensor t)
-{
-    int64_t dense = 1;
-    for (int i = fcl_tensor_ndim(t) - 1; i >= 0; i--) {
-        if (fcl_tensor_dim(t, i) > 1 && fcl_tensor_stride(t, i) != dense)
-            return 0;
-        dense *= fcl_tensor_dim(t, i);
-    }
-    return 1;
-}
-
 int bench_host_alloc(bench_host *h, fcl_dtype dtype, size_t nq, size_t nk, size_t kv_period)
 {
     h->q = malloc(nq * sizeof(float));
@@ -127,8 +115,8 @@ fcl_status bench_write_periodic(fcl_tensor t, const float *x, size_t n, size_t p
 {
     const fcl_dtype dt = fcl_tensor_dtype(t);
     const size_t es = fcl_dtype_size(dt), block = period_block(n, period);
-    unsigned char *raw = row_major(t) && dt != FCL_I8 && dt != FCL_I32 ? malloc(n * es) : NULL;
-    if (!raw) /* a strided view, or no memory for the raw copy: element by element */
+    unsigned char *raw = dt != FCL_I8 && dt != FCL_I32 ? malloc(n * es) : NULL;
+    if (!raw) /* integer dtypes, or no memory for the stored copy: converted element by element */
         return fcl_tensor_write_f32(t, x, n);
     for (size_t i = 0; i < block; i++) {
         const uint16_t h = dt == FCL_F16 ? fcl_f32_to_f16(x[i]) : dt == FCL_BF16 ? fcl_f32_to_bf16(x[i]) : 0;
