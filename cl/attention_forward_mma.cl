@@ -28,49 +28,11 @@
 
 #define NWARPS (BLOCK_M / (16 * M_TILES))
 #define WG_SIZE (NWARPS * 32)
-#define NT_S (BLOCK_N / 8)         /* n8 tiles of a tile's scores */
 #define QS_FIRST (KSTEPS - Q_LOCAL_STEPS) /* the first k step whose Q fragments live in local memory */
 /* Starts the copies of the K/V tile of keys j0 .. into stage st. */
 #define ISSUE_TILE(st, j0)                                                                         \
     issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, WG_SIZE, lid, Ku, Vu, kbase, \
                   vbase, k_ss, v_ss, j0, g_lo, g_hi, head_dim, 0, mask, mrow, mask_ss)
-
-/* The tile's scores s (raw products; rows g (e 0, 1) and g + 8 (e 2, 3) of each m tile, this
- * lane's column pair t of each n8 tile) turned into the softmax's logits: with logit mods the
- * transformed scores in log2 units (otherwise the raw products, scaled later), and with `check`
- * -inf wherever the row cannot see the key (outside its [jlo, jhi], or dropped by the mask
- * values ms); tmax the lane's maximum per row. The absolute position of the lane's first row
- * is p0 (ALiBi). */
-MMA_INLINE void tile_logits(float (*s)[NT_S][4], float (*tmax)[2], const bool check, int j0, int (*jlo)[2],
-                            int (*jhi)[2], __local const float *ms, int t, float qscale, float softcap, float slope,
-                            int p0)
-{
-    #pragma unroll
-    for (int mt = 0; mt < M_TILES; mt++)
-        #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            float x_max = -INFINITY;
-            #pragma unroll
-            for (int nt = 0; nt < NT_S; nt++)
-                #pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    float x = s[mt][nt][2 * hr + c];
-                    const int n = nt * 8 + 2 * t + c, j = j0 + n;
-                    if (HAS_LOGIT_MODS) /* otherwise the raw products, scaled later */
-                        x = fcl_logit(x * qscale, softcap, slope, (float)abs(p0 + mt * 16 + 8 * hr - j));
-                    if (check) {
-                        bool visible = j >= jlo[mt][hr] && j <= jhi[mt][hr];
-#if HAS_MASK
-                        visible = visible && ms[n] > 0.5f;
-#endif
-                        x = visible ? x : -INFINITY;
-                    }
-                    s[mt][nt][2 * hr + c] = x;
-                    x_max = fmax(x_max, x);
-                }
-            tmax[mt][hr] = x_max;
-        }
-}
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
@@ -83,19 +45,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const int g = lane >> 2, t = lane & 3; /* the fragment row (and row + 8) and column pair */
     FORWARD_GROUP_SETUP
 
-    /* A negative scale is applied as |scale| on negated queries (exact), so that the scores'
-     * maximum is the maximum of the raw products: p = 2^(s * sfac - m) is then one FFMA. */
-    const uint q_sign = scale < 0.0f ? 0x80008000u : 0u;
-#if HAS_LOGIT_MODS
-    const float qscale = fabs(scale), sfac = 1.0f;
-#else
-    const float qscale = fabs(scale) * FCL_LOG2E, sfac = qscale;
-#endif
-#if HAS_ALIBI
-    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E;
-#else
-    const float slope = 0.0f;
-#endif
+    NV_LOGIT_SETUP
     const int p0 = i0 + warp * 16 * M_TILES + g + shift; /* absolute position of this lane's first row */
 
     /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. The
@@ -111,7 +61,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     float acc[M_TILES][NT_O][4];
     float m[M_TILES][2], l[M_TILES][2];
     int jlo[M_TILES][2], jhi[M_TILES][2];
-    int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this lane's rows see */
+    int lo_max, hi_min; /* the keys that all of this lane's rows see */
+    init_rows(i0 + warp * 16 * M_TILES + g, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off,
+              seq_ss, m, l, jlo, jhi, &lo_max, &hi_min);
     #pragma unroll
     for (int mt = 0; mt < M_TILES; mt++) {
         load_a_rows(qf[mt], Qu, qo + b * q_sb + h * q_sh, q_ss, i0 + warp * 16 * M_TILES + mt * 16, sq, head_dim,
@@ -124,16 +76,6 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #if Q_LOCAL_STEPS
         stash_fragments(Q_STASH(mt), qf[mt], QS_FIRST, M_TILES * WG_SIZE, lid);
 #endif
-        #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
-            m[mt][hr] = -INFINITY;
-            l[mt][hr] = 0.0f; /* this lane's share of the row sum; the quad's total at the end */
-            forward_row_keys(i, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss,
-                             &jlo[mt][hr], &jhi[mt][hr]);
-            lo_max = max(lo_max, jlo[mt][hr]);
-            hi_min = min(hi_min, jhi[mt][hr]);
-        }
         #pragma unroll
         for (int nt = 0; nt < NT_O; nt++)
             #pragma unroll
@@ -194,42 +136,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             tile_logits(s, tmax, 0, j0, jlo, jhi, MASK_STAGE(st), t, qscale, softcap, slope, p0);
         else
             tile_logits(s, tmax, 1, j0, jlo, jhi, MASK_STAGE(st), t, qscale, softcap, slope, p0);
-        /* A row's reference maximum moves only when the tile's exceeds it by more than 8 (log2
-         * units): the probabilities then stay below 2^8, and most tiles rescale nothing (a
-         * warp-uniform branch). O and LSE use the same reference, so the result is the same. A
-         * tile with no visible key leaves the row unchanged (alpha 1, p 0). */
         float alpha[M_TILES][2];
-        int moved = 0;
-        #pragma unroll
-        for (int mt = 0; mt < M_TILES; mt++)
-            #pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const float m_tile = quad_max(tmax[mt][hr]) * sfac;
-                const bool move = m_tile > m[mt][hr] + 8.0f;
-                const float m_new = move ? m_tile : m[mt][hr];
-                alpha[mt][hr] = move ? exp2_ftz(m[mt][hr] - m_new) : 1.0f;
-                moved |= move;
-                const float neg_m = m_new == -INFINITY ? 0.0f : -m_new;
-                m[mt][hr] = m_new;
-                float sum = 0.0f;
-                #pragma unroll
-                for (int nt = 0; nt < NT_S; nt++)
-                    #pragma unroll
-                    for (int c = 0; c < 2; c++) {
-                        const float pn = exp2_ftz(fma(s[mt][nt][2 * hr + c], sfac, neg_m));
-                        s[mt][nt][2 * hr + c] = pn;
-                        sum += pn;
-                    }
-                l[mt][hr] = l[mt][hr] * alpha[mt][hr] + sum;
-            }
-        if (warp_any(moved))
-            #pragma unroll
-            for (int mt = 0; mt < M_TILES; mt++)
-                #pragma unroll
-                for (int nt = 0; nt < NT_O; nt++)
-                    #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        acc[mt][nt][e] *= alpha[mt][e >> 1];
+        if (warp_any(softmax_tile(s, tmax, m, l, alpha, sfac)))
+            rescale_rows(acc, alpha);
 
         /* O += P V: the score accumulators of key tiles 2 kk and 2 kk + 1 are exactly the A
          * fragment of keys 16 kk .. 16 kk + 15. This lane's ldmatrix row: key (lane & 7) +
@@ -240,12 +149,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         for (int kk = 0; kk < BLOCK_N / 16; kk++) {
             uint pa[M_TILES][4];
             #pragma unroll
-            for (int mt = 0; mt < M_TILES; mt++) {
-                pa[mt][0] = pack_pair(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][1] = pack_pair(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][2] = pack_pair(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][3] = pack_pair(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
+            for (int mt = 0; mt < M_TILES; mt++)
+                probs_fragment(pa[mt], s, mt, kk);
             #pragma unroll
             for (int dp = 0; dp < NT_O / 2; dp++) {
                 /* matrices: keys +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
@@ -265,27 +170,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         commit_copies();
     }
 
-    /* Epilogue: rows normalised in registers and stored; a row that saw no key writes O = 0 and
-     * LSE = -inf. */
-    #pragma unroll
-    for (int mt = 0; mt < M_TILES; mt++)
-        #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int i = i0 + warp * 16 * M_TILES + mt * 16 + g + 8 * hr;
-            const float lsum = quad_sum(l[mt][hr]);
-            if (i >= sq)
-                continue;
-            const float inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-            const long orow = oo + b * o_sb + (long)i * o_ss + h * o_sh;
-            #pragma unroll
-            for (int nt = 0; nt < NT_O; nt++) {
-                const int d = nt * 8 + 2 * t;
-                const float o0 = lsum > 0.0f ? acc[mt][nt][2 * hr] * inv_l : 0.0f;
-                const float o1 = lsum > 0.0f ? acc[mt][nt][2 * hr + 1] * inv_l : 0.0f;
-                store_pair(O, orow + d, d, head_dim, o0, o1);
-            }
-            if (write_lse && t == 0)
-                LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
-                    lsum > 0.0f ? (m[mt][hr] + log2(lsum)) * FCL_LN2 : -INFINITY;
-        }
+    /* Epilogue: rows normalised in registers and stored. */
+    store_rows(acc, m, l, i0 + warp * 16 * M_TILES + g, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss,
+               write_lse, LSE, lseo + b * lse_sb + h * lse_sh, lse_ss);
 }

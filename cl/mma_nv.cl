@@ -6,7 +6,8 @@
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
  *
  * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); HEAD_DIM_PAD;
- * ASYNC_COPY; PAIRS; HAS_MASK.
+ * ASYNC_COPY; PAIRS; HAS_MASK; SWIZZLED_TILES (the tiles that load_rows fills are stored as
+ * wgmma_nv.cl's swizzled atoms instead of padded rows).
  */
 
 /* The head dim's k16 steps and n8 tiles, and the pitch of a row in local memory (8 halves of
@@ -14,6 +15,22 @@
 #define KSTEPS (HEAD_DIM_PAD / 16)
 #define NT_O (HEAD_DIM_PAD / 8)
 #define ROW_HALVES (HEAD_DIM_PAD + 8)
+
+#if SWIZZLED_TILES
+/* Halves offset of element (r, c) of a tile stored as 64-column atoms of `atom` halves (rows of
+ * 128 bytes) with the 128-byte swizzle: 16-byte chunk (c % 64) / 8 of row r sits at chunk
+ * position ((c % 64) / 8) XOR (r % 8) (what wgmma reads; no bank conflicts for row-wise
+ * copies either). */
+inline int swizzled_offset(int r, int c, int atom)
+{
+    return (c >> 6) * atom + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
+/* Halves d .. d + 7 (d a multiple of 8) of row n of a local tile: `pitch` is the atom size. */
+#define TILE_CHUNK(tile, n, d, pitch) ((tile) + swizzled_offset(n, d, pitch))
+#else
+/* Halves d .. d + 7 (d a multiple of 8) of row n of a local tile whose rows are `pitch` apart. */
+#define TILE_CHUNK(tile, n, d, pitch) ((tile) + (n) * (pitch) + (d))
+#endif
 
 /* Declares a kernel's two-stage ring of K and V tiles of n rows (Ks, Vs; with HAS_MASK the
  * keys' mask values Ms); MASK_STAGE(st) is stage st's mask values (0 without a mask). */
@@ -217,7 +234,7 @@ MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int
     const long step = rows_per_step * row_stride;
     #pragma unroll
     for (int k = 0; k < n_rows / rows_per_step; k++)
-        copy_chunk(tile + (n0 + k * rows_per_step) * pitch + d, p + k * step, 16);
+        copy_chunk(TILE_CHUNK(tile, n0 + k * rows_per_step, d, pitch), p + k * step, 16);
 }
 
 /* Rows r0 .. r0 + n_rows - 1 of a view (row r at src[base + r * row_stride]) into `tile`, one
@@ -243,7 +260,7 @@ MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_
         if (in && use_mask)
             in = mask[mask_row0 + (long)r * mask_ss] > 0.5f;
         const int bytes = in ? 2 * clamp(head_dim - d, 0, 8) : 0;
-        copy_chunk(tile + n * pitch + d, bytes > 0 ? src + base + (long)r * row_stride + d : src, bytes);
+        copy_chunk(TILE_CHUNK(tile, n, d, pitch), bytes > 0 ? src + base + (long)r * row_stride + d : src, bytes);
     }
 }
 

@@ -2,18 +2,20 @@
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh). First the forward correctness grid (test_forward,
 # test_varlen, test_packed_qkv, test_backward: its recompute is the forward) once per forward
-# kernel: the tensor-core path ("mma": "nvidia-mma", FLASHCL_FORWARD_PATH unset), the
-# register-blocked portable one ("blocked") and the row-per-work-item one ("rows"). A path that
-# fails its grid is not timed. Then, for each path of BENCH_PATHS (default "mma blocked") that
+# kernel: Hopper's wgmma path ("wgmma": FLASHCL_FORWARD_PATH=nvidia-wgmma, the default where it
+# applies), the mma.sync tensor-core path ("mma": nvidia-mma), the register-blocked portable one
+# ("blocked") and the row-per-work-item one ("rows"). A path that fails its grid is not timed.
+# Then, for each path of BENCH_PATHS (default "wgmma mma blocked") that
 # passed, flashcl-bench (JSON) on FlashAttention's benchmark shapes (hidden 2048,
 # batch x seqlen = 16k, seqlen 512..16k, D 64 and 128, causal and not, F16), PyTorch
 # scaled_dot_product_attention (flash and cuDNN backends, .devcarry/sdpa_peer.py) on the same
 # shapes, CLBlast SGEMM, and one table with the ratios (scripts/peer_table.py) in table.md
 # (flashcl on the wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
 # Everything goes under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl.
-# Knobs: SEQS, DIMS, REPS, PATHS ("mma blocked rows"), BENCH_PATHS, SKIP_TESTS=1, TESTS (ctest
+# Knobs: SEQS, DIMS, REPS, PATHS ("wgmma mma blocked rows"), BENCH_PATHS, SKIP_TESTS=1, TESTS (ctest
 # regex), TUNE=1 (flashcl-bench --tune first, into tune.jsonl: the stored winners are then used
 # by the table), SWEEP="M,N,T ..." (FLASHCL_MMA_TILES settings timed at S 4096 into sweep.jsonl),
+# WGMMA_SWEEP="N,S[,R] ..." (FLASHCL_WGMMA_TILES settings, likewise, into wgmma-sweep.jsonl),
 # BLOCKED_SWEEP="M,N,WM,WN[,DK,NK,R] ..." (FLASHCL_BLOCKED_TILES settings, likewise, into
 # blocked-sweep.jsonl), PTX=1 (the compiled programs of one D 64 and one D 128 case per path,
 # i.e. the PTX NVIDIA's compiler made, as ptx-<path>.tgz for ptxas / nvdisasm elsewhere).
@@ -28,16 +30,16 @@ clinfo -l > "$out/clinfo.txt" 2>&1
 build/tools/flashcl-info > "$out/info.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 
-path_env() { [[ $1 == mma ]] && echo auto || echo "$1"; }
+path_env() { [[ $1 == mma || $1 == wgmma ]] && echo "nvidia-$1" || echo "$1"; }
 source scripts/gpu-grid.sh
 
 passed=""
-for path in ${PATHS:-mma blocked rows}; do
+for path in ${PATHS:-wgmma mma blocked rows}; do
   grid_pass "$path" 8 "${TESTS:-^(test_forward|test_varlen|test_packed_qkv|test_backward)$}" \
     FLASHCL_FORWARD_PATH="$(path_env "$path")"
 done
 echo "paths that passed the grid:${passed:- none}"
-timed=$(passed_among "${BENCH_PATHS:-mma blocked}")
+timed=$(passed_among "${BENCH_PATHS:-wgmma mma blocked}")
 
 if [[ "${PTX:-0}" == 1 ]]; then
   for path in $timed; do
@@ -103,7 +105,10 @@ for line in open(sys.argv[1]):
 PY
 }
 if [[ -n "${SWEEP:-}" ]]; then
-  tile_sweep FLASHCL_MMA_TILES auto "$out/sweep.jsonl" $SWEEP
+  tile_sweep FLASHCL_MMA_TILES nvidia-mma "$out/sweep.jsonl" $SWEEP
+fi
+if [[ -n "${WGMMA_SWEEP:-}" ]]; then
+  tile_sweep FLASHCL_WGMMA_TILES nvidia-wgmma "$out/wgmma-sweep.jsonl" $WGMMA_SWEEP
 fi
 if [[ -n "${BLOCKED_SWEEP:-}" ]]; then
   tile_sweep FLASHCL_BLOCKED_TILES blocked "$out/blocked-sweep.jsonl" $BLOCKED_SWEEP

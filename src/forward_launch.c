@@ -24,7 +24,8 @@ typedef struct forward_variant {
 int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env)
 {
     const char *env = getenv(path_env);
-    const int forced_off = env && env[0] && strcmp(env, "auto") != 0 && strcmp(env, "nvidia-mma") != 0;
+    const int forced_off = env && env[0] && strcmp(env, "auto") != 0 && strcmp(env, "nvidia-mma") != 0 &&
+                           strcmp(env, "nvidia-wgmma") != 0;
     return !forced_off && ctx->info.nv_cc_major >= 8 && (dtype == FCL_F16 || dtype == FCL_BF16) &&
            fcl_device_loop_limit(ctx) == 0;
 }
@@ -36,6 +37,19 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_mma_tiles 
         return 0;
     *tiles = fcl_tune_forward_mma(ctx, hdp);
     return tiles->block_m > 0;
+}
+
+/* The wgmma kernel applies: compute capability 9.0 exactly (sm_90a code runs nowhere else),
+ * fcl_nv_mma_usable, FLASHCL_FORWARD_PATH is not "nvidia-mma", no promotion was refused on
+ * ctx, and tiles fit (fcl_tune_forward_wgmma). */
+static int wgmma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int has_mask, fcl_wgmma_tiles *tiles)
+{
+    const char *env = getenv("FLASHCL_FORWARD_PATH");
+    if (ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0 || ctx->wgmma_refused ||
+        (env && strcmp(env, "nvidia-mma") == 0) || !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))
+        return 0;
+    *tiles = fcl_tune_forward_wgmma(ctx, hdp, has_mask);
+    return tiles->block_n > 0;
 }
 
 /* The blocked kernel applies: tiles for the device at hdp (fcl_tune_forward_blocked) and
@@ -52,10 +66,13 @@ static int blocked_applies(fcl_context ctx, int hdp, fcl_blocked_tiles *tiles)
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
     fcl_mma_tiles t;
+    fcl_wgmma_tiles wt;
     fcl_blocked_tiles bt;
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
+    if (head_dim > 0 && wgmma_applies(ctx, dtype, hdp, 0, &wt))
+        return "nvidia-wgmma";
     if (head_dim > 0 && mma_applies(ctx, dtype, hdp, &t))
         return "nvidia-mma";
     return blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
@@ -167,7 +184,8 @@ static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *jo
 static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_mma_tiles *t,
                                  forward_variant *v)
 {
-    static const char *const sources[] = {"common", "attention_forward_rows", "warp_nv", "mma_nv", "attention_forward_mma"};
+    static const char *const sources[] = {"common",        "attention_forward_rows", "warp_nv",
+                                          "mma_nv",        "forward_softmax_nv",     "attention_forward_mma"};
     const fcl_attn_resolved *r = &job->params;
     char opts[320];
     int n = snprintf(opts, sizeof opts,
@@ -191,6 +209,65 @@ static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, in
     if (wg < v->wg_size) /* too many registers for this work-group shape: the portable kernel */
         return get_portable_kernel(ctx, job, hdp, v);
     return FCL_SUCCESS;
+}
+
+/* Builds (or finds) the wgmma kernel with tiles t. v->kernel stays NULL when it cannot run here
+ * (the driver refused the sm_90a promotion: ctx then never tries again; or the compiled kernel
+ * cannot run a warpgroup); the tensor-core mma kernel runs instead. */
+static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_wgmma_tiles *t,
+                                   forward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_forward_rows", "warp_nv",  "mma_nv",
+                                          "forward_softmax_nv", "wgmma_nv", "attention_forward_wgmma"};
+    const fcl_attn_resolved *r = &job->params;
+    char opts[320];
+    int n = snprintf(opts, sizeof opts,
+                     "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=64 -DBLOCK_N=%d -DM_TILES=1 -DSTAGES=%d "
+                     "-DSWIZZLED_TILES=1 -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
+                     "-DHAS_ALIBI=%d",
+                     (int)job->dtype, hdp, t->block_n, t->stages,
+                     fcl_rows_aligned(job->Q, job->q_dims, 8) && fcl_rows_aligned(job->K, job->k_dims, 8) &&
+                         fcl_rows_aligned(job->V, job->v_dims, 8),
+                     job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2), job->layout, r->softcap > 0.0f,
+                     r->mask != NULL, r->alibi != NULL);
+    if (t->max_regs > 0)
+        snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
+    size_t wg;
+    v->kernel = NULL;
+    fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+    if (s == FCL_ERR_UNSUPPORTED) { /* no sm_90a promotion on this driver */
+        ctx->wgmma_refused = 1;
+        fcl_clear_error(ctx);
+        return FCL_SUCCESS;
+    }
+    if (s != FCL_SUCCESS)
+        return s;
+    if (wg < 128) {
+        v->kernel = NULL;
+        return FCL_SUCCESS;
+    }
+    v->chunked = 0;
+    v->block_m = 64;
+    v->block_n = t->block_n;
+    v->wg_size = 128;
+    return FCL_SUCCESS;
+}
+
+/* The tensor-core kernel for the job where one applies (wgmma, then mma), else the portable one. */
+static fcl_status get_forward_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
+{
+    fcl_wgmma_tiles wt;
+    fcl_mma_tiles mt;
+    if (job->fp32_probs)
+        return get_portable_kernel(ctx, job, hdp, v);
+    if (wgmma_applies(ctx, job->dtype, hdp, job->params.mask != NULL, &wt)) {
+        fcl_status s = get_wgmma_kernel(ctx, job, hdp, &wt, v);
+        if (s != FCL_SUCCESS || v->kernel)
+            return s;
+    }
+    if (mma_applies(ctx, job->dtype, hdp, &mt))
+        return get_mma_kernel(ctx, job, hdp, &mt, v);
+    return get_portable_kernel(ctx, job, hdp, v);
 }
 
 /* On devices that cap the loop iterations of a work-item, the keys are processed in chunks
@@ -224,10 +301,7 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     const fcl_attn_resolved *r = &job->params;
     const int hdp = fcl_pad_head_dim(job->D);
     forward_variant v;
-    fcl_mma_tiles mma_tiles;
-    fcl_status s = !job->fp32_probs && mma_applies(ctx, job->dtype, hdp, &mma_tiles)
-                       ? get_mma_kernel(ctx, job, hdp, &mma_tiles, &v)
-                       : get_portable_kernel(ctx, job, hdp, &v);
+    fcl_status s = get_forward_kernel(ctx, job, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
     cl_kernel kernel = v.kernel;

@@ -39,6 +39,7 @@ struct fcl_context_s {
     fcl_device_info info;
     char *cache_dir;               /* NULL: disk cache off */
     int programs_on_disk;          /* compiled programs go to cache_dir (fcl_programs_on_disk) */
+    int wgmma_refused;             /* the driver refused an sm_90a promotion: no wgmma kernels */
     fcl_cache_stats stats;
     fcl_program_entry *programs;   /* in-memory program cache (linked list) */
     cl_mem scratch[FCL_SCRATCH_SLOTS]; /* see fcl_scratch_buffer */

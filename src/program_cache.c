@@ -3,6 +3,7 @@
  * library version). */
 #include "disk_cache.h"
 #include "internal.h"
+#include "ptx_promote.h"
 #include "sha256.h"
 
 #include <stdio.h>
@@ -144,6 +145,16 @@ static char *device_options(fcl_context ctx, const char *options)
     return full;
 }
 
+/* Programs that include cl/wgmma_nv.cl are built for sm_90a (fcl_promote_sm90a); the disk cache
+ * keeps the promoted program. */
+static int uses_wgmma(const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], "wgmma_nv") == 0)
+            return 1;
+    return 0;
+}
+
 static fcl_status build_program(fcl_context ctx, const char *const *names, int n, const char *caller_options,
                                 cl_program *out)
 {
@@ -176,6 +187,16 @@ static fcl_status build_program(fcl_context ctx, const char *const *names, int n
         clReleaseProgram(prog);
         free(options);
         return s;
+    }
+    if (uses_wgmma(names, n)) {
+        cl_program promoted;
+        fcl_status s = fcl_promote_sm90a(ctx, prog, options, &promoted);
+        clReleaseProgram(prog);
+        if (s != FCL_SUCCESS) {
+            free(options);
+            return s;
+        }
+        prog = promoted;
     }
     free(options);
     ctx->stats.compiles++;

@@ -15,7 +15,7 @@ int fcl_tuned_value_count(const char *kernel)
 {
     if (!kernel)
         return 0;
-    if (strcmp(kernel, "forward") == 0)
+    if (strcmp(kernel, "forward") == 0 || strcmp(kernel, "forward_wgmma") == 0)
         return 3;
     if (strcmp(kernel, "forward_blocked") == 0)
         return 4;
@@ -39,6 +39,8 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
                v[4] <= FCL_MAX_HEAD_DIM / 16;
+    if (strcmp(kernel, "forward_wgmma") == 0) /* keys per tile, stages, max_regs */
+        return (v[0] == 64 || v[0] == 128) && (v[1] == 1 || v[1] == 2) && v[2] >= 0 && v[2] <= 255;
     if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys, K/V k steps in
                                                  * local memory */
         for (int i = 0; i < 4; i++)

@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-/* Number of values of a tuned kernel ("forward" 3; "forward_blocked" 4; "forward_mma", "backward_mma"
+/* Number of values of a tuned kernel ("forward", "forward_wgmma" 3; "forward_blocked" 4; "forward_mma", "backward_mma"
  * 5; "decode" 8, at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
 int fcl_tuned_value_count(const char *kernel);
 

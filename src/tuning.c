@@ -225,6 +225,29 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     return t;
 }
 
+uint64_t fcl_wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask)
+{
+    const uint64_t stage_keys = (uint64_t)t->stages * (uint64_t)t->block_n;
+    return (64 + 2 * stage_keys) * (uint64_t)head_dim_pad * 2 + (has_mask ? 4 * stage_keys : 0);
+}
+
+fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask)
+{
+    if (head_dim_pad != 64 && head_dim_pad != 128)
+        return (fcl_wgmma_tiles){0, 0, 0};
+    /* H200 (docs/perf.md v0.14.0-dev): 64-key tiles at D 128 (Q and one stage fill the 48 KB) */
+    int v[FCL_TUNING_MAX_VALUES] = {head_dim_pad == 64 ? 128 : 64, 1, 0};
+    override_tiles(ctx, "forward_wgmma", head_dim_pad, "FLASHCL_WGMMA_TILES", 2, v);
+    fcl_wgmma_tiles t = {v[0], v[1], v[2]};
+    while (fcl_wgmma_local_bytes(&t, head_dim_pad, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
+        if (t.stages > 1)
+            t.stages--;
+        else
+            t.block_n = t.block_n > 64 ? t.block_n / 2 : 0;
+    }
+    return t;
+}
+
 fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
 {
     fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
@@ -255,7 +278,8 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
     const int want = fcl_tuned_value_count(kernel);
     if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
-                        : want == 0 ? "unknown kernel (forward, forward_blocked, forward_mma, backward_mma, decode)"
+                        : want == 0 ? "unknown kernel (forward, forward_blocked, forward_mma, forward_wgmma, backward_mma, "
+                                      "decode)"
                         : n_values != want ? "wrong value count"
                         : "head_dim outside [1, 256]");
     const int hdp = fcl_pad_head_dim(head_dim);
@@ -269,6 +293,11 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[5] = t.max_regs;
         values[6] = t.stages;
         values[7] = t.mma_warps;
+    } else if (strcmp(kernel, "forward_wgmma") == 0) {
+        const fcl_wgmma_tiles t = fcl_tune_forward_wgmma(ctx, hdp, 0);
+        values[0] = t.block_n;
+        values[1] = t.stages;
+        values[2] = t.max_regs;
     } else if (want == 3) {
         const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
         values[0] = t.block_m;

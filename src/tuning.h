@@ -52,6 +52,23 @@ typedef struct fcl_mma_tiles {
  * head_dim_pad / 16) until its Q fragments fit beside them. block_m 0 where the table has no such path. */
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_wgmma_tiles {
+    int block_n;      /* keys per local-memory tile (64 or 128); 0: no wgmma path at this head dim */
+    int stages;       /* K and V tiles in flight per work-group (1 or 2) */
+    int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+} fcl_wgmma_tiles;
+
+/* Tiles of the Hopper wgmma forward (cl/attention_forward_wgmma.cl) at padded head dim
+ * `head_dim_pad` (64 or 128; block_n 0 at any other) with or without a key mask: the defaults
+ * (64 keys at D 128, 128 at D 64, one stage), then a tuned entry ("forward_wgmma"), then
+ * FLASHCL_WGMMA_TILES="N,S[,R]" if valid; then stages, then N lowered until Q, the stages and the
+ * mask values fit the local memory (fcl_wgmma_local_bytes); block_n 0 when nothing fits. */
+fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask);
+
+/* Bytes of the wgmma forward's local arrays: 64 Q rows and the stages' K and V tiles of 16-bit
+ * values, and with a mask its values per stage. */
+uint64_t fcl_wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask);
+
 typedef struct fcl_backward_tiles {
     int block_m;      /* query rows per tile; the dQ kernel's work-group size */
     int block_n;      /* keys per tile; the dK/dV kernel's work-group size */

@@ -26,6 +26,11 @@ fcl_context support_context(void)
         cr_assert(strcmp(fcl_attention_forward_path(ctx, FCL_F32, 64), "blocked") == 0,
                   "FLASHCL_FORWARD_PATH=blocked, but this device runs the %s forward kernel (a loop cap?)",
                   fcl_attention_forward_path(ctx, FCL_F32, 64));
+    /* a run that names the Hopper kernel must get it where it applies (F16 at D 64) */
+    if (path && strcmp(path, "nvidia-wgmma") == 0)
+        cr_assert(strcmp(fcl_attention_forward_path(ctx, FCL_F16, 64), "nvidia-wgmma") == 0,
+                  "FLASHCL_FORWARD_PATH=nvidia-wgmma, but this device runs the %s forward kernel",
+                  fcl_attention_forward_path(ctx, FCL_F16, 64));
     return ctx;
 }
 

@@ -11,8 +11,8 @@
 
 /* A new context on FLASHCL_DEVICE (default device when unset); fails the test (cr_assert)
  * with fcl_last_error's message when none can be made, and when FLASHCL_FORWARD_PATH=blocked
- * but the device would run another forward kernel (so a forced run never passes on the
- * fallback). Release with fcl_context_release. */
+ * (or nvidia-wgmma: F16 at D 64) but the device would run another forward kernel (so a forced
+ * run never passes on the fallback). Release with fcl_context_release. */
 fcl_context support_context(void);
 
 /* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator (splitmix64), then

@@ -281,15 +281,20 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
 /*
  * Which forward kernel runs for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed forwards alike, and the attention inside the qkvo forwards):
+ *   "nvidia-wgmma" Hopper's warpgroup tensor cores through inline PTX wgmma (NVIDIA compute
+ *                 capability 9.0, F16 or BF16, head_dim 33..64 or 97..128; the program's PTX
+ *                 promoted to sm_90a); a call with a key mask at head_dim > 64 takes
+ *                 "nvidia-mma" (the mask values do not fit beside the tiles), and so does every
+ *                 call once the driver has refused a promotion on this context;
  *   "nvidia-mma"  tensor cores through inline PTX mma.sync (NVIDIA compute capability >= 8.0,
  *                 F16 or BF16);
  *   "blocked"     the register-blocked portable kernel (GPUs without a loop cap: every dtype
  *                 where "nvidia-mma" does not apply);
  *   "rows"        the row-per-work-item portable kernel (CPUs, devices that cap loop
  *                 iterations such as Mesa's llvmpipe, anything else).
- * FLASHCL_FORWARD_PATH chooses among those that can run: "portable" (the device's portable
- * kernel, never nvidia-mma), "blocked" (also on CPUs; rows where the device caps loops) or
- * "rows". All meet the same tolerance; results differ in rounding (the tensor-core path rounds
+ * FLASHCL_FORWARD_PATH chooses among those that can run: "nvidia-mma" (never nvidia-wgmma),
+ * "portable" (the device's portable kernel, no tensor cores), "blocked" (also on CPUs; rows
+ * where the device caps loops) or "rows". All meet the same tolerance; results differ in rounding (the tensor-core path rounds
  * the probabilities to the storage dtype before P V). Where a backward op recomputes O itself
  * (O NULL, and fcl_attention_qkvo_backward) it takes the device's portable kernel, whose O is
  * the FP32-probability sum that the gradients assume; a recomputed LSE alone comes from this
@@ -325,6 +330,9 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  k steps (16 head-dim columns each, 0 to 16) of the Q fragments held in local
  *                  memory instead of registers, lowered to what fits beside the K/V tiles (the
  *                  NVIDIA tensor-core forward; an entry stored with 4 values by 0.9 is ignored)
+ *   "forward_wgmma" 3 values: keys per tile (64 or 128), K/V stages (1 or 2), register cap (0 to
+ *                  255; 0: compiler's), lowered to what fits the local memory (the Hopper wgmma
+ *                  forward; head dims padded to 64 and 128 only)
  *   "backward_mma" 5 values: four multiples of 16 in [16, 256] (keys per dK/dV work-group,
  *                  query rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile),
  *                  then k steps (0 to 16) of the K and V fragments the dK/dV kernel holds in
@@ -346,7 +354,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
- * values[0 .. n_values - 1] (forward_blocked / forward_mma / backward_mma where that kernel does
+ * values[0 .. n_values - 1] (forward_blocked / forward_mma / forward_wgmma / backward_mma where that kernel does
  * not exist: first value 0; decode: the tiles of a KV head with at least as many query rows
  * (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power of two, keys and
  * work-items as the work-group's shape gives them; a KV head with fewer query rows runs fewer

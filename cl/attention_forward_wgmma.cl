@@ -1,0 +1,202 @@
+/*
+ * Attention forward on Hopper's warpgroup tensor cores (compute capability 9.0, wgmma through
+ * sm_90a: wgmma_nv.cl): the same online softmax (forward_softmax_nv.cl), arguments, layouts and
+ * key-tile grid as attention_forward_mma.cl, with S = Q K^T and O += P V as wgmma products of a
+ * whole warpgroup (F16 or BF16 inputs, FP32 accumulation). F16 and BF16 storage only.
+ *
+ * A work-group is one warpgroup (128 work-items) and computes 64 query rows of one (batch,
+ * head): warp w owns rows 16 w .. 16 w + 15, keeping the tile's scores and the output
+ * accumulators in registers. Q (64 rows, zeros past sq), and the K and V tiles of BLOCK_N keys,
+ * sit in local memory as swizzled atoms (mma_nv.cl: swizzled_offset), which wgmma reads by
+ * descriptor: S = Q K^T with both operands there, O += P V with P from registers (the scores'
+ * accumulators are its A fragments) and V there as the transposed B operand. K and V tiles are
+ * a ring of STAGES stages each, refilled separately: tile t + STAGES's K copy is issued as soon
+ * as the products of S are done with tile t's K (it lands during the softmax and P V), its V copy
+ * once P V is done with tile t's V. With ASYNC_COPY (rows 16-byte aligned) by cp.async,
+ * otherwise by plain loads and stores. The work-group's local memory is the whole 48 KB at
+ * D 128 with 64-key tiles and one stage, so several work-groups share a multiprocessor and hide
+ * each other's copies.
+ *
+ * Keys of a tile that a row cannot see contribute exactly nothing, and masked-out keys' V is
+ * never read (zeros instead). No key chunking: the host takes this path only on devices without
+ * a loop cap, with key_lo .. key_hi the whole key range.
+ *
+ * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64 or 128; BLOCK_M 64; BLOCK_N 64 or 128;
+ * M_TILES 1; STAGES 1 or 2; SWIZZLED_TILES 1; ASYNC_COPY; PAIRS (O rows 4-byte aligned, head_dim
+ * even: one 32-bit store per pair); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ */
+
+#define WG_SIZE 128
+#define Q_ATOM (64 * 64)       /* halves of one 64-column atom of Q */
+#define KV_ATOM (BLOCK_N * 64) /* halves of one 64-column atom of a K or V tile */
+#define WGMMA_CAT(a, b) a##b
+#define WGMMA_SS_N(n) WGMMA_CAT(wgmma_ss_n, n)
+#define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
+
+/* cp.async groups are committed Q, K 0, V 0, K 1, V 1, ...: a tile's K (or V) copy has landed
+ * once at most 2 STAGES - 1 newer groups are pending; Q once at most 2 STAGES are. */
+#if STAGES == 1
+#define WAIT_TILE "cp.async.wait_group 1;"
+#define WAIT_Q "cp.async.wait_group 2;"
+#elif STAGES == 2
+#define WAIT_TILE "cp.async.wait_group 3;"
+#define WAIT_Q "cp.async.wait_group 4;"
+#else
+#error "STAGES must be 1 or 2"
+#endif
+
+/* Waits for this work-item's copies up to `wait` (WAIT_TILE, WAIT_Q), then for the whole group:
+ * the tile is in local memory, visible to wgmma. */
+#if ASYNC_COPY
+#define TILE_LANDED(wait)                                                                              \
+    do {                                                                                             \
+        __asm__ __volatile__(wait ::: "memory");                                                     \
+        fence_async_local();                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+    } while (0)
+#else
+#define TILE_LANDED(wait)                                                                              \
+    do {                                                                                             \
+        fence_async_local();                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+    } while (0)
+#endif
+
+/* Starts the copy of the K (V) tile of keys j0 .. into stage st; V rows of masked-out keys
+ * become zeros, and their mask values go to MASK_STAGE(st). */
+#define ISSUE_K(st, j0)                                                                                \
+    load_rows(K_STAGE(st), KV_ATOM, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Ku, kbase, k_ss, j0, g_lo, g_hi,    \
+              head_dim, 0, mask, mrow, mask_ss)
+#define ISSUE_V(st, j0)                                                                                \
+    do {                                                                                             \
+        load_rows(V_STAGE(st), KV_ATOM, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Vu, vbase, v_ss, j0, g_lo,    \
+                  g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss);                                      \
+        store_mask_values(MASK_STAGE(st), j0, g_lo, g_hi, lid, mask, mrow, mask_ss);                 \
+    } while (0)
+
+/* With HAS_MASK, the mask values of keys j0 .. j0 + BLOCK_N - 1 into ms (0 outside [lo, hi]). */
+inline void store_mask_values(__local float *ms, int j0, int lo, int hi, int lid, __global const float *mask,
+                              long mrow, long mask_ss)
+{
+#if HAS_MASK
+    for (int n = lid; n < BLOCK_N; n += WG_SIZE)
+        ms[n] = j0 + n >= lo && j0 + n <= hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void attention_forward(FORWARD_KERNEL_ARGS)
+{
+    /* Q's atoms, then K stages, then V stages; every atom starts 1024-byte aligned. */
+    __local ushort tiles[(64 + 2 * STAGES * BLOCK_N) * HEAD_DIM_PAD] __attribute__((aligned(1024)));
+#define K_STAGE(st) (tiles + (64 + (st) * BLOCK_N) * HEAD_DIM_PAD)
+#define V_STAGE(st) (tiles + (64 + (STAGES + (st)) * BLOCK_N) * HEAD_DIM_PAD)
+#if HAS_MASK
+    __local float Ms[STAGES][BLOCK_N];
+#define MASK_STAGE(st) Ms[st]
+#else
+#define MASK_STAGE(st) 0
+#endif
+    __global const ushort *Qu = (__global const ushort *)Q;
+    __global const ushort *Ku = (__global const ushort *)K;
+    __global const ushort *Vu = (__global const ushort *)V;
+    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+    const int g = lane >> 2, t = lane & 3; /* the fragment row (and row + 8) and column pair */
+    FORWARD_GROUP_SETUP
+
+    NV_LOGIT_SETUP
+    const int row0 = i0 + warp * 16 + g; /* this lane's rows: row0 and row0 + 8 */
+    const int p0 = row0 + shift;         /* the absolute position of row0 */
+
+    const long kbase = ko + b * k_sb + hk * k_sh;
+    const long vbase = vo + b * v_sb + hk * v_sh;
+    const long mrow = mo + b * mask_sb;
+    const int j_first = g_lo - (g_lo + k_align) % BLOCK_N; /* g_lo rounded down to the grid */
+    const int n_tiles = g_lo <= g_hi ? (g_hi - j_first) / BLOCK_N + 1 : 0;
+    load_rows(tiles, Q_ATOM, 64, HEAD_DIM_PAD, WG_SIZE, lid, Qu, qo + b * q_sb + h * q_sh, q_ss, i0, 0, sq - 1,
+              head_dim, 0, mask, 0, 0);
+    commit_copies();
+    for (int st = 0; st < STAGES; st++) {
+        if (st < n_tiles)
+            ISSUE_K(st, j_first + st * BLOCK_N);
+        commit_copies();
+        if (st < n_tiles)
+            ISSUE_V(st, j_first + st * BLOCK_N);
+        commit_copies();
+    }
+    if (q_sign) { /* each work-item negates the Q chunks it copied, once they have landed */
+#if ASYNC_COPY
+        __asm__ __volatile__(WAIT_Q ::: "memory");
+#endif
+        for (int idx = lid; idx < 64 * (HEAD_DIM_PAD / 8); idx += WG_SIZE) {
+            const int n = idx / (HEAD_DIM_PAD / 8), d = (idx % (HEAD_DIM_PAD / 8)) * 8;
+            __local uint4 *chunk = (__local uint4 *)TILE_CHUNK(tiles, n, d, Q_ATOM);
+            *chunk ^= (uint4)(q_sign);
+        }
+    }
+
+    float acc[1][NT_O][4];
+    float m[1][2], l[1][2];
+    int jlo[1][2], jhi[1][2];
+    int lo_max, hi_min; /* the keys that all of this lane's rows see */
+    init_rows(row0, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss, m, l, jlo, jhi,
+              &lo_max, &hi_min);
+    #pragma unroll
+    for (int nt = 0; nt < NT_O; nt++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[0][nt][e] = 0.0f;
+
+    const uint q_addr = local_address(tiles);
+    for (int tile = 0; tile < n_tiles; tile++) {
+        const int j0 = j_first + tile * BLOCK_N, st = tile % STAGES;
+        TILE_LANDED(WAIT_TILE); /* K of this tile (and Q) */
+
+        /* S = Q K^T over the head dim's k steps (16 columns: 32 bytes inside an atom) */
+        float s[1][NT_S][4];
+        const uint k_addr = local_address(K_STAGE(st));
+        wgmma_fence();
+        #pragma unroll
+        for (int ks = 0; ks < KSTEPS; ks++)
+            WGMMA_SS_N(BLOCK_N)(&s[0][0][0], wgmma_desc(q_addr + (ks >> 2) * 2 * Q_ATOM + (ks & 3) * 32, 16, 1024),
+                                wgmma_desc(k_addr + (ks >> 2) * 2 * KV_ATOM + (ks & 3) * 32, 16, 1024), ks > 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp's products are done with this K stage: refill it */
+        if (tile + STAGES < n_tiles)
+            ISSUE_K(st, j0 + STAGES * BLOCK_N);
+        commit_copies();
+
+        /* Online softmax. Tiles that every row of the warp sees whole skip the visibility checks
+         * (a warp-uniform branch). */
+        float tmax[1][2];
+        if (!HAS_MASK && warp_all(j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min))
+            tile_logits(s, tmax, 0, j0, jlo, jhi, MASK_STAGE(st), t, qscale, softcap, slope, p0);
+        else
+            tile_logits(s, tmax, 1, j0, jlo, jhi, MASK_STAGE(st), t, qscale, softcap, slope, p0);
+        float alpha[1][2];
+        if (warp_any(softmax_tile(s, tmax, m, l, alpha, sfac)))
+            rescale_rows(acc, alpha);
+        uint pa[BLOCK_N / 16][4]; /* P's A fragments, all made before the fence */
+        #pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; kk++)
+            probs_fragment(pa[kk], s, 0, kk);
+
+        /* O += P V over the tile's k steps (16 keys: 16 rows of 128 bytes in each atom) */
+        TILE_LANDED(WAIT_TILE); /* V of this tile */
+        const uint v_addr = local_address(V_STAGE(st));
+        wgmma_fence();
+        #pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; kk++)
+            WGMMA_RS_N(HEAD_DIM_PAD)(&acc[0][0][0], pa[kk], wgmma_desc(v_addr + kk * 2048, 2 * KV_ATOM, 1024));
+        wgmma_commit();
+        wgmma_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp's products are done with this V stage: refill it */
+        if (tile + STAGES < n_tiles)
+            ISSUE_V(st, j0 + STAGES * BLOCK_N);
+        commit_copies();
+    }
+
+    store_rows(acc, m, l, row0, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss, write_lse, LSE,
+               lseo + b * lse_sb + h * lse_sh, lse_ss);
+}
