@@ -22,8 +22,10 @@
  * a loop cap, with key_lo .. key_hi the whole key range.
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64 or 128; BLOCK_M 64; BLOCK_N 64 or 128;
- * M_TILES 1; STAGES 1 or 2; SWIZZLED_TILES 1; ASYNC_COPY; PAIRS (O rows 4-byte aligned, head_dim
- * even: one 32-bit store per pair); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * M_TILES 1; STAGES 1 or 2; OVERLAP (1: tile t + 1's S = Q K^T is issued right behind tile t's
+ * P V, so that the tensor cores run both back to back; 0: once P V has completed);
+ * SWIZZLED_TILES 1; ASYNC_COPY; PAIRS (O rows 4-byte aligned, head_dim even: one 32-bit store
+ * per pair); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
 #define WG_SIZE 128
@@ -34,12 +36,15 @@
 #define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
 
 /* cp.async groups are committed Q, K 0, V 0, K 1, V 1, ...: a tile's K (or V) copy has landed
- * once at most 2 STAGES - 1 newer groups are pending; Q once at most 2 STAGES are. */
+ * once at most 2 STAGES - 1 newer groups are pending; Q once at most 2 STAGES are; with OVERLAP
+ * the next tile's K, waited for before this tile's V refill, once at most 2 STAGES - 2 are. */
 #if STAGES == 1
 #define WAIT_TILE "cp.async.wait_group 1;"
+#define WAIT_NEXT_K "cp.async.wait_group 0;"
 #define WAIT_Q "cp.async.wait_group 2;"
 #elif STAGES == 2
 #define WAIT_TILE "cp.async.wait_group 3;"
+#define WAIT_NEXT_K "cp.async.wait_group 2;"
 #define WAIT_Q "cp.async.wait_group 4;"
 #else
 #error "STAGES must be 1 or 2"
@@ -73,6 +78,29 @@
                   g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss);                                      \
         store_mask_values(MASK_STAGE(st), j0, g_lo, g_hi, lid, mask, mrow, mask_ss);                 \
     } while (0)
+
+/* Once every warp's products are done with K stage st (holding tile `tile`): its refill with
+ * tile tile + STAGES, whose copies are committed as one group (possibly empty). */
+#define REFILL_K(st, tile)                                                                             \
+    do {                                                                                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+        if ((tile) + STAGES < n_tiles)                                                               \
+            ISSUE_K(st, j_first + ((tile) + STAGES) * BLOCK_N);                                      \
+        commit_copies();                                                                             \
+    } while (0)
+
+/* Issues S = Q K^T (s: the 64 x BLOCK_N scores' accumulators) over the head dim's k steps (16
+ * columns: 32 bytes inside an atom) as one wgmma group, from Q and a K stage at these
+ * addresses. */
+MMA_INLINE void tile_scores(float *s, uint q_addr, uint k_addr)
+{
+    wgmma_fence();
+    #pragma unroll
+    for (int ks = 0; ks < KSTEPS; ks++)
+        WGMMA_SS_N(BLOCK_N)(s, wgmma_desc(q_addr + (ks >> 2) * 2 * Q_ATOM + (ks & 3) * 32, 16, 1024),
+                            wgmma_desc(k_addr + (ks >> 2) * 2 * KV_ATOM + (ks & 3) * 32, 16, 1024), ks > 0);
+    wgmma_commit();
+}
 
 /* With HAS_MASK, the mask values of keys j0 .. j0 + BLOCK_N - 1 into ms (0 outside [lo, hi]). */
 inline void store_mask_values(__local float *ms, int j0, int lo, int hi, int lid, __global const float *mask,
@@ -148,24 +176,25 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             acc[0][nt][e] = 0.0f;
 
     const uint q_addr = local_address(tiles);
+    float s[1][NT_S][4];
+#if OVERLAP
+    if (n_tiles > 0) { /* tile 0's scores; the loop issues tile t + 1's behind tile t's P V */
+        TILE_LANDED(WAIT_TILE);
+        tile_scores(&s[0][0][0], q_addr, local_address(K_STAGE(0)));
+        wgmma_wait_all();
+        REFILL_K(0, 0);
+    }
+#endif
     for (int tile = 0; tile < n_tiles; tile++) {
         const int j0 = j_first + tile * BLOCK_N, st = tile % STAGES;
+#if !OVERLAP
         TILE_LANDED(WAIT_TILE); /* K of this tile (and Q) */
-
-        /* S = Q K^T over the head dim's k steps (16 columns: 32 bytes inside an atom) */
-        float s[1][NT_S][4];
-        const uint k_addr = local_address(K_STAGE(st));
-        wgmma_fence();
-        #pragma unroll
-        for (int ks = 0; ks < KSTEPS; ks++)
-            WGMMA_SS_N(BLOCK_N)(&s[0][0][0], wgmma_desc(q_addr + (ks >> 2) * 2 * Q_ATOM + (ks & 3) * 32, 16, 1024),
-                                wgmma_desc(k_addr + (ks >> 2) * 2 * KV_ATOM + (ks & 3) * 32, 16, 1024), ks > 0);
-        wgmma_commit();
+        tile_scores(&s[0][0][0], q_addr, local_address(K_STAGE(st)));
         wgmma_wait_all();
-        barrier(CLK_LOCAL_MEM_FENCE); /* every warp's products are done with this K stage: refill it */
-        if (tile + STAGES < n_tiles)
-            ISSUE_K(st, j0 + STAGES * BLOCK_N);
-        commit_copies();
+        REFILL_K(st, tile);
+#elif HAS_MASK
+        barrier(CLK_LOCAL_MEM_FENCE); /* the tile's mask values, stored with its V copy */
+#endif
 
         /* Online softmax. Tiles that every row of the warp sees whole skip the visibility checks
          * (a warp-uniform branch). */
@@ -190,11 +219,21 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         for (int kk = 0; kk < BLOCK_N / 16; kk++)
             WGMMA_RS_N(HEAD_DIM_PAD)(&acc[0][0][0], pa[kk], wgmma_desc(v_addr + kk * 2048, 2 * KV_ATOM, 1024));
         wgmma_commit();
+#if OVERLAP
+        if (tile + 1 < n_tiles) { /* the next tile's scores, issued behind P V */
+            TILE_LANDED(WAIT_NEXT_K);
+            tile_scores(&s[0][0][0], q_addr, local_address(K_STAGE((tile + 1) % STAGES)));
+        }
+#endif
         wgmma_wait_all();
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp's products are done with this V stage: refill it */
         if (tile + STAGES < n_tiles)
             ISSUE_V(st, j0 + STAGES * BLOCK_N);
         commit_copies();
+#if OVERLAP
+        if (tile + 1 < n_tiles)
+            REFILL_K((tile + 1) % STAGES, tile + 1);
+#endif
     }
 
     store_rows(acc, m, l, row0, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss, write_lse, LSE,

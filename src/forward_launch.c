@@ -222,10 +222,10 @@ static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, 
     const fcl_attn_resolved *r = &job->params;
     char opts[320];
     int n = snprintf(opts, sizeof opts,
-                     "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=64 -DBLOCK_N=%d -DM_TILES=1 -DSTAGES=%d "
+                     "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=64 -DBLOCK_N=%d -DM_TILES=1 -DSTAGES=%d -DOVERLAP=%d "
                      "-DSWIZZLED_TILES=1 -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
                      "-DHAS_ALIBI=%d",
-                     (int)job->dtype, hdp, t->block_n, t->stages,
+                     (int)job->dtype, hdp, t->block_n, t->stages, t->overlap,
                      fcl_rows_aligned(job->Q, job->q_dims, 8) && fcl_rows_aligned(job->K, job->k_dims, 8) &&
                          fcl_rows_aligned(job->V, job->v_dims, 8),
                      job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2), job->layout, r->softcap > 0.0f,

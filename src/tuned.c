@@ -15,9 +15,9 @@ int fcl_tuned_value_count(const char *kernel)
 {
     if (!kernel)
         return 0;
-    if (strcmp(kernel, "forward") == 0 || strcmp(kernel, "forward_wgmma") == 0)
+    if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "forward_blocked") == 0)
+    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0)
         return 4;
     if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
         return 5;
@@ -39,8 +39,9 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
                v[4] <= FCL_MAX_HEAD_DIM / 16;
-    if (strcmp(kernel, "forward_wgmma") == 0) /* keys per tile, stages, max_regs */
-        return (v[0] == 64 || v[0] == 128) && (v[1] == 1 || v[1] == 2) && v[2] >= 0 && v[2] <= 255;
+    if (strcmp(kernel, "forward_wgmma") == 0) /* keys per tile, stages, max_regs, overlap */
+        return (v[0] == 64 || v[0] == 128) && (v[1] == 1 || v[1] == 2) && v[2] >= 0 && v[2] <= 255 &&
+               (v[3] == 0 || v[3] == 1);
     if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys, K/V k steps in
                                                  * local memory */
         for (int i = 0; i < 4; i++)
@@ -158,8 +159,8 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
                         !ctx ? "ctx" : !kernel ? "kernel" : "values");
     const int want = fcl_tuned_value_count(kernel);
     if (want == 0)
-        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (forward, "
-                        "forward_blocked, forward_mma, backward_mma, decode)", kernel);
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: unknown kernel \"%s\" (" FCL_TUNED_KERNEL_NAMES
+                        ")", kernel);
     if (n_values != want)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s takes %d values, not %d", kernel, want,
                         n_values);

@@ -233,12 +233,13 @@ uint64_t fcl_wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int h
 
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask)
 {
-    if (head_dim_pad != 64 && head_dim_pad != 128)
-        return (fcl_wgmma_tiles){0, 0, 0};
-    /* H200 (docs/perf.md v0.14.0-dev): 64-key tiles at D 128 (Q and one stage fill the 48 KB) */
-    int v[FCL_TUNING_MAX_VALUES] = {head_dim_pad == 64 ? 128 : 64, 1, 0};
+    if ((head_dim_pad != 64 && head_dim_pad != 128) || ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0)
+        return (fcl_wgmma_tiles){0, 0, 0, 0};
+    /* H200 tune (docs/perf.md v0.14.0-dev): 64-key tiles at D 128 (Q and one stage fill the 48 KB),
+     * the next Q K^T behind P V (+2%); 128-key tiles at D 64 (+12% over 64), Q K^T after P V (+2%) */
+    int v[FCL_TUNING_MAX_VALUES] = {head_dim_pad == 64 ? 128 : 64, 1, 0, head_dim_pad == 64 ? 0 : 1};
     override_tiles(ctx, "forward_wgmma", head_dim_pad, "FLASHCL_WGMMA_TILES", 2, v);
-    fcl_wgmma_tiles t = {v[0], v[1], v[2]};
+    fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3]};
     while (fcl_wgmma_local_bytes(&t, head_dim_pad, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
         if (t.stages > 1)
             t.stages--;
@@ -278,8 +279,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
     const int want = fcl_tuned_value_count(kernel);
     if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
-                        : want == 0 ? "unknown kernel (forward, forward_blocked, forward_mma, forward_wgmma, backward_mma, "
-                                      "decode)"
+                        : want == 0 ? "unknown kernel (" FCL_TUNED_KERNEL_NAMES ")"
                         : n_values != want ? "wrong value count"
                         : "head_dim outside [1, 256]");
     const int hdp = fcl_pad_head_dim(head_dim);
@@ -298,6 +298,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[0] = t.block_n;
         values[1] = t.stages;
         values[2] = t.max_regs;
+        values[3] = t.overlap;
     } else if (want == 3) {
         const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
         values[0] = t.block_m;

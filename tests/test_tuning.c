@@ -36,6 +36,7 @@ static void sandbox_init(void)
     unsetenv("FLASHCL_FORWARD_TILES");
     unsetenv("FLASHCL_FORWARD_PATH");
     unsetenv("FLASHCL_BLOCKED_TILES");
+    unsetenv("FLASHCL_WGMMA_TILES");
     unsetenv("FLASHCL_DECODE_TILES");
 }
 
@@ -45,6 +46,7 @@ static void sandbox_fini(void)
     unsetenv("FLASHCL_FORWARD_PATH");
     unsetenv("FLASHCL_BLOCKED_TILES");
     unsetenv("FLASHCL_FORWARD_TILES");
+    unsetenv("FLASHCL_WGMMA_TILES");
     unsetenv("FLASHCL_DECODE_TILES");
     support_remove_tree(g_dir);
 }
@@ -92,6 +94,9 @@ Test(tuning, bad_input_refused)
     static const int good[4] = {32, 32, 1, 0}, uneven[3] = {30, 32, 4}, zero[3] = {0, 32, 1};
     static const int mma_bad[5] = {40, 32, 1, 0, 0}, mma_regs[5] = {64, 32, 1, 300, 0};
     static const int mma_qlocal[5] = {64, 32, 1, 0, 17};
+    /* forward_wgmma: keys per tile, stages, register cap, overlap; each with one value out of range */
+    static const int wg_keys[4] = {96, 1, 0, 0}, wg_stages[4] = {64, 3, 0, 0}, wg_regs[4] = {64, 1, 256, 0};
+    static const int wg_overlap[4] = {64, 1, 0, 2};
     static const int bwd_odd[5] = {64, 20, 64, 32, 0}, bwd_big[5] = {512, 32, 64, 32, 0};
     static const int bwd_zero[5] = {64, 32, 0, 32, 0}, bwd_kvlocal[5] = {64, 32, 64, 32, 17};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
@@ -122,6 +127,11 @@ Test(tuning, bad_input_refused)
         {"forward_mma", 64, mma_bad, 5, "forward_mma"},
         {"forward_mma", 64, mma_regs, 5, "forward_mma"},
         {"forward_mma", 64, mma_qlocal, 5, "forward_mma"},
+        {"forward_wgmma", 64, good, 3, "4"},
+        {"forward_wgmma", 64, wg_keys, 4, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_stages, 4, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_regs, 4, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_overlap, 4, "forward_wgmma"},
         {"backward_mma", 64, good, 4, "5"},
         {"backward_mma", 64, bwd_odd, 5, "backward_mma"},
         {"backward_mma", 64, bwd_big, 5, "backward_mma"},
@@ -154,7 +164,8 @@ Test(tuning, bad_input_refused)
                   cases[i].token);
     }
     cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 8) == FCL_ERR_INVALID_ARGUMENT);
-    SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_mma", "backward_mma", "decode");
+    SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_mma", "forward_wgmma",
+                          "backward_mma", "decode");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
     int out[FCL_TUNING_MAX_VALUES];
     cr_assert(fcl_tuning_get(ctx, "forward", 64, out, 4) == FCL_ERR_INVALID_ARGUMENT);
@@ -237,11 +248,13 @@ static void check_tuned_forward(fcl_context ctx, fcl_dtype dt, int D, const char
 }
 
 /* A tensor-core forward entry (Q k steps in local memory included) is stored and read back where
- * that kernel runs, Q lowered to the head dim's k steps and to what fits beside the K/V ring,
- * and the forward with it matches the same tiles given through FLASHCL_MMA_TILES; elsewhere
- * fcl_tuning_get reports no such kernel (first value 0) whatever is stored. */
+ * that kernel runs (FLASHCL_FORWARD_PATH=nvidia-mma: on Hopper too), Q lowered to the head dim's
+ * k steps and to what fits beside the K/V ring, and the forward with it matches the same tiles
+ * given through FLASHCL_MMA_TILES; elsewhere fcl_tuning_get reports no such kernel (first value
+ * 0) whatever is stored. */
 Test(tuning, forward_mma_entry)
 {
+    setenv("FLASHCL_FORWARD_PATH", "nvidia-mma", 1);
     fcl_context ctx = support_context();
     const int D = 128, v[5] = {64, 32, 1, 0, 16}; /* 16 Q k steps asked for, 8 exist at D 128 */
     cr_assert(fcl_tuning_save(ctx, "forward_mma", D, v, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
@@ -253,6 +266,30 @@ Test(tuning, forward_mma_entry)
         check_tuned_forward(ctx, FCL_F16, D, "FLASHCL_MMA_TILES", "64,32,1,0,16");
     } else {
         cr_assert(now[0] == 0, "no tensor-core forward here, yet fcl_tuning_get gave %d rows per work-group", now[0]);
+    }
+    fcl_context_release(ctx);
+}
+
+/* A Hopper wgmma forward entry is stored and read back where that kernel runs, its stages lowered
+ * to what fits the local memory (two stages of 128-key tiles do not fit 48 KB at D 64), and the
+ * forward with it matches the same tiles given through FLASHCL_WGMMA_TILES; elsewhere
+ * fcl_tuning_get reports no such kernel (first value 0) whatever is stored. */
+Test(tuning, forward_wgmma_entry)
+{
+    fcl_context ctx = support_context();
+    const int D = 64, v[4] = {128, 2, 0, 1};
+    cr_assert(fcl_tuning_save(ctx, "forward_wgmma", D, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[4] = {-1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "forward_wgmma", D, now, 4) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_forward_path(ctx, FCL_F16, D), "nvidia-wgmma") == 0) {
+        fcl_device_info info;
+        cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS);
+        const int stages = info.local_mem_bytes >= (64 + 2 * 2 * 128) * D * 2 ? 2 : 1; /* Q and two stages */
+        cr_assert(now[0] == 128 && now[1] == stages && now[2] == 0 && now[3] == 1,
+                  "stored 128,2,0,1, got %d,%d,%d,%d (%d stages fit)", now[0], now[1], now[2], now[3], stages);
+        check_tuned_forward(ctx, FCL_F16, D, "FLASHCL_WGMMA_TILES", "128,2,0,1");
+    } else {
+        cr_assert(now[0] == 0, "no wgmma forward here, yet fcl_tuning_get gave %d keys per tile", now[0]);
     }
     fcl_context_release(ctx);
 }

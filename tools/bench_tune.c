@@ -1,7 +1,7 @@
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
  * NVIDIA tensor-core backward where it runs, and of decode. Candidates are applied through the
- * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_BACKWARD_MMA_TILES /
- * FLASHCL_DECODE_TILES overrides (which win over the table and any stored entry), each is timed
+ * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES /
+ * FLASHCL_BACKWARD_MMA_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any stored entry), each is timed
  * and checked against the float64 reference (a backward candidate on a smaller shape that the
  * check covers, then timed on the big one; a decode candidate on sampled rows of its own run),
  * and the fastest candidate that passes is stored with fcl_tuning_save: forward and backward
@@ -61,6 +61,15 @@ static void add(tune_space *s, int a, int b, int c, int d, int e)
 static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
+    if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "nvidia-wgmma") == 0) {
+        *s = (tune_space){TUNE_FORWARD, "forward_wgmma", "FLASHCL_WGMMA_TILES", 4, 0, {{0}}};
+        for (int n = 64; n <= 128; n *= 2)         /* keys per tile */
+            for (int st = 1; st <= 2; st++)        /* stages (lowered to what fits) */
+                for (int o = 1; o >= 0; o--)       /* next tile's Q K^T behind P V, or after */
+                    for (int r = 0; r <= 168; r += 168) /* the compiler's registers; 3 work-groups per SM */
+                        add(s, n, st, r, o, 0);
+        return;
+    }
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "nvidia-mma") == 0) {
         *s = (tune_space){TUNE_FORWARD, "forward_mma", "FLASHCL_MMA_TILES", 5, 0, {{0}}};
         static const int mt[][2] = {{64, 1}, {64, 2}, {128, 1}, {128, 2}, {256, 2}}; /* rows, m-tiles */

@@ -33,10 +33,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 13
+#define FCL_VERSION_MINOR 14
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.13.0"
+#define FCL_VERSION_STRING "0.14.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -330,9 +330,10 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  k steps (16 head-dim columns each, 0 to 16) of the Q fragments held in local
  *                  memory instead of registers, lowered to what fits beside the K/V tiles (the
  *                  NVIDIA tensor-core forward; an entry stored with 4 values by 0.9 is ignored)
- *   "forward_wgmma" 3 values: keys per tile (64 or 128), K/V stages (1 or 2), register cap (0 to
- *                  255; 0: compiler's), lowered to what fits the local memory (the Hopper wgmma
- *                  forward; head dims padded to 64 and 128 only)
+ *   "forward_wgmma" 4 values: keys per tile (64 or 128), K/V stages (1 or 2), register cap (0 to
+ *                  255; 0: compiler's), overlap (1: the next key tile's Q K^T is issued behind
+ *                  this tile's P V; 0: after it), the first two lowered to what fits the local
+ *                  memory (the Hopper wgmma forward; head dims padded to 64 and 128 only)
  *   "backward_mma" 5 values: four multiples of 16 in [16, 256] (keys per dK/dV work-group,
  *                  query rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile),
  *                  then k steps (0 to 16) of the K and V fragments the dK/dV kernel holds in
@@ -354,8 +355,8 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
- * values[0 .. n_values - 1] (forward_blocked / forward_mma / forward_wgmma / backward_mma where that kernel does
- * not exist: first value 0; decode: the tiles of a KV head with at least as many query rows
+ * values[0 .. n_values - 1] (forward_blocked / forward_mma / forward_wgmma / backward_mma where
+ * that kernel does not exist: first value 0; decode: the tiles of a KV head with at least as many query rows
  * (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power of two, keys and
  * work-items as the work-group's shape gives them; a KV head with fewer query rows runs fewer
  * rows per work-group). Neither call enqueues anything. Not thread-safe with other calls on the
