@@ -38,14 +38,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
     KV_RING(BLOCK_N); /* tile t lives in stage t % 2 */
-    __global const ushort *Qu = (__global const ushort *)Q;
-    __global const ushort *Ku = (__global const ushort *)K;
-    __global const ushort *Vu = (__global const ushort *)V;
-    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
-    const int g = lane >> 2, t = lane & 3; /* the fragment row (and row + 8) and column pair */
-    FORWARD_GROUP_SETUP
-
-    NV_LOGIT_SETUP
+    NV_FORWARD_SETUP
     const int p0 = i0 + warp * 16 * M_TILES + g + shift; /* absolute position of this lane's first row */
 
     /* This lane's rows: i_row[mt][hr] = block row warp * 16 * M_TILES + mt * 16 + g + 8 hr. The

@@ -125,14 +125,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #else
 #define MASK_STAGE(st) 0
 #endif
-    __global const ushort *Qu = (__global const ushort *)Q;
-    __global const ushort *Ku = (__global const ushort *)K;
-    __global const ushort *Vu = (__global const ushort *)V;
-    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
-    const int g = lane >> 2, t = lane & 3; /* the fragment row (and row + 8) and column pair */
-    FORWARD_GROUP_SETUP
-
-    NV_LOGIT_SETUP
+    NV_FORWARD_SETUP
     const int row0 = i0 + warp * 16 + g; /* this lane's rows: row0 and row0 + 8 */
     const int p0 = row0 + shift;         /* the absolute position of row0 */
 

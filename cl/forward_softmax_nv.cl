@@ -23,6 +23,18 @@
     NV_SCALE_FACTORS                                                                                     \
     const float slope = HAS_ALIBI ? alibi[alibi_off + b * alibi_sb + h * alibi_sh] * FCL_LOG2E : 0.0f;
 
+/* The tensor-core forwards' prologue: Q, K and V as 16-bit words (Qu, Ku, Vu), this work-item's
+ * lane and warp, its fragment row g (and g + 8) and column pair t, the group's rows and keys
+ * (FORWARD_GROUP_SETUP) and the score factors (NV_LOGIT_SETUP). */
+#define NV_FORWARD_SETUP                                                                                 \
+    __global const ushort *Qu = (__global const ushort *)Q;                                              \
+    __global const ushort *Ku = (__global const ushort *)K;                                              \
+    __global const ushort *Vu = (__global const ushort *)V;                                              \
+    const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;                                   \
+    const int g = lane >> 2, t = lane & 3;                                                               \
+    FORWARD_GROUP_SETUP                                                                                  \
+    NV_LOGIT_SETUP
+
 /* This lane's row state before the first key tile: rows row0 + mt * 16 + 8 hr get an empty
  * softmax (m -inf, l 0) and their visible keys [jlo, jhi] (forward_row_keys); *lo_max and
  * *hi_min bound the keys that every one of them sees. */

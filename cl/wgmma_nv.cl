@@ -62,42 +62,47 @@ inline void fence_async_local(void)
     __asm__ __volatile__("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+/* The operand lists of the products: an accumulator of 32 or 64 floats (d[0 ..]) as operands 0 ..
+ * 31 or 0 .. 63, and the matching register lists of the instruction text. PTX takes no arrays,
+ * so every element is named. */
+#define WGMMA_ACC8(d, i)                                                                            \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+        "+f"(d[i + 7])
+#define WGMMA_ACC32(d) WGMMA_ACC8(d, 0), WGMMA_ACC8(d, 8), WGMMA_ACC8(d, 16), WGMMA_ACC8(d, 24)
+#define WGMMA_ACC64(d) WGMMA_ACC32(d), WGMMA_ACC8(d, 32), WGMMA_ACC8(d, 40), WGMMA_ACC8(d, 48), WGMMA_ACC8(d, 56)
+#define WGMMA_REGS32                                                                                \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WGMMA_REGS64                                                                                \
+    WGMMA_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, "                                       \
+    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, "                                  \
+    "%52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+/* The instruction texts, after the accumulators: A and B by descriptor (operands a, b) and the
+ * accumulate flag (operand acc, a register: 0 overwrites d); or A from 4 registers a0 .. a3 and
+ * B by descriptor b, transposed (N-contiguous), accumulating. */
+#define WGMMA_SS_TEXT(shape, regs, a, b, acc)                                                       \
+    SM90A "{ .reg .pred p; setp.ne.b32 p, " acc ", 0; wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN \
+          " {" regs "}, " a ", " b ", p, 1, 1, 0, 0; }"
+#define WGMMA_RS_TEXT(shape, regs, a0, a1, a2, a3, b)                                               \
+    SM90A "wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 \
+          "}, " b ", 1, 1, 1, 1;"
+
 /* d (64 x N, FP32) = (accumulate ? d : 0) + A B^T, both operands in local memory by descriptor:
  * A 64 x 16 and B N x 16, each row-major over the k dimension (K-major). */
 MMA_INLINE void wgmma_ss_n64(float *d, ulong a, ulong b, int accumulate)
 {
-    __asm__ __volatile__(SM90A "{ .reg .pred p; setp.ne.b32 p, %34, 0; wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_IN
-                         "." MMA_IN " {"
-                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-                         "}, %32, %33, p, 1, 1, 0, 0; }"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(a), "l"(b), "r"(accumulate)
-        : "memory");
+    __asm__ __volatile__(WGMMA_SS_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34")
+                         : WGMMA_ACC32(d)
+                         : "l"(a), "l"(b), "r"(accumulate)
+                         : "memory");
 }
 
 MMA_INLINE void wgmma_ss_n128(float *d, ulong a, ulong b, int accumulate)
 {
-    __asm__ __volatile__(SM90A "{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32." MMA_IN
-                         "." MMA_IN " {"
-                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                         "}, %64, %65, p, 1, 1, 0, 0; }"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(accumulate)
-        : "memory");
+    __asm__ __volatile__(WGMMA_SS_TEXT("m64n128k16", WGMMA_REGS64, "%64", "%65", "%66")
+                         : WGMMA_ACC64(d)
+                         : "l"(a), "l"(b), "r"(accumulate)
+                         : "memory");
 }
 
 /* d (64 x N, FP32) += A B: A 64 x 16 in registers (this work-item's 4 words, the mma_16816 A
@@ -105,36 +110,16 @@ MMA_INLINE void wgmma_ss_n128(float *d, ulong a, ulong b, int accumulate)
  * (rows of B along k: the transposed form). */
 MMA_INLINE void wgmma_rs_n64(float *d, const uint *a, ulong b)
 {
-    __asm__ __volatile__(SM90A "wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_IN "." MMA_IN
-                         " {"
-                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-                         "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
-        : "memory");
+    __asm__ __volatile__(WGMMA_RS_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34", "%35", "%36")
+                         : WGMMA_ACC32(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+                         : "memory");
 }
 
 MMA_INLINE void wgmma_rs_n128(float *d, const uint *a, ulong b)
 {
-    __asm__ __volatile__(SM90A "wgmma.mma_async.sync.aligned.m64n128k16.f32." MMA_IN "." MMA_IN
-                         " {"
-                         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                         "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
-        : "memory");
+    __asm__ __volatile__(WGMMA_RS_TEXT("m64n128k16", WGMMA_REGS64, "%64", "%65", "%66", "%67", "%68")
+                         : WGMMA_ACC64(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+                         : "memory");
 }
