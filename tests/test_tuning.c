@@ -284,7 +284,7 @@ Test(tuning, forward_wgmma_entry)
     if (strcmp(fcl_attention_forward_path(ctx, FCL_F16, D), "nvidia-wgmma") == 0) {
         fcl_device_info info;
         cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS);
-        const int stages = info.local_mem_bytes >= (64 + 2 * 2 * 128) * D * 2 ? 2 : 1; /* Q and two stages */
+        const int stages = info.local_mem_bytes >= (uint64_t)(64 + 2 * 2 * 128) * D * 2 ? 2 : 1; /* Q, two stages */
         cr_assert(now[0] == 128 && now[1] == stages && now[2] == 0 && now[3] == 1,
                   "stored 128,2,0,1, got %d,%d,%d,%d (%d stages fit)", now[0], now[1], now[2], now[3], stages);
         check_tuned_forward(ctx, FCL_F16, D, "FLASHCL_WGMMA_TILES", "128,2,0,1");
