@@ -416,6 +416,9 @@ static const fcase flag_cases[] = {
     /* softcap alone (inputs large enough that it bites), with a scale of 1 */
     {45, 130, 2, 4, 2, 64, 0, U, U, 5.0f, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 3},
     {77, 77, 2, 6, 2, 64, 1, U, U, 5.0f, 1.0f, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 3},
+    /* negative scales (the tensor-core kernels negate Q instead: exact) */
+    {77, 77, 2, 4, 2, 64, 1, U, U, 0, -0.3f, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 2},
+    {45, 130, 2, 4, 2, 64, 0, U, U, 5.0f, -0.5f, MASK_BSK, ALIBI_H, LAYOUT_BHSD, 3},
     /* key masks: [B,Sk] with an all-zero batch row, [Sk], [Sk] all zero */
     {45, 130, 3, 4, 2, 64, 0, U, U, 0, 0, MASK_BSK, ALIBI_NONE, LAYOUT_BSHD, 2},
     {130, 45, 2, 4, 2, 64, 0, U, U, 0, 0, MASK_SK, ALIBI_NONE, LAYOUT_BSHD, 2},
