@@ -56,7 +56,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     int jlo[M_TILES][2], jhi[M_TILES][2];
     int lo_max, hi_min; /* the keys that all of this lane's rows see */
     init_rows(i0 + warp * 16 * M_TILES + g, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off,
-              seq_ss, m, l, jlo, jhi, &lo_max, &hi_min);
+              seq_ss, acc, m, l, jlo, jhi, &lo_max, &hi_min);
     #pragma unroll
     for (int mt = 0; mt < M_TILES; mt++) {
         load_a_rows(qf[mt], Qu, qo + b * q_sb + h * q_sh, q_ss, i0 + warp * 16 * M_TILES + mt * 16, sq, head_dim,
@@ -69,11 +69,6 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #if Q_LOCAL_STEPS
         stash_fragments(Q_STASH(mt), qf[mt], QS_FIRST, M_TILES * WG_SIZE, lid);
 #endif
-        #pragma unroll
-        for (int nt = 0; nt < NT_O; nt++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[mt][nt][e] = 0.0f;
     }
 
     const long kbase = ko + b * k_sb + hk * k_sh;
@@ -164,6 +159,6 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     }
 
     /* Epilogue: rows normalised in registers and stored. */
-    store_rows(acc, m, l, i0 + warp * 16 * M_TILES + g, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss,
+    store_output_rows(acc, m, l, i0 + warp * 16 * M_TILES + g, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss,
                write_lse, LSE, lseo + b * lse_sb + h * lse_sh, lse_ss);
 }

@@ -68,16 +68,13 @@
 #endif
 
 /* Starts the copy of the K (V) tile of keys j0 .. into stage st; V rows of masked-out keys
- * become zeros, and their mask values go to MASK_STAGE(st). */
+ * become zeros, and their mask values go to MASK_STAGE(st) (issue_v_tile, mma_nv.cl). */
 #define ISSUE_K(st, j0)                                                                                \
     load_rows(K_STAGE(st), KV_ATOM, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Ku, kbase, k_ss, j0, g_lo, g_hi,    \
               head_dim, 0, mask, mrow, mask_ss)
 #define ISSUE_V(st, j0)                                                                                \
-    do {                                                                                             \
-        load_rows(V_STAGE(st), KV_ATOM, BLOCK_N, HEAD_DIM_PAD, WG_SIZE, lid, Vu, vbase, v_ss, j0, g_lo,    \
-                  g_hi, head_dim, HAS_MASK, mask, mrow, mask_ss);                                      \
-        store_mask_values(MASK_STAGE(st), j0, g_lo, g_hi, lid, mask, mrow, mask_ss);                 \
-    } while (0)
+    issue_v_tile(V_STAGE(st), MASK_STAGE(st), BLOCK_N, KV_ATOM, HEAD_DIM_PAD, WG_SIZE, lid, Vu, vbase, v_ss, j0,  \
+                 g_lo, g_hi, head_dim, mask, mrow, mask_ss)
 
 /* Once every warp's products are done with K stage st (holding tile `tile`): its refill with
  * tile tile + STAGES, whose copies are committed as one group (possibly empty). */
@@ -100,16 +97,6 @@ MMA_INLINE void tile_scores(float *s, uint q_addr, uint k_addr)
         WGMMA_SS_N(BLOCK_N)(s, wgmma_desc(q_addr + (ks >> 2) * 2 * Q_ATOM + (ks & 3) * 32, 16, 1024),
                             wgmma_desc(k_addr + (ks >> 2) * 2 * KV_ATOM + (ks & 3) * 32, 16, 1024), ks > 0);
     wgmma_commit();
-}
-
-/* With HAS_MASK, the mask values of keys j0 .. j0 + BLOCK_N - 1 into ms (0 outside [lo, hi]). */
-inline void store_mask_values(__local float *ms, int j0, int lo, int hi, int lid, __global const float *mask,
-                              long mrow, long mask_ss)
-{
-#if HAS_MASK
-    for (int n = lid; n < BLOCK_N; n += WG_SIZE)
-        ms[n] = j0 + n >= lo && j0 + n <= hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
-#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -145,28 +132,21 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             ISSUE_V(st, j_first + st * BLOCK_N);
         commit_copies();
     }
-    if (q_sign) { /* each work-item negates the Q chunks it copied, once they have landed */
+    if (q_sign) { /* negated queries (a uniform branch): every sign bit of Q flipped once it has landed */
 #if ASYNC_COPY
         __asm__ __volatile__(WAIT_Q ::: "memory");
 #endif
-        for (int idx = lid; idx < 64 * (HEAD_DIM_PAD / 8); idx += WG_SIZE) {
-            const int n = idx / (HEAD_DIM_PAD / 8), d = (idx % (HEAD_DIM_PAD / 8)) * 8;
-            __local uint4 *chunk = (__local uint4 *)TILE_CHUNK(tiles, n, d, Q_ATOM);
-            *chunk ^= (uint4)(q_sign);
-        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int w = lid; w < 64 * HEAD_DIM_PAD / 8; w += WG_SIZE)
+            ((__local uint4 *)tiles)[w] ^= (uint4)(q_sign);
     }
 
     float acc[1][NT_O][4];
     float m[1][2], l[1][2];
     int jlo[1][2], jhi[1][2];
     int lo_max, hi_min; /* the keys that all of this lane's rows see */
-    init_rows(row0, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss, m, l, jlo, jhi,
-              &lo_max, &hi_min);
-    #pragma unroll
-    for (int nt = 0; nt < NT_O; nt++)
-        #pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc[0][nt][e] = 0.0f;
+    init_rows(row0, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss, acc, m, l, jlo,
+              jhi, &lo_max, &hi_min);
 
     const uint q_addr = local_address(tiles);
     float s[1][NT_S][4];
@@ -229,6 +209,6 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #endif
     }
 
-    store_rows(acc, m, l, row0, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss, write_lse, LSE,
+    store_output_rows(acc, m, l, row0, sq, head_dim, t, O, oo + b * o_sb + h * o_sh, o_ss, write_lse, LSE,
                lseo + b * lse_sb + h * lse_sh, lse_ss);
 }

@@ -35,17 +35,24 @@
     FORWARD_GROUP_SETUP                                                                                  \
     NV_LOGIT_SETUP
 
-/* This lane's row state before the first key tile: rows row0 + mt * 16 + 8 hr get an empty
- * softmax (m -inf, l 0) and their visible keys [jlo, jhi] (forward_row_keys); *lo_max and
- * *hi_min bound the keys that every one of them sees. */
+/* This lane's row state before the first key tile: rows row0 + mt * 16 + 8 hr get zero output
+ * accumulators acc (NT_O n8 tiles per m tile), an empty softmax (m -inf, l 0) and their visible
+ * keys [jlo, jhi] (forward_row_keys); *lo_max and *hi_min bound the keys that every one of them
+ * sees. */
 MMA_INLINE void init_rows(int row0, int g_lo, int g_hi, int shift, int sq, int sk, int window_left,
-                          int window_right, __global const int *cu_q, long cu_q_off, long seq_ss, float (*m)[2],
-                          float (*l)[2], int (*jlo)[2], int (*jhi)[2], int *lo_max, int *hi_min)
+                          int window_right, __global const int *cu_q, long cu_q_off, long seq_ss,
+                          float (*acc)[NT_O][4], float (*m)[2], float (*l)[2], int (*jlo)[2], int (*jhi)[2],
+                          int *lo_max, int *hi_min)
 {
     *lo_max = INT_MIN;
     *hi_min = INT_MAX;
     #pragma unroll
-    for (int mt = 0; mt < M_TILES; mt++)
+    for (int mt = 0; mt < M_TILES; mt++) {
+        #pragma unroll
+        for (int nt = 0; nt < NT_O; nt++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[mt][nt][e] = 0.0f;
         #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             m[mt][hr] = -INFINITY;
@@ -55,6 +62,7 @@ MMA_INLINE void init_rows(int row0, int g_lo, int g_hi, int shift, int sq, int s
             *lo_max = max(*lo_max, jlo[mt][hr]);
             *hi_min = min(*hi_min, jhi[mt][hr]);
         }
+    }
 }
 
 /* The tile's scores s (raw products) turned into the softmax's logits: with logit mods the
@@ -151,12 +159,12 @@ MMA_INLINE void probs_fragment(uint *pa, float (*s)[NT_S][4], int mt, int kk)
     pa[3] = pack_pair(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
 }
 
-/* The epilogue: this lane's rows (row0 + mt * 16 + g + 8 hr) normalised and stored to O
- * (acc[mt]: NT_O n8 tiles), and with write_lse their LSE; a row that saw no key writes O = 0 and
- * LSE = -inf; rows past sq write nothing. */
-MMA_INLINE void store_rows(float (*acc)[NT_O][4], float (*m)[2], float (*l)[2], int row0, int sq, int head_dim,
-                           int t, __global store_t *O, long orow0, long o_ss, int write_lse,
-                           __global float *LSE, long lse0, long lse_ss)
+/* The epilogue: this lane's rows (row0 + mt * 16 + 8 hr) normalised and stored to O (acc[mt]:
+ * NT_O n8 tiles), and with write_lse their LSE; a row that saw no key writes O = 0 and LSE =
+ * -inf; rows past sq write nothing. */
+MMA_INLINE void store_output_rows(float (*acc)[NT_O][4], float (*m)[2], float (*l)[2], int row0, int sq,
+                                  int head_dim, int t, __global store_t *O, long orow0, long o_ss, int write_lse,
+                                  __global float *LSE, long lse0, long lse_ss)
 {
     #pragma unroll
     for (int mt = 0; mt < M_TILES; mt++)

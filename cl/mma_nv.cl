@@ -264,9 +264,24 @@ MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_
     }
 }
 
-/* Starts the copies of key rows j0 .. j0 + n_rows - 1 of K and V into Kst and Vst (and, with
- * HAS_MASK, their mask values into Ms; 0 outside [lo, hi]): rows outside [lo, hi] become
- * zeros, and masked-out rows too in V, and in K when mask_k. */
+/* Starts the copies of key rows j0 .. j0 + n_rows - 1 of V into Vst (and, with HAS_MASK, stores
+ * their mask values into Ms; 0 outside [lo, hi]): rows outside [lo, hi] and masked-out rows
+ * become zeros. */
+MMA_INLINE void issue_v_tile(__local ushort *Vst, __local float *Ms, int n_rows, int pitch, int head_dim_pad, int wg,
+                             int lid, __global const ushort *Vu, long vbase, long v_ss, int j0, int lo, int hi,
+                             int head_dim, __global const float *mask, long mrow, long mask_ss)
+{
+    load_rows(Vst, pitch, n_rows, head_dim_pad, wg, lid, Vu, vbase, v_ss, j0, lo, hi, head_dim, HAS_MASK, mask, mrow,
+              mask_ss);
+#if HAS_MASK
+    for (int n = lid; n < n_rows; n += wg)
+        Ms[n] = j0 + n >= lo && j0 + n <= hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
+#endif
+}
+
+/* Starts the copies of key rows j0 .. j0 + n_rows - 1 of K and V into Kst and Vst (and their
+ * mask values, issue_v_tile): rows outside [lo, hi] become zeros, and masked-out rows too in V,
+ * and in K when mask_k. */
 MMA_INLINE void issue_kv_tile(__local ushort *Kst, __local ushort *Vst, __local float *Ms, int n_rows, int pitch,
                           int head_dim_pad, int wg, int lid, __global const ushort *Ku, __global const ushort *Vu,
                           long kbase, long vbase, long k_ss, long v_ss, int j0, int lo, int hi, int head_dim,
@@ -274,10 +289,6 @@ MMA_INLINE void issue_kv_tile(__local ushort *Kst, __local ushort *Vst, __local 
 {
     load_rows(Kst, pitch, n_rows, head_dim_pad, wg, lid, Ku, kbase, k_ss, j0, lo, hi, head_dim, HAS_MASK && mask_k,
               mask, mrow, mask_ss);
-    load_rows(Vst, pitch, n_rows, head_dim_pad, wg, lid, Vu, vbase, v_ss, j0, lo, hi, head_dim, HAS_MASK, mask, mrow,
-              mask_ss);
-#if HAS_MASK
-    for (int n = lid; n < n_rows; n += wg)
-        Ms[n] = j0 + n >= lo && j0 + n <= hi ? mask[mrow + (long)(j0 + n) * mask_ss] : 0.0f;
-#endif
+    issue_v_tile(Vst, Ms, n_rows, pitch, head_dim_pad, wg, lid, Vu, vbase, v_ss, j0, lo, hi, head_dim, mask, mrow,
+                 mask_ss);
 }

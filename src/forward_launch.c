@@ -3,6 +3,7 @@
 #include "forward_launch.h"
 #include "tuning.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,25 @@ int fcl_rows_aligned(fcl_tensor t, const int dims[3], int n)
     return 1;
 }
 
+/* Into buf: the build options every forward variant takes (dtype, padded head dim, layout, logit
+ * mods, mask), then the variant's own (`fmt`), then on NVIDIA the register cap max_regs when > 0. */
+static void forward_options(fcl_context ctx, const fcl_forward_job *job, int hdp, int max_regs, char *buf,
+                            size_t size, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void forward_options(fcl_context ctx, const fcl_forward_job *job, int hdp, int max_regs, char *buf,
+                            size_t size, const char *fmt, ...)
+{
+    const fcl_attn_resolved *r = &job->params;
+    int n = snprintf(buf, size, "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
+                     "-DHAS_ALIBI=%d ", (int)job->dtype, hdp, job->layout, r->softcap > 0.0f, r->mask != NULL,
+                     r->alibi != NULL);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(buf + n, size - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (max_regs > 0 && ctx->info.nv_cc_major > 0)
+        snprintf(buf + n, size - (size_t)n, " -cl-nv-maxrregcount=%d", max_regs);
+}
+
 /* Builds (or finds) kernel attention_forward of the n_sources `sources` with `opts`, and the
  * most work-items its compiled form can run per work-group. */
 static fcl_status build_forward(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
@@ -106,17 +126,12 @@ static fcl_status build_forward(fcl_context ctx, const char *const *sources, int
 static fcl_status get_rows_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward"};
-    const fcl_attn_resolved *r = &job->params;
     fcl_forward_tiles *tiles = &v->tiles;
     *tiles = fcl_tune_forward(ctx, hdp);
     for (;;) {
         char opts[256];
-        snprintf(opts, sizeof opts,
-                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DSMEM_FLOATS=%d "
-                 "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
-                 (int)job->dtype, hdp, tiles->block_m, tiles->block_n, tiles->rows,
-                 fcl_forward_smem_floats(tiles, hdp), job->layout, r->softcap > 0.0f, r->mask != NULL,
-                 r->alibi != NULL);
+        forward_options(ctx, job, hdp, 0, opts, sizeof opts, "-DBLOCK_M=%d -DBLOCK_N=%d -DROWS=%d -DSMEM_FLOATS=%d",
+                        tiles->block_m, tiles->block_n, tiles->rows, fcl_forward_smem_floats(tiles, hdp));
         size_t wg;
         fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
         if (s != FCL_SUCCESS)
@@ -139,19 +154,14 @@ static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job
                                      forward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_blocked"};
-    const fcl_attn_resolved *r = &job->params;
     const int vec = job->D % 4 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 4) &&
                     fcl_rows_aligned(job->K, job->k_dims, 4) && fcl_rows_aligned(job->V, job->v_dims, 4);
     v->kernel = NULL;
     for (; t.block_m >= t.wm && t.block_m % t.wm == 0; t.block_m /= 2) {
         char opts[384];
-        int n = snprintf(opts, sizeof opts,
-                         "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d "
-                         "-DVW=%d -DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
-                         (int)job->dtype, hdp, t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, vec, job->layout,
-                         r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL);
-        if (t.max_regs > 0 && ctx->info.nv_cc_major > 0)
-            snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t.max_regs);
+        forward_options(ctx, job, hdp, t.max_regs, opts, sizeof opts,
+                        "-DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d -DVW=%d -DVEC_LOAD=%d", t.block_m,
+                        t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, vec);
         size_t wg;
         fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
         if (s != FCL_SUCCESS)
@@ -186,18 +196,14 @@ static fcl_status get_mma_kernel(fcl_context ctx, const fcl_forward_job *job, in
 {
     static const char *const sources[] = {"common",        "attention_forward_rows", "warp_nv",
                                           "mma_nv",        "forward_softmax_nv",     "attention_forward_mma"};
-    const fcl_attn_resolved *r = &job->params;
     char opts[320];
-    int n = snprintf(opts, sizeof opts,
-                     "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d "
-                     "-DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DQ_LOCAL_STEPS=%d",
-                     (int)job->dtype, hdp, t->block_m, t->block_n, t->m_tiles,
-                     fcl_rows_aligned(job->K, job->k_dims, 8) && fcl_rows_aligned(job->V, job->v_dims, 8),
-                     job->D % 2 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 2) &&
-                         fcl_rows_aligned(job->O, job->o_dims, 2),
-                     job->layout, r->softcap > 0.0f, r->mask != NULL, r->alibi != NULL, t->q_local);
-    if (t->max_regs > 0)
-        snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
+    forward_options(ctx, job, hdp, t->max_regs, opts, sizeof opts,
+                    "-DBLOCK_M=%d -DBLOCK_N=%d -DM_TILES=%d -DASYNC_COPY=%d -DPAIRS=%d -DQ_LOCAL_STEPS=%d",
+                    t->block_m, t->block_n, t->m_tiles,
+                    fcl_rows_aligned(job->K, job->k_dims, 8) && fcl_rows_aligned(job->V, job->v_dims, 8),
+                    job->D % 2 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 2) &&
+                        fcl_rows_aligned(job->O, job->o_dims, 2),
+                    t->q_local);
     size_t wg;
     fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
     if (s != FCL_SUCCESS)
@@ -219,19 +225,14 @@ static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, 
 {
     static const char *const sources[] = {"common", "attention_forward_rows", "warp_nv",  "mma_nv",
                                           "forward_softmax_nv", "wgmma_nv", "attention_forward_wgmma"};
-    const fcl_attn_resolved *r = &job->params;
     char opts[320];
-    int n = snprintf(opts, sizeof opts,
-                     "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=64 -DBLOCK_N=%d -DM_TILES=1 -DSTAGES=%d -DOVERLAP=%d "
-                     "-DSWIZZLED_TILES=1 -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
-                     "-DHAS_ALIBI=%d",
-                     (int)job->dtype, hdp, t->block_n, t->stages, t->overlap,
-                     fcl_rows_aligned(job->Q, job->q_dims, 8) && fcl_rows_aligned(job->K, job->k_dims, 8) &&
-                         fcl_rows_aligned(job->V, job->v_dims, 8),
-                     job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2), job->layout, r->softcap > 0.0f,
-                     r->mask != NULL, r->alibi != NULL);
-    if (t->max_regs > 0)
-        snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t->max_regs);
+    forward_options(ctx, job, hdp, t->max_regs, opts, sizeof opts,
+                    "-DBLOCK_M=64 -DBLOCK_N=%d -DM_TILES=1 -DSTAGES=%d -DOVERLAP=%d -DSWIZZLED_TILES=1 -DASYNC_COPY=%d "
+                    "-DPAIRS=%d",
+                    t->block_n, t->stages, t->overlap,
+                    fcl_rows_aligned(job->Q, job->q_dims, 8) && fcl_rows_aligned(job->K, job->k_dims, 8) &&
+                        fcl_rows_aligned(job->V, job->v_dims, 8),
+                    job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2));
     size_t wg;
     v->kernel = NULL;
     fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);

@@ -225,7 +225,9 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
     return t;
 }
 
-uint64_t fcl_wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask)
+/* Bytes of the wgmma forward's local arrays (as declared in cl/attention_forward_wgmma.cl): 64 Q
+ * rows and the stages' K and V tiles of 16-bit values, and with a mask its values per stage. */
+static uint64_t wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask)
 {
     const uint64_t stage_keys = (uint64_t)t->stages * (uint64_t)t->block_n;
     return (64 + 2 * stage_keys) * (uint64_t)head_dim_pad * 2 + (has_mask ? 4 * stage_keys : 0);
@@ -240,7 +242,7 @@ fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int ha
     int v[FCL_TUNING_MAX_VALUES] = {head_dim_pad == 64 ? 128 : 64, 1, 0, head_dim_pad == 64 ? 0 : 1};
     override_tiles(ctx, "forward_wgmma", head_dim_pad, "FLASHCL_WGMMA_TILES", 2, v);
     fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3]};
-    while (fcl_wgmma_local_bytes(&t, head_dim_pad, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
+    while (wgmma_local_bytes(&t, head_dim_pad, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
         if (t.stages > 1)
             t.stages--;
         else

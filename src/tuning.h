@@ -64,12 +64,8 @@ typedef struct fcl_wgmma_tiles {
  * capability 9.0) with or without a key mask: the defaults
  * (64 keys at D 128 with overlap, 128 at D 64 without, one stage), then a tuned entry ("forward_wgmma"), then
  * FLASHCL_WGMMA_TILES="N,S[,R[,O]]" if valid; then stages, then N lowered until Q, the stages and the
- * mask values fit the local memory (fcl_wgmma_local_bytes); block_n 0 when nothing fits. */
+ * mask values fit the local memory; block_n 0 when nothing fits. */
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask);
-
-/* Bytes of the wgmma forward's local arrays: 64 Q rows and the stages' K and V tiles of 16-bit
- * values, and with a mask its values per stage. */
-uint64_t fcl_wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask);
 
 typedef struct fcl_backward_tiles {
     int block_m;      /* query rows per tile; the dQ kernel's work-group size */
