@@ -13,12 +13,14 @@
  *              output in registers; V streams through local memory in NK-key slices.
  *
  * While a slice is multiplied the next one (of Q/K, of V, or the next tile's first) is already
- * being fetched into registers. Work-item (ty, tx) owns rows (i / VW) * TY * VW + ty * VW +
- * i % VW (i < WM), keys and dims likewise along tx, so neighbouring work-items read
- * neighbouring VW-vectors. A row's softmax state is kept by all TX work-items of its group (the
- * same value in each); each keeps its own share of the row sum, summed in a fixed order at the
- * end, so runs are bit-identical. Keys of a tile that a row cannot see contribute exactly
- * nothing (probability 0, rescale factor 1); a dropped key's V is never read (zeros instead).
+ * being fetched into registers. The Q/K slices alternate between the staging array and the
+ * probabilities' array (free until the tile's softmax), so a slice costs one barrier, not two.
+ * Work-item (ty, tx) owns rows (i / VW) * TY * VW + ty * VW + i % VW (i < WM), keys and dims
+ * likewise along tx, so neighbouring work-items read neighbouring VW-vectors. A row's softmax
+ * state is kept by all TX work-items of its group (the same value in each); each keeps its own
+ * share of the row sum, summed in a fixed order at the end, so runs are bit-identical. Keys of
+ * a tile that a row cannot see contribute exactly nothing (probability 0, rescale factor 1); a
+ * dropped key's V is never read (zeros instead).
  * No key chunking: the host takes this kernel only on devices without a loop cap.
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD; BLOCK_M, BLOCK_N, WM, WN, DK, NK
@@ -42,10 +44,13 @@
 #define VS_ROW (HEAD_DIM_PAD / VW + 1)
 #define PS_ROW (BLOCK_M / VW + 1)
 #define RED_ROW (BLOCK_M / VW)
-/* One staging array serves, in turn, the Q and K slices, the partial row maxima / sums and
- * the V slices. */
+/* One staging array serves, in turn, the even Q and K slices, the partial row maxima / sums
+ * and the V slices. */
 #define MAX2(a, b) ((a) > (b) ? (a) : (b))
-#define STAGE_VECS MAX2(DK * (QS_ROW + KS_ROW), MAX2(NK * VS_ROW, TX * RED_ROW))
+#define QK_VECS (DK * (QS_ROW + KS_ROW))
+#define STAGE_VECS MAX2(QK_VECS, MAX2(NK * VS_ROW, TX * RED_ROW))
+/* The probabilities' array, also the second Q/K slice buffer. */
+#define PS_VECS MAX2(BLOCK_N * PS_ROW, QK_VECS)
 
 
 /* Helpers that take register arrays: always inlined, so that the arrays stay in registers. */
@@ -128,13 +133,11 @@ __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
     __local floatv stage[STAGE_VECS];
-    __local floatv Ps[BLOCK_N * PS_ROW]; /* Ps[key][row]: the tile's probabilities */
+    __local floatv Ps[PS_VECS]; /* Ps[key][row]: the tile's probabilities */
     __local int Rlo[BLOCK_M], Rhi[BLOCK_M]; /* each block row's visible keys, before the mask */
-    __local float *const qs = (__local float *)stage, *const ks = qs + DK * QS_ROW * VW;
     __local float *const vs = (__local float *)stage;
     const int lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
     /* This work-item's vectors in the local arrays (reads at constant offsets from these). */
-    __local const floatv *const q_rows = stage + ty, *const k_cols = stage + DK * QS_ROW + tx;
     __local const floatv *const v_cols = stage + tx, *const red_rows = stage + ty;
     __local floatv *const p_rows = Ps + ty;
     FORWARD_GROUP_SETUP /* the group's key range [g_lo, g_hi] is the union over its rows */
@@ -184,7 +187,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int c = 0; c < WN; c++)
                 s[i][c] = 0.0f;
         for (int d0 = 0; d0 < HEAD_DIM_PAD; d0 += DK) {
-            barrier(CLK_LOCAL_MEM_FENCE); /* the staging array is free */
+            /* Slice d0 / DK's buffer: free once every work-item is past the slice that used it
+             * last (the barrier below, at the slice before), or the previous tile's V slices
+             * (the barrier here). */
+            __local floatv *const buf = (d0 / DK) % 2 ? Ps : stage;
+            __local float *const qs = (__local float *)buf, *const ks = qs + DK * QS_ROW * VW;
+            __local const floatv *const q_rows = buf + ty, *const k_cols = buf + DK * QS_ROW + tx;
+            if (d0 == 0)
+                barrier(CLK_LOCAL_MEM_FENCE);
             FCL_UNROLL_LOOP
             for (int l = 0; l < Q_CHUNKS; l++) {
                 const int e = lid + l * NT, r = e / (DK / 4), k = 4 * (e % (DK / 4));

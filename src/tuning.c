@@ -143,7 +143,8 @@ static int blocked_vw(const fcl_blocked_tiles *t, int head_dim_pad)
 uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
 {
     /* as declared in cl/attention_forward_blocked.cl: the staging array (Q and K slices, V
-     * slices or partial row results), the probabilities, the rows' key ranges */
+     * slices or partial row results), the probabilities (or the second Q and K slices), the
+     * rows' key ranges */
     const uint64_t vw = (uint64_t)t->vw, tx = (uint64_t)(t->block_n / t->wn);
     const uint64_t qs = t->block_m / vw + 1, ks = t->block_n / vw + 1, vs = head_dim_pad / vw + 1;
     uint64_t stage = (uint64_t)t->dk * (qs + ks);
@@ -151,7 +152,8 @@ uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
         stage = (uint64_t)t->nk * vs;
     if (tx * (t->block_m / vw) > stage)
         stage = tx * (t->block_m / vw);
-    return (stage + (uint64_t)t->block_n * qs) * vw * 4 + 8 * (uint64_t)t->block_m;
+    const uint64_t qk = (uint64_t)t->dk * (qs + ks), ps = (uint64_t)t->block_n * qs;
+    return (stage + (ps > qk ? ps : qk)) * vw * 4 + 8 * (uint64_t)t->block_m;
 }
 
 fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
