@@ -257,7 +257,9 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             }
             pmax[i / VW].s[i % VW] = tmax;
         }
-        barrier(CLK_LOCAL_MEM_FENCE); /* the last K slice is consumed */
+#if (HEAD_DIM_PAD / DK) % 2
+        barrier(CLK_LOCAL_MEM_FENCE); /* the last Q/K slice, in the staging array, is consumed */
+#endif /* else it is in Ps, and the staging array's last one was consumed before its barrier */
         FCL_UNROLL_LOOP
         for (int i = 0; i < WM / VW; i++)
             stage[tx * RED_ROW + i * TY + ty] = pmax[i].v;
