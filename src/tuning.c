@@ -31,10 +31,12 @@ static const tuning_entry table[] = {
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
      * backward 64,32,64,32 (2026-12-01), then 64-row dK/dV tiles at D 64 (+17-19%) and 2 of the 8
      * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
-     * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev) */
+     * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
+     * at D 128 once the Q/K slices had two buffers (two work-groups per multiprocessor: -0.3 to +12%,
+     * perf.md v0.15.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {128, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
      {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0, 0}, {32, 32},
      {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}},
