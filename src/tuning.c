@@ -32,8 +32,7 @@ static const tuning_entry table[] = {
      * backward 64,32,64,32 (2026-12-01), then 64-row dK/dV tiles at D 64 (+17-19%) and 2 of the 8
      * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
-     * at D 128 once the Q/K slices had two buffers (two work-groups per multiprocessor: -0.3 to +12%,
-     * perf.md v0.15.0-dev) */
+     * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
@@ -149,12 +148,12 @@ uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
      * rows' key ranges */
     const uint64_t vw = (uint64_t)t->vw, tx = (uint64_t)(t->block_n / t->wn);
     const uint64_t qs = t->block_m / vw + 1, ks = t->block_n / vw + 1, vs = head_dim_pad / vw + 1;
-    uint64_t stage = (uint64_t)t->dk * (qs + ks);
+    const uint64_t qk = (uint64_t)t->dk * (qs + ks), ps = (uint64_t)t->block_n * qs;
+    uint64_t stage = qk;
     if ((uint64_t)t->nk * vs > stage)
         stage = (uint64_t)t->nk * vs;
     if (tx * (t->block_m / vw) > stage)
         stage = tx * (t->block_m / vw);
-    const uint64_t qk = (uint64_t)t->dk * (qs + ks), ps = (uint64_t)t->block_n * qs;
     return (stage + (ps > qk ? ps : qk)) * vw * 4 + 8 * (uint64_t)t->block_m;
 }
 
