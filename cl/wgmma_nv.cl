@@ -3,7 +3,7 @@
  * attention_forward_wgmma.cl. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
  * wgmma (it needs sm_90a), so every instruction that needs sm_90a is written behind SM90A, a
  * PTX comment marker: the program is compiled as it is (the instructions are then comments),
- * and the host promotes its PTX (program_cache.c: the marker removed, `.target sm_90a`) and
+ * and the host promotes its PTX (src/ptx_promote.c: the marker removed, `.target sm_90a`) and
  * builds that. Nothing here runs without that promotion.
  *
  * A warpgroup is 4 consecutive warps (work-items 0 .. 127 of the work-group). Operands in local

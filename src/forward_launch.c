@@ -40,14 +40,14 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_mma_tiles 
     return tiles->block_m > 0;
 }
 
-/* The wgmma kernel applies: compute capability 9.0 exactly (sm_90a code runs nowhere else),
- * fcl_nv_mma_usable, FLASHCL_FORWARD_PATH is not "nvidia-mma", no promotion was refused on
- * ctx, and tiles fit (fcl_tune_forward_wgmma). */
+/* The wgmma kernel applies: fcl_nv_mma_usable, FLASHCL_FORWARD_PATH is not "nvidia-mma", no
+ * promotion was refused on ctx, and fcl_tune_forward_wgmma gives tiles (it gives none off
+ * compute capability 9.0, where sm_90a code does not run, or where nothing fits). */
 static int wgmma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int has_mask, fcl_wgmma_tiles *tiles)
 {
     const char *env = getenv("FLASHCL_FORWARD_PATH");
-    if (ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0 || ctx->wgmma_refused ||
-        (env && strcmp(env, "nvidia-mma") == 0) || !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))
+    if (ctx->wgmma_refused || (env && strcmp(env, "nvidia-mma") == 0) ||
+        !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))
         return 0;
     *tiles = fcl_tune_forward_wgmma(ctx, hdp, has_mask);
     return tiles->block_n > 0;

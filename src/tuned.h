@@ -6,8 +6,9 @@
 
 #include "internal.h"
 
-/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_wgmma" 4; "forward_mma", "backward_mma"
- * 5; "decode" 8, at most FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
+/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_wgmma" 4;
+ * "forward_mma", "backward_mma" 5; "decode" 8, at most FCL_TUNING_MAX_VALUES), 0 for an unknown
+ * name. */
 int fcl_tuned_value_count(const char *kernel);
 
 /* The tuned kernels' names, for messages. */

@@ -61,10 +61,10 @@ typedef struct fcl_wgmma_tiles {
 
 /* Tiles of the Hopper wgmma forward (cl/attention_forward_wgmma.cl) at padded head dim
  * `head_dim_pad` (64 or 128; block_n 0 at any other, and on devices other than NVIDIA compute
- * capability 9.0) with or without a key mask: the defaults
- * (64 keys at D 128 with overlap, 128 at D 64 without, one stage), then a tuned entry ("forward_wgmma"), then
- * FLASHCL_WGMMA_TILES="N,S[,R[,O]]" if valid; then stages, then N lowered until Q, the stages and the
- * mask values fit the local memory; block_n 0 when nothing fits. */
+ * capability 9.0) with or without a key mask: the defaults (64 keys at D 128 with overlap, 128
+ * at D 64 without, one stage), then a tuned entry ("forward_wgmma"), then
+ * FLASHCL_WGMMA_TILES="N,S[,R[,O]]" if valid; then stages, then N lowered until Q, the stages
+ * and the mask values fit the local memory; block_n 0 when nothing fits. */
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask);
 
 typedef struct fcl_backward_tiles {

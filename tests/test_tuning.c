@@ -7,11 +7,11 @@
  * table's tiles come back), the disk cache off refuses to store, and the forward run with tuned
  * tiles meets the float64 reference (2x rule) and equals the same tiles forced through the
  * environment bit for bit; the blocked kernel with tiles whose second Q/K slice buffer is larger
- * than its probabilities meets the reference at odd and even slice counts. The decode tiles ("decode", 8 values) likewise: invalid values and
- * wrong counts refused, stored beside 3- and 4-value entries and read back by a later context,
- * FLASHCL_DECODE_TILES winning over the entry (values it leaves out keep the entry's), and a
- * decode with tuned tiles within the float64 rule and bit for bit the same tiles through
- * FLASHCL_DECODE_TILES.
+ * than its probabilities meets the reference at odd and even slice counts. The decode tiles
+ * ("decode", 8 values) likewise: invalid values and wrong counts refused, stored beside 3- and
+ * 4-value entries and read back by a later context, FLASHCL_DECODE_TILES winning over the entry
+ * (values it leaves out keep the entry's), and a decode with tuned tiles within the float64
+ * rule and bit for bit the same tiles through FLASHCL_DECODE_TILES.
  */
 #define _XOPEN_SOURCE 700
 #include "ref_attention.h"

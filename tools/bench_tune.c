@@ -1,11 +1,12 @@
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
  * NVIDIA tensor-core backward where it runs, and of decode. Candidates are applied through the
  * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES /
- * FLASHCL_BACKWARD_MMA_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any stored entry), each is timed
- * and checked against the float64 reference (a backward candidate on a smaller shape that the
- * check covers, then timed on the big one; a decode candidate on sampled rows of its own run),
- * and the fastest candidate that passes is stored with fcl_tuning_save: forward and backward
- * candidates by TFLOP/s, decode ones by GB/s of K and V read. The tiles that run now are tried
+ * FLASHCL_BACKWARD_MMA_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any
+ * stored entry), each is timed and checked against the float64 reference (a backward candidate
+ * on a smaller shape that the check covers, then timed on the big one; a decode candidate on
+ * sampled rows of its own run), and the fastest candidate that passes is stored with
+ * fcl_tuning_save: forward and backward candidates by TFLOP/s, decode ones by GB/s of K and V
+ * read. The tiles that run now are tried
  * first, so the winner is never slower than them. A candidate that fails to build, run or pass
  * the check is never stored.
  *

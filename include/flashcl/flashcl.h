@@ -294,11 +294,11 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
  *                 iterations such as Mesa's llvmpipe, anything else).
  * FLASHCL_FORWARD_PATH chooses among those that can run: "nvidia-mma" (never nvidia-wgmma),
  * "portable" (the device's portable kernel, no tensor cores), "blocked" (also on CPUs; rows
- * where the device caps loops) or "rows". All meet the same tolerance; results differ in rounding (the tensor-core path rounds
- * the probabilities to the storage dtype before P V). Where a backward op recomputes O itself
- * (O NULL, and fcl_attention_qkvo_backward) it takes the device's portable kernel, whose O is
- * the FP32-probability sum that the gradients assume; a recomputed LSE alone comes from this
- * path. Static string; NULL for a NULL ctx. Thread-safe.
+ * where the device caps loops) or "rows". All meet the same tolerance; results differ in
+ * rounding (the tensor-core paths round the probabilities to the storage dtype before P V).
+ * Where a backward op recomputes O itself (O NULL, and fcl_attention_qkvo_backward) it takes
+ * the device's portable kernel, whose O is the FP32-probability sum that the gradients assume;
+ * a recomputed LSE alone comes from this path. Static string; NULL for a NULL ctx. Thread-safe.
  */
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
@@ -356,10 +356,10 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
  * values[0 .. n_values - 1] (forward_blocked / forward_mma / forward_wgmma / backward_mma where
- * that kernel does not exist: first value 0; decode: the tiles of a KV head with at least as many query rows
- * (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power of two, keys and
- * work-items as the work-group's shape gives them; a KV head with fewer query rows runs fewer
- * rows per work-group). Neither call enqueues anything. Not thread-safe with other calls on the
+ * that kernel does not exist: first value 0; decode: the tiles of a KV head with at least as
+ * many query rows (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power
+ * of two, keys and work-items as the work-group's shape gives them; a KV head with fewer query
+ * rows runs fewer rows per work-group). Neither call enqueues anything. Not thread-safe with other calls on the
  * same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
