@@ -34,8 +34,10 @@
  *                   own copies only (it reads back nothing another item copied: no barrier),
  *                   so the bytes in flight no longer cost registers. At the end of the
  *                   split the teams' states (m, l, acc) are merged in local memory and the
- *                   split's unnormalised state (acc[D], m, l per row) goes to `part`. Splits
- *                   outside the visible keys (past the length, before the window) read no K/V.
+ *                   split's unnormalised state (acc[D], m, l per row) goes to `part`; with
+ *                   DIRECT_OUT (the plan has one split) the rows' O and LSE are written
+ *                   instead, and decode_combine is not launched. Splits outside the visible
+ *                   keys (past the length, before the window) read no K/V.
  *  decode_combine   one work-group per query row: COMBINE_LANES lanes of splits times
  *                   COMBINE_DL lanes of dims (float4s dl, dl + COMBINE_DL, ...); each lane
  *                   merges its splits' states (four splits' loads in flight), the lanes'
@@ -55,7 +57,8 @@
  * power of two, the work-group a multiple of 32); LEN_DEVICE (len_b from `lens`, else the host
  * length); ASYNC_STAGES (0, or 2 to 4 with WIDE and warp_nv.cl); HAS_MASK; PAGED (K/V are pages
  * [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max, Hkv, D]);
- * HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL (divides HEAD_DIM_PAD / 4). Scores are kept
+ * HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL (divides HEAD_DIM_PAD / 4); DIRECT_OUT (one
+ * split: the partial kernels take O and LSE, DECODE_OUT_ARGS, and write them). Scores are kept
  * in log2 units.
  */
 
@@ -72,6 +75,7 @@
 #endif
 #define TEAM_LD (PAIRS * RED_LD + 16)      /* a team's partials */
 #define PART_LD (HEAD_DIM_PAD + 8)         /* one split state: acc[HEAD_DIM_PAD], m, l; 32-byte rows */
+#define MERGE_TEAMS (TEAMS > 1 || (DIRECT_OUT && TEAM > 1)) /* rows' m and l meet in local memory */
 #define C_PER (HEAD_DIM_PAD / 4 / COMBINE_DL) /* decode_combine: float4s of dims per dim lane */
 #define C_WG (COMBINE_DL * COMBINE_LANES)     /* decode_combine's work-group */
 #if TEAM > 1 /* GPU shape: short loops over private arrays, unrolled on GPUs (FCL_UNROLL_LOOP) */
@@ -399,6 +403,23 @@ inline void async_wait_oldest(void)
         }                                                                                                       \
     }
 
+/* Dims d .. d + 3 (those below head_dim) of the output row at element index i: x / l, zeros
+ * for a row that saw no key (l = 0). */
+inline void store_out4(__global store_t *O, long i, int d, int head_dim, float4 x, float l)
+{
+    const float xs[4] = {x.x, x.y, x.z, x.w};
+    UNROLL
+    for (int e = 0; e < 4; e++)
+        if (d + e < head_dim)
+            STORE(O, i + d + e, l > 0.0f ? xs[e] / l : 0.0f);
+}
+
+/* A row's log-sum-exp (natural log) from its max m (log2 units) and sum l; -inf without keys. */
+inline float row_lse(float m, float l)
+{
+    return l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
+}
+
 __kernel void decode_mask_len(__global const float *mask, __global int *lens, const int l_max,
                               const long mask_off, const long mask_sb, const long mask_ss)
 {
@@ -430,7 +451,18 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
         const long k_sh, const long v_off, const long v_s0, const long v_s1, const long v_sh,                   \
         const long mask_off, const long mask_sb, const long mask_ss, const long bt_off, const long bt_sb,       \
         const long bt_ss, const long alibi_off, const long alibi_sb, const long alibi_sh, const long lens_off,  \
-        const long lens_s
+        const long lens_s DECODE_OUT_ARGS
+/* The output's arguments (decode_combine's; the partial kernels' with DIRECT_OUT): O [B, Lq, Hq,
+ * D] and LSE [B, Hq, Lq] (written when write_lse) */
+#define OUT_ARGS                                                                                                \
+    __global store_t *O, __global float *LSE, const int write_lse, const long o_off, const long o_sb,            \
+        const long o_ss, const long o_sh, const long lse_off, const long lse_sb, const long lse_sh,             \
+        const long lse_ss
+#if DIRECT_OUT
+#define DECODE_OUT_ARGS , OUT_ARGS
+#else
+#define DECODE_OUT_ARGS
+#endif
 
 #if !DECODE_MMA /* the tensor-core program has its own partial kernel */
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -446,8 +478,10 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     __local float *red = (__local float *)red4;
     __local float p_s[TEAMS * PAIRS], alpha_s[TEAMS * ROWS_WG];
 #endif
-#if TEAMS > 1
+#if MERGE_TEAMS
     __local float m_t[TEAMS * ROWS_WG], l_t[TEAMS * ROWS_WG];
+#endif
+#if TEAMS > 1
     __local float8 out8[ROWS_WG * HEAD_DIM_PAD / 8];
 #endif
     const int lid = get_local_id(0), team = lid / TEAM, lane = lid - team * TEAM;
@@ -684,9 +718,11 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     const int src = lid % 32 - lane + min(lane, ROWS_WG - 1) * ROW_ITEMS;
     const float m_own[1] = {shuffle_idx(m_lane, src)}, l_own[1] = {shuffle_idx(l_lane, src)};
 #endif
-    /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l. */
-#if TEAMS > 1
-    /* merge the teams: rescale each to the block max, then sum the accumulators team by team */
+    /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l; with
+     * DIRECT_OUT the rows' O and LSE. */
+#if MERGE_TEAMS
+    /* merge the teams: rescale each to the block max, then sum the accumulators team by team
+     * (with one team, its rows' m and l reach every item) */
     UNROLL
     for (int o = 0; o < OWN; o++) {
         const int r = lane + o * TEAM;
@@ -708,6 +744,8 @@ void decode_partial(DECODE_PARTIAL_ARGS)
             acc[r][c] *= f;
         m_row[r] = mx;
     }
+#endif
+#if TEAMS > 1
     for (int t = 0; t < TEAMS - 1; t++) { /* one barrier site: not unrolled */
         if (team == t)
             UNROLL
@@ -727,27 +765,43 @@ void decode_partial(DECODE_PARTIAL_ARGS)
             const int row = r0 + r;
             if (row >= n_rows)
                 break;
+#if MERGE_TEAMS
+            const float m = m_row[r];
+            float l = 0.0f;
+            for (int t = 0; t < TEAMS; t++) {
+                const float mt = m_t[t * ROWS_WG + r];
+                l += mt == -INFINITY ? 0.0f : l_t[t * ROWS_WG + r] * exp2(mt - m);
+            }
+#else
+            const float m = m_own[r / TEAM], l = l_own[r / TEAM]; /* item r % TEAM's */
+#endif
+#if DIRECT_OUT
+            const int h = hk * group + row / lq, pos = row % lq;
+            const long oi = o_off + b * o_sb + (long)pos * o_ss + h * o_sh;
+#else
             const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
+#endif
             UNROLL
             for (int c = 0; c < CH; c++) {
                 float8 x = acc[r][c];
 #if TEAMS > 1
                 x += out8[r * (HEAD_DIM_PAD / 8) + lane + c * TEAM];
 #endif
+#if DIRECT_OUT
+                const int d0 = (lane + c * TEAM) * 8;
+                store_out4(O, oi, d0, head_dim, x.lo, l);
+                store_out4(O, oi, d0 + 4, head_dim, x.hi, l);
+#else
                 ((__global float8 *)(part + slot * PART_LD))[lane + c * TEAM] = x;
+#endif
             }
             if (r % TEAM == lane) {
-#if TEAMS > 1
-                float l = 0.0f;
-                for (int t = 0; t < TEAMS; t++) {
-                    const float mt = m_t[t * ROWS_WG + r];
-                    l += mt == -INFINITY ? 0.0f : l_t[t * ROWS_WG + r] * exp2(mt - m_row[r]);
-                }
-                part[slot * PART_LD + HEAD_DIM_PAD] = m_row[r];
-                part[slot * PART_LD + HEAD_DIM_PAD + 1] = l;
+#if DIRECT_OUT
+                if (write_lse)
+                    LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = row_lse(m, l);
 #else
-                part[slot * PART_LD + HEAD_DIM_PAD] = m_own[r / TEAM];
-                part[slot * PART_LD + HEAD_DIM_PAD + 1] = l_own[r / TEAM];
+                part[slot * PART_LD + HEAD_DIM_PAD] = m;
+                part[slot * PART_LD + HEAD_DIM_PAD + 1] = l;
 #endif
             }
         }
@@ -757,10 +811,8 @@ void decode_partial(DECODE_PARTIAL_ARGS)
 #endif
 
 __kernel __attribute__((reqd_work_group_size(C_WG, 1, 1)))
-void decode_combine(__global const float *part, __global store_t *O, __global float *LSE,
-                    const int lq, const int Hq, const int head_dim, const int n_splits, const int write_lse,
-                    const long o_off, const long o_sb, const long o_ss, const long o_sh,
-                    const long lse_off, const long lse_sb, const long lse_sh, const long lse_ss)
+void decode_combine(__global const float *part, const int lq, const int Hq, const int head_dim, const int n_splits,
+                    OUT_ARGS)
 {
 #if COMBINE_LANES > 1
     __local float4 o_s[COMBINE_LANES * HEAD_DIM_PAD / 4];
@@ -833,16 +885,9 @@ void decode_combine(__global const float *part, __global store_t *O, __global fl
 #endif
     if (sl == 0) {
         UNROLL
-        for (int i = 0; i < C_PER; i++) {
-            const int d = (dl + i * COMBINE_DL) * 4;
-            const float od[4] = {o[i].x, o[i].y, o[i].z, o[i].w};
-            UNROLL
-            for (int e = 0; e < 4; e++)
-                if (d + e < head_dim)
-                    STORE(O, o_off + b * o_sb + (long)t * o_ss + h * o_sh + d + e, l > 0.0f ? od[e] / l : 0.0f);
-        }
+        for (int i = 0; i < C_PER; i++)
+            store_out4(O, o_off + b * o_sb + (long)t * o_ss + h * o_sh, (dl + i * COMBINE_DL) * 4, head_dim, o[i], l);
         if (write_lse && dl == 0)
-            LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] =
-                l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = row_lse(m, l);
     }
 }

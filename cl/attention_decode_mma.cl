@@ -21,7 +21,8 @@
  * a stage from being refilled while a lane still reads it: no work-group barrier anywhere.
  * Keys past the split's last visible key are copied as zeros. Each warp writes its own split
  * state: slot split * MMA_WARPS + w of its rows, so decode_combine takes n_splits * MMA_WARPS
- * splits.
+ * splits. With DIRECT_OUT (one split) the warps' states meet in local memory instead (each in
+ * its own ring, no longer read) and the work-group writes its rows' O and LSE.
  *
  * Specialisation (-D), beside attention_decode.cl's: DECODE_MMA 1; MMA_WARPS; ASYNC_STAGES (the
  * ring's stages, 2 to 4); needs warp_nv.cl and mma_nv.cl before attention_decode.cl.
@@ -230,6 +231,50 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
 #undef STAGE_V
 #undef STAGE_K
 
+#if DIRECT_OUT
+    /* this warp's state into its ring (acc [16][HEAD_DIM_PAD], then m [16], l [16]: within its
+     * stages, 64 * RING_PITCH bytes each), then per row and float4 of dims the warps' merge */
+    __local float *mine = (__local float *)wring;
+    warp_sync(); /* no lane still reads the last stage */
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const float lsum = quad_sum(l[hr]);
+        const int r = g + 8 * hr;
+        #pragma unroll
+        for (int nt = 0; nt < NT_O; nt++)
+            *(__local float2 *)(mine + r * HEAD_DIM_PAD + nt * 8 + 2 * t) = (float2)(acc[nt][2 * hr], acc[nt][2 * hr + 1]);
+        if (t == 0) {
+            mine[16 * HEAD_DIM_PAD + r] = m[hr];
+            mine[16 * HEAD_DIM_PAD + 16 + r] = lsum;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = lid; i < 16 * HEAD_DIM_PAD / 4; i += MMA_WARPS * 32) {
+        const int r = i / (HEAD_DIM_PAD / 4), c = i - r * (HEAD_DIM_PAD / 4), row = r0 + r;
+        if (row >= n_rows)
+            break;
+        float mx = -INFINITY, lt = 0.0f;
+        float4 o = (float4)(0.0f);
+        for (int u = 0; u < MMA_WARPS; u++) {
+            __local const float *st = (__local const float *)(ring + u * (ASYNC_STAGES * 2 * TILE_HALVES));
+            if (st[16 * HEAD_DIM_PAD + 16 + r] > 0.0f)
+                mx = fmax(mx, st[16 * HEAD_DIM_PAD + r]);
+        }
+        for (int u = 0; u < MMA_WARPS; u++) {
+            __local const float *st = (__local const float *)(ring + u * (ASYNC_STAGES * 2 * TILE_HALVES));
+            const float lu = st[16 * HEAD_DIM_PAD + 16 + r];
+            if (lu > 0.0f) {
+                const float f = exp2(st[16 * HEAD_DIM_PAD + r] - mx);
+                lt = fma(lu, f, lt);
+                o += ((__local const float4 *)(st + r * HEAD_DIM_PAD))[c] * f;
+            }
+        }
+        const int h = hk * group + row / lq, pos = row % lq;
+        store_out4(O, o_off + b * o_sb + (long)pos * o_ss + h * o_sh, 4 * c, head_dim, o, lt);
+        if (write_lse && c == 0)
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = row_lse(mx, lt);
+    }
+#else
     /* this warp's split state: slot split * MMA_WARPS + w of each of its rows */
     const int slots = n_splits * MMA_WARPS;
     #pragma unroll
@@ -248,4 +293,5 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
             }
         }
     }
+#endif
 }

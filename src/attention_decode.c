@@ -1,6 +1,7 @@
 /* fcl_attention_decode: checks, the form (portable, team shuffles, tensor cores), the split
  * count, and the launches of cl/attention_decode.cl (mask length when asked, partial states per
- * split, combine; the tensor-core form's partial kernel in cl/attention_decode_mma.cl). */
+ * split, combine; with one split, the partial kernel alone, writing O; the tensor-core form's
+ * partial kernel in cl/attention_decode_mma.cl). */
 #include "attn_params.h"
 #include "forward_launch.h"
 #include "kv_cache.h"
@@ -102,6 +103,7 @@ typedef struct decode_plan {
     int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
     int stages;         /* ASYNC_STAGES: batches in the cp.async ring (0: none) */
     int warps;          /* > 0: the tensor-core form (decode_partial_mma), warps per work-group */
+    int direct;         /* DIRECT_OUT: one split, whose partial kernel writes O and LSE (no combine) */
 } decode_plan;
 
 static int power_of_two(int x)
@@ -195,9 +197,10 @@ static long batches_under_cap(fcl_context ctx, const decode_plan *p, long *per_b
 /*
  * The key splits of a length bound `bound` (the host length, or L_max for the device forms).
  * B * Hkv * row_blocks work-groups per split. A round is `waves` work-groups per compute unit
- * (as many as run at once there); the split count is the smallest, from the one that fills a
- * round on, whose work-groups fill their last round at least 7/8 full (up to 4 times that
- * count), so that no round runs with idle compute units. No split gets fewer than split_min keys
+ * (as many as run at once there); the split count is 1 when one split's work-groups fill their
+ * last round at least 7/8 full (then the partial kernel writes O itself), else the smallest,
+ * from the one that fills a round on, whose work-groups do (up to 4 times that count), so that
+ * no round runs with idle compute units. No split gets fewer than split_min keys
  * (its fixed costs: Q, the team merge, the state written and combined) or one batch; split
  * lengths are whole batches. On loop-capped devices a split's batches also stay under the cap
  * (more splits).
@@ -211,13 +214,16 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
     const long most = (keys + least - 1) / least;
     const long first = (round + base - 1) / base;
     long splits = first;
-    for (long n = first; n <= 4 * first; n++) {
-        const long groups = base * n, rounds = (groups + round - 1) / round;
-        if (8 * groups >= 7 * rounds * round) {
-            splits = n;
-            break;
+    if (8 * base >= 7 * round * ((base + round - 1) / round))
+        splits = 1;
+    else
+        for (long n = first; n <= 4 * first; n++) {
+            const long groups = base * n, rounds = (groups + round - 1) / round;
+            if (8 * groups >= 7 * rounds * round) {
+                splits = n;
+                break;
+            }
         }
-    }
     splits = splits < 1 ? 1 : splits > most ? most : splits;
     long split_batches = ((keys + splits - 1) / splits + batch - 1) / batch;
     long per_batch, fixed;
@@ -230,7 +236,8 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
 
 /* Builds (or finds) the program; while a kernel cannot run its work-group, halves the partial
  * kernel's work-group (the tensor-core form's warps; past one warp, the team-shuffle or portable
- * form), else the combine's lanes of splits, else its lanes of dims. */
+ * form), else the combine's lanes of splits, else its lanes of dims. With p->direct, k[2] (the
+ * combine) is NULL. */
 static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_resolved *r, int len_device, int mask,
                               int paged, decode_plan *p, cl_kernel k[3])
 {
@@ -247,20 +254,21 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
                  "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
-                 "-DMMA_WARPS=%d",
+                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d",
                  (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
-                 p->shuffle, p->stages, p->warps > 0, p->warps);
+                 p->shuffle, p->stages, p->warps > 0, p->warps, p->direct);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
-        for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
+        k[2] = NULL;
+        for (int i = 0; i < (p->direct ? 2 : 3) && s == FCL_SUCCESS; i++)
             s = fcl_get_kernel(ctx, sources, n_sources, opts, names[i], &k[i]);
         if (s != FCL_SUCCESS)
             return s;
-        size_t wg = 0, wc = 0;
+        size_t wg = 0, wc = SIZE_MAX;
         cl_int err = clGetKernelWorkGroupInfo(k[1], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-        if (err == CL_SUCCESS)
+        if (err == CL_SUCCESS && k[2])
             err = clGetKernelWorkGroupInfo(k[2], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wc, &wc, NULL);
         if (err != CL_SUCCESS)
             return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
@@ -303,13 +311,49 @@ static int wide_loads(const fcl_kv_view *kv, int64_t D)
     return 1;
 }
 
-/* Sets kernel arguments from a list of (size, pointer) pairs. */
-static cl_int set_args(cl_kernel k, int n, const size_t *sizes, const void *const *vals)
+/* A kernel's arguments as (size, pointer) pairs, the pointed-to values owned by the caller. */
+typedef struct arg_list {
+    int n;
+    size_t size[56];
+    const void *val[56];
+} arg_list;
+
+static void arg_add(arg_list *a, size_t size, const void *val)
+{
+    a->size[a->n] = size;
+    a->val[a->n++] = val;
+}
+
+/* Adds n arguments of one size from consecutive values. */
+static void arg_add_n(arg_list *a, size_t size, const void *vals, int n)
+{
+    for (int i = 0; i < n; i++)
+        arg_add(a, size, (const char *)vals + (size_t)i * size);
+}
+
+/* Sets kernel k's arguments. */
+static cl_int set_args(cl_kernel k, const arg_list *a)
 {
     cl_int err = CL_SUCCESS;
-    for (int i = 0; i < n && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, (cl_uint)i, sizes[i], vals[i]);
+    for (int i = 0; i < a->n && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, (cl_uint)i, a->size[i], a->val[i]);
     return err;
+}
+
+/* The output's values, in OUT_ARGS order (cl/attention_decode.cl). */
+typedef struct out_args {
+    cl_mem o, lse;
+    cl_int write_lse;
+    cl_long ov[4], lv[4];
+} out_args;
+
+static void arg_add_out(arg_list *a, const out_args *o)
+{
+    arg_add(a, sizeof(cl_mem), &o->o);
+    arg_add(a, sizeof(cl_mem), &o->lse);
+    arg_add(a, sizeof(cl_int), &o->write_lse);
+    arg_add_n(a, sizeof(cl_long), o->ov, 4);
+    arg_add_n(a, sizeof(cl_long), o->lv, 4);
 }
 
 /* FLASHCL_DECODE_SHUFFLE is not "0" and the device has warp shuffles (NVIDIA, compute
@@ -362,9 +406,12 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     p.warps = mma_warps(ctx, Q->dtype, p.hdp, p.wide, mask != NULL, &p.t);
     reshape(ctx, &p);
     const int len_device = len == -1;
+    const int64_t bound = len_device ? kv.l_max : len;
     cl_kernel k[3];
     /* on loop-capped devices, smaller batches (then fewer rows) until one batch fits under the cap */
     for (;;) {
+        plan_splits(ctx, B, kv.Hkv, bound, &p);
+        p.direct = p.n_splits == 1;
         if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, &p, k)))
             return s;
         long per_batch, fixed;
@@ -378,96 +425,86 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             p.t.rows /= 2;
         reshape(ctx, &p);
     }
-    plan_splits(ctx, B, kv.Hkv, len_device ? kv.l_max : len, &p);
+    plan_splits(ctx, B, kv.Hkv, bound, &p);
+    if (p.direct && p.n_splits != 1) { /* get_kernels shrank the batch: the combine takes any split count */
+        p.direct = 0;
+        if ((s = get_kernels(ctx, Q->dtype, &r, len_device, mask != NULL, kv.paged, &p, k)))
+            return s;
+        plan_splits(ctx, B, kv.Hkv, bound, &p);
+    }
     const long limit = fcl_device_loop_limit(ctx);
     if (mask && limit > 0 && kv.l_max / p.wg > limit / 2)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: a mask over %lld keys needs more loop iterations than device "
                         "\"%s\" allows", op, (long long)kv.l_max, ctx->info.name);
 
     cl_int err = CL_SUCCESS;
+    const cl_mem dummy = O->buffer; /* bound to absent inputs; never read */
     const int slots = p.n_splits * (p.warps > 0 ? p.warps : 1); /* split states per row */
     const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)slots * (size_t)(p.hdp + 8);
     /* kept by the context: a generation loop allocates nothing per step */
-    cl_mem part = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
+    cl_mem part = p.direct ? dummy : fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
     if (part && mask)
         mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (size_t)B * sizeof(cl_int), &s);
     if (!part || (mask && !mask_lens))
         return s;
-    const cl_mem dummy = O->buffer; /* bound to absent inputs; never read */
     const cl_mem lens_buf = mask ? mask_lens : lens ? lens->buffer : dummy;
     const cl_long mask_v[3] = {mask ? mask->offset : 0, mask && mask->ndim == 2 ? mask->strides[0] : 0,
                                mask ? mask->strides[mask->ndim - 1] : 0};
     const cl_long lens_v[2] = {lens ? lens->offset : 0, lens ? lens->strides[0] : 1};
+    const out_args out = {O->buffer, LSE ? LSE->buffer : dummy, LSE != NULL,
+                          {O->offset, O->strides[0], O->strides[1], O->strides[2]},
+                          {LSE ? LSE->offset : 0, LSE ? LSE->strides[0] : 0, LSE ? LSE->strides[1] : 0,
+                           LSE ? LSE->strides[2] : 0}};
     if (mask) {
         const cl_mem mb = mask->buffer;
         const cl_int lmax = (cl_int)kv.l_max;
-        const size_t sz[6] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_int), 8, 8, 8};
-        const void *const v[6] = {&mb, &mask_lens, &lmax, &mask_v[0], &mask_v[1], &mask_v[2]};
+        arg_list a = {0};
+        arg_add(&a, sizeof(cl_mem), &mb);
+        arg_add(&a, sizeof(cl_mem), &mask_lens);
+        arg_add(&a, sizeof(cl_int), &lmax);
+        arg_add_n(&a, sizeof(cl_long), mask_v, 3);
         const size_t g[2] = {(size_t)p.wg, (size_t)B}, l[2] = {(size_t)p.wg, 1};
-        err = set_args(k[0], 6, sz, v);
+        err = set_args(k[0], &a);
         if (err == CL_SUCCESS)
             err = clEnqueueNDRangeKernel(ctx->queue, k[0], 2, NULL, g, l, 0, NULL, NULL);
     }
     {
         const cl_mem qb = Q->buffer, mb = mask ? mask->buffer : dummy, ab = r.alibi ? r.alibi->buffer : dummy;
+        const cl_mem bufs[8] = {qb, kv.k_buf, kv.v_buf, lens_buf, mb, kv.bt_buf, ab, part};
         const cl_int ints[11] = {(cl_int)(len_device ? 0 : len), (cl_int)Lq, p.group, (cl_int)D, (cl_int)kv.l_max,
                                  p.split_keys, p.n_splits, r.window_left, (cl_int)kv.page_size,
                                  (cl_int)kv.num_pages, p.row_blocks};
         const cl_float fl[2] = {r.scale, r.softcap};
         const cl_long qv[4] = {Q->offset, Q->strides[0], Q->strides[1], Q->strides[2]};
         const cl_long al[3] = {r.alibi ? r.alibi->offset : 0, r.alibi_sb, r.alibi_sh};
-        size_t sz[45];
-        const void *v[45];
-        int n = 0;
-        const cl_mem *bufs[8] = {&qb, &kv.k_buf, &kv.v_buf, &lens_buf, &mb, &kv.bt_buf, &ab, &part};
-        for (int i = 0; i < 8; i++, n++) {
-            sz[n] = sizeof(cl_mem);
-            v[n] = bufs[i];
-        }
-        for (int i = 0; i < 11; i++, n++) {
-            sz[n] = sizeof(cl_int);
-            v[n] = &ints[i];
-        }
-        for (int i = 0; i < 2; i++, n++) {
-            sz[n] = sizeof(cl_float);
-            v[n] = &fl[i];
-        }
+        arg_list a = {0};
+        arg_add_n(&a, sizeof(cl_mem), bufs, 8);
+        arg_add_n(&a, sizeof(cl_int), ints, 11);
+        arg_add_n(&a, sizeof(cl_float), fl, 2);
         const cl_long *longs[7] = {qv, kv.k, kv.v, mask_v, kv.bt, al, lens_v};
         const int counts[7] = {4, 4, 4, 3, 3, 3, 2};
-        for (int g = 0; g < 7; g++)
-            for (int i = 0; i < counts[g]; i++, n++) {
-                sz[n] = sizeof(cl_long);
-                v[n] = &longs[g][i];
-            }
+        for (int i = 0; i < 7; i++)
+            arg_add_n(&a, sizeof(cl_long), longs[i], counts[i]);
+        if (p.direct)
+            arg_add_out(&a, &out);
         const size_t g[3] = {(size_t)p.n_splits * (size_t)p.wg, (size_t)(kv.Hkv * p.row_blocks), (size_t)B};
         const size_t l[3] = {(size_t)p.wg, 1, 1};
         if (err == CL_SUCCESS)
-            err = set_args(k[1], n, sz, v);
+            err = set_args(k[1], &a);
         if (err == CL_SUCCESS)
-            err = clEnqueueNDRangeKernel(ctx->queue, k[1], 3, NULL, g, l, 0, NULL, NULL);
+            err = clEnqueueNDRangeKernel(ctx->queue, k[1], 3, NULL, g, l, 0, NULL, p.direct ? event : NULL);
     }
-    {
-        const cl_mem ob = O->buffer, lb = LSE ? LSE->buffer : dummy;
-        const cl_int ints[5] = {(cl_int)Lq, (cl_int)Hq, (cl_int)D, slots, LSE != NULL};
-        const cl_long ov[4] = {O->offset, O->strides[0], O->strides[1], O->strides[2]};
-        const cl_long lv[4] = {LSE ? LSE->offset : 0, LSE ? LSE->strides[0] : 0, LSE ? LSE->strides[1] : 0,
-                               LSE ? LSE->strides[2] : 0};
-        size_t sz[16] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem)};
-        const void *v[16] = {&part, &ob, &lb};
-        for (int i = 0; i < 5; i++) {
-            sz[3 + i] = sizeof(cl_int);
-            v[3 + i] = &ints[i];
-        }
-        for (int i = 0; i < 4; i++) {
-            sz[8 + i] = sz[12 + i] = sizeof(cl_long);
-            v[8 + i] = &ov[i];
-            v[12 + i] = &lv[i];
-        }
+    if (!p.direct) {
+        const cl_int ints[4] = {(cl_int)Lq, (cl_int)Hq, (cl_int)D, slots};
+        arg_list a = {0};
+        arg_add(&a, sizeof(cl_mem), &part);
+        arg_add_n(&a, sizeof(cl_int), ints, 4);
+        arg_add_out(&a, &out);
         const size_t cw = (size_t)(p.combine_dl * p.combine_lanes);
         const size_t g[2] = {cw, (size_t)(B * Hq * Lq)}, l[2] = {cw, 1};
         if (err == CL_SUCCESS)
-            err = set_args(k[2], 16, sz, v);
+            err = set_args(k[2], &a);
         if (err == CL_SUCCESS)
             err = clEnqueueNDRangeKernel(ctx->queue, k[2], 2, NULL, g, l, 0, NULL, event);
     }
