@@ -440,34 +440,44 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
 }
 
 /* The arguments of the partial kernels (decode_partial; decode_partial_mma in
- * attention_decode_mma.cl). */
+ * attention_decode_mma.cl): the buffers, then the scalars packed into vectors (NVIDIA's enqueue
+ * costs about 60 ns per argument: perf.md v0.16.0-dev), named by DECODE_PARTIAL_UNPACK at the
+ * top of the kernel. */
 #define DECODE_PARTIAL_ARGS                                                                                     \
     __global const store_t *Q, __global const store_t *Kc, __global const store_t *Vc, __global const int *lens, \
         __global const float *mask, __global const int *table, __global const float *alibi, __global float *part, \
-        const int host_len, const int lq, const int group, const int head_dim, const int l_max,                 \
-        const int split_keys, const int n_splits, const int window_left, const int page_size,                   \
-        const int num_pages, const int row_blocks, const float scale, const float softcap, const long q_off,     \
-        const long q_sb, const long q_ss, const long q_sh, const long k_off, const long k_s0, const long k_s1,  \
-        const long k_sh, const long v_off, const long v_s0, const long v_s1, const long v_sh,                   \
-        const long mask_off, const long mask_sb, const long mask_ss, const long bt_off, const long bt_sb,       \
-        const long bt_ss, const long alibi_off, const long alibi_sb, const long alibi_sh, const long lens_off,  \
-        const long lens_s DECODE_OUT_ARGS
+        const int16 ia, const long16 la, const long8 lb DECODE_OUT_ARGS
+#define DECODE_PARTIAL_UNPACK                                                                                   \
+    const int host_len = ia.s0, lq = ia.s1, group = ia.s2, head_dim = ia.s3, l_max = ia.s4, split_keys = ia.s5, \
+              n_splits = ia.s6, window_left = ia.s7, page_size = ia.s8, num_pages = ia.s9, row_blocks = ia.sa;  \
+    const float scale = as_float(ia.sb), softcap = as_float(ia.sc);                                              \
+    const long q_off = la.s0, q_sb = la.s1, q_ss = la.s2, q_sh = la.s3, k_off = la.s4, k_s0 = la.s5,            \
+               k_s1 = la.s6, k_sh = la.s7, v_off = la.s8, v_s0 = la.s9, v_s1 = la.sa, v_sh = la.sb,             \
+               mask_off = la.sc, mask_sb = la.sd, mask_ss = la.se, bt_off = la.sf;                               \
+    const long bt_sb = lb.s0, bt_ss = lb.s1, alibi_off = lb.s2, alibi_sb = lb.s3, alibi_sh = lb.s4,            \
+               lens_off = lb.s5, lens_s = lb.s6;                                                                \
+    DIRECT_OUT_UNPACK
 /* The output's arguments (decode_combine's; the partial kernels' with DIRECT_OUT): O [B, Lq, Hq,
- * D] and LSE [B, Hq, Lq] (written when write_lse) */
-#define OUT_ARGS                                                                                                \
-    __global store_t *O, __global float *LSE, const int write_lse, const long o_off, const long o_sb,            \
-        const long o_ss, const long o_sh, const long lse_off, const long lse_sb, const long lse_sh,             \
-        const long lse_ss
-#if DIRECT_OUT
+ * D] and LSE [B, Hq, Lq], their offsets and strides packed, named by OUT_UNPACK */
+#define OUT_ARGS __global store_t *O, __global float *LSE, const long8 oa
+#define OUT_UNPACK                                                                                              \
+    const long o_off = oa.s0, o_sb = oa.s1, o_ss = oa.s2, o_sh = oa.s3, lse_off = oa.s4, lse_sb = oa.s5,        \
+               lse_sh = oa.s6, lse_ss = oa.s7;
+#if DIRECT_OUT /* and write_lse: ia.sd */
 #define DECODE_OUT_ARGS , OUT_ARGS
+#define DIRECT_OUT_UNPACK                                                                                       \
+    OUT_UNPACK                                                                                                  \
+    const int write_lse = ia.sd;
 #else
 #define DECODE_OUT_ARGS
+#define DIRECT_OUT_UNPACK
 #endif
 
 #if !DECODE_MMA /* the tensor-core program has its own partial kernel */
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void decode_partial(DECODE_PARTIAL_ARGS)
 {
+    DECODE_PARTIAL_UNPACK
 #if ASYNC_STAGES
     __local raw8 ring[ASYNC_STAGES * KEYS * 2 * CH * WG_SIZE];
 #endif
@@ -812,8 +822,9 @@ void decode_partial(DECODE_PARTIAL_ARGS)
 
 __kernel __attribute__((reqd_work_group_size(C_WG, 1, 1)))
 void decode_combine(__global const float *part, const int lq, const int Hq, const int head_dim, const int n_splits,
-                    OUT_ARGS)
+                    const int write_lse, OUT_ARGS)
 {
+    OUT_UNPACK
 #if COMBINE_LANES > 1
     __local float4 o_s[COMBINE_LANES * HEAD_DIM_PAD / 4];
     __local float m_s[COMBINE_LANES], l_s[COMBINE_LANES];

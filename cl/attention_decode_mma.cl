@@ -92,6 +92,7 @@ MMA_INLINE void issue_keys(const bool whole, __local ushort *Kst, __local ushort
 __kernel __attribute__((reqd_work_group_size(MMA_WARPS * 32, 1, 1)))
 void decode_partial_mma(DECODE_PARTIAL_ARGS)
 {
+    DECODE_PARTIAL_UNPACK
     /* [warp][stage][K, V][key][RING_PITCH] */
     __local ushort ring[MMA_WARPS * ASYNC_STAGES * 2 * TILE_HALVES] __attribute__((aligned(16)));
     const int lid = get_local_id(0), w = lid / 32, lane = lid % 32, g = lane >> 2, t = lane & 3;

@@ -314,8 +314,8 @@ static int wide_loads(const fcl_kv_view *kv, int64_t D)
 /* A kernel's arguments as (size, pointer) pairs, the pointed-to values owned by the caller. */
 typedef struct arg_list {
     int n;
-    size_t size[56];
-    const void *val[56];
+    size_t size[16];
+    const void *val[16];
 } arg_list;
 
 static void arg_add(arg_list *a, size_t size, const void *val)
@@ -340,20 +340,18 @@ static cl_int set_args(cl_kernel k, const arg_list *a)
     return err;
 }
 
-/* The output's values, in OUT_ARGS order (cl/attention_decode.cl). */
+/* The output's values, in OUT_ARGS order (cl/attention_decode.cl): O, LSE, a long8 of O's
+ * offset and strides, then LSE's. */
 typedef struct out_args {
     cl_mem o, lse;
-    cl_int write_lse;
-    cl_long ov[4], lv[4];
+    cl_long strides[8];
 } out_args;
 
 static void arg_add_out(arg_list *a, const out_args *o)
 {
     arg_add(a, sizeof(cl_mem), &o->o);
     arg_add(a, sizeof(cl_mem), &o->lse);
-    arg_add(a, sizeof(cl_int), &o->write_lse);
-    arg_add_n(a, sizeof(cl_long), o->ov, 4);
-    arg_add_n(a, sizeof(cl_long), o->lv, 4);
+    arg_add(a, sizeof(cl_long8), o->strides);
 }
 
 /* FLASHCL_DECODE_SHUFFLE is not "0" and the device has warp shuffles (NVIDIA, compute
@@ -452,10 +450,10 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     const cl_long mask_v[3] = {mask ? mask->offset : 0, mask && mask->ndim == 2 ? mask->strides[0] : 0,
                                mask ? mask->strides[mask->ndim - 1] : 0};
     const cl_long lens_v[2] = {lens ? lens->offset : 0, lens ? lens->strides[0] : 1};
-    const out_args out = {O->buffer, LSE ? LSE->buffer : dummy, LSE != NULL,
-                          {O->offset, O->strides[0], O->strides[1], O->strides[2]},
-                          {LSE ? LSE->offset : 0, LSE ? LSE->strides[0] : 0, LSE ? LSE->strides[1] : 0,
-                           LSE ? LSE->strides[2] : 0}};
+    const out_args out = {O->buffer, LSE ? LSE->buffer : dummy,
+                          {O->offset, O->strides[0], O->strides[1], O->strides[2], LSE ? LSE->offset : 0,
+                           LSE ? LSE->strides[0] : 0, LSE ? LSE->strides[1] : 0, LSE ? LSE->strides[2] : 0}};
+    const cl_int write_lse = LSE != NULL;
     if (mask) {
         const cl_mem mb = mask->buffer;
         const cl_int lmax = (cl_int)kv.l_max;
@@ -472,20 +470,23 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     {
         const cl_mem qb = Q->buffer, mb = mask ? mask->buffer : dummy, ab = r.alibi ? r.alibi->buffer : dummy;
         const cl_mem bufs[8] = {qb, kv.k_buf, kv.v_buf, lens_buf, mb, kv.bt_buf, ab, part};
-        const cl_int ints[11] = {(cl_int)(len_device ? 0 : len), (cl_int)Lq, p.group, (cl_int)D, (cl_int)kv.l_max,
-                                 p.split_keys, p.n_splits, r.window_left, (cl_int)kv.page_size,
-                                 (cl_int)kv.num_pages, p.row_blocks};
-        const cl_float fl[2] = {r.scale, r.softcap};
-        const cl_long qv[4] = {Q->offset, Q->strides[0], Q->strides[1], Q->strides[2]};
+        /* DECODE_PARTIAL_UNPACK's order: an int16, a long16 and a long8 */
+        cl_int ints[16] = {(cl_int)(len_device ? 0 : len), (cl_int)Lq, p.group, (cl_int)D, (cl_int)kv.l_max,
+                           p.split_keys, p.n_splits, r.window_left, (cl_int)kv.page_size, (cl_int)kv.num_pages,
+                           p.row_blocks, 0, 0, write_lse};
+        memcpy(&ints[11], &r.scale, sizeof(cl_float));
+        memcpy(&ints[12], &r.softcap, sizeof(cl_float));
+        cl_long longs[24] = {Q->offset, Q->strides[0], Q->strides[1], Q->strides[2]};
         const cl_long al[3] = {r.alibi ? r.alibi->offset : 0, r.alibi_sb, r.alibi_sh};
+        const cl_long *parts[6] = {kv.k, kv.v, mask_v, kv.bt, al, lens_v};
+        const int counts[6] = {4, 4, 3, 3, 3, 2};
+        for (int i = 0, n = 4; i < 6; n += counts[i++])
+            memcpy(&longs[n], parts[i], (size_t)counts[i] * sizeof(cl_long));
         arg_list a = {0};
         arg_add_n(&a, sizeof(cl_mem), bufs, 8);
-        arg_add_n(&a, sizeof(cl_int), ints, 11);
-        arg_add_n(&a, sizeof(cl_float), fl, 2);
-        const cl_long *longs[7] = {qv, kv.k, kv.v, mask_v, kv.bt, al, lens_v};
-        const int counts[7] = {4, 4, 4, 3, 3, 3, 2};
-        for (int i = 0; i < 7; i++)
-            arg_add_n(&a, sizeof(cl_long), longs[i], counts[i]);
+        arg_add(&a, sizeof(cl_int16), ints);
+        arg_add(&a, sizeof(cl_long16), longs);
+        arg_add(&a, sizeof(cl_long8), &longs[16]);
         if (p.direct)
             arg_add_out(&a, &out);
         const size_t g[3] = {(size_t)p.n_splits * (size_t)p.wg, (size_t)(kv.Hkv * p.row_blocks), (size_t)B};
@@ -496,10 +497,10 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             err = clEnqueueNDRangeKernel(ctx->queue, k[1], 3, NULL, g, l, 0, NULL, p.direct ? event : NULL);
     }
     if (!p.direct) {
-        const cl_int ints[4] = {(cl_int)Lq, (cl_int)Hq, (cl_int)D, slots};
+        const cl_int ints[5] = {(cl_int)Lq, (cl_int)Hq, (cl_int)D, slots, write_lse};
         arg_list a = {0};
         arg_add(&a, sizeof(cl_mem), &part);
-        arg_add_n(&a, sizeof(cl_int), ints, 4);
+        arg_add_n(&a, sizeof(cl_int), ints, 5);
         arg_add_out(&a, &out);
         const size_t cw = (size_t)(p.combine_dl * p.combine_lanes);
         const size_t g[2] = {cw, (size_t)(B * Hq * Lq)}, l[2] = {cw, 1};
