@@ -14,7 +14,9 @@
  *
  * While a slice is multiplied the next one (of Q/K, of V, or the next tile's first) is already
  * being fetched into registers. The Q/K slices alternate between the staging array and the
- * probabilities' array (free until the tile's softmax), so a slice costs one barrier, not two.
+ * probabilities' array (free until the tile's softmax), so a slice costs one barrier, not two;
+ * with V_BUFFERS 2 the V slices alternate between the staging array and a second V array
+ * likewise (else each V slice takes two).
  * Work-item (ty, tx) owns rows (i / VW) * TY * VW + ty * VW + i % VW (i < WM), keys and dims
  * likewise along tx, so neighbouring work-items read neighbouring VW-vectors. A row's softmax
  * state is kept by all TX work-items of its group (the same value in each); each keeps its own
@@ -24,8 +26,8 @@
  * No key chunking: the host takes this kernel only on devices without a loop cap.
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD; BLOCK_M, BLOCK_N, WM, WN, DK, NK
- * (DK a multiple of 4), VW (1, 2 or 4, dividing WM, WN and OC); VEC_LOAD (see load_chunk);
- * HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * (DK a multiple of 4), VW (1, 2 or 4, dividing WM, WN and OC); V_BUFFERS (1 or 2); VEC_LOAD
+ * (see load_chunk); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  * Scores are kept in log2 units so the softmax uses exp2.
  */
 
@@ -135,10 +137,12 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     __local floatv stage[STAGE_VECS];
     __local floatv Ps[PS_VECS]; /* Ps[key][row]: the tile's probabilities */
     __local int Rlo[BLOCK_M], Rhi[BLOCK_M]; /* each block row's visible keys, before the mask */
-    __local float *const vs = (__local float *)stage;
+#if V_BUFFERS == 2
+    __local floatv vs_odd[NK * VS_ROW]; /* the odd V slices */
+#endif
     const int lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
     /* This work-item's vectors in the local arrays (reads at constant offsets from these). */
-    __local const floatv *const v_cols = stage + tx, *const red_rows = stage + ty;
+    __local const floatv *const red_rows = stage + ty;
     __local floatv *const p_rows = Ps + ty;
     FORWARD_GROUP_SETUP /* the group's key range [g_lo, g_hi] is the union over its rows */
 
@@ -304,7 +308,17 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             }
 
         for (int n0 = 0; n0 < BLOCK_N; n0 += NK) {
-            barrier(CLK_LOCAL_MEM_FENCE); /* the staging array is free; Ps is written */
+#if V_BUFFERS == 2
+            /* slice n0 / NK's buffer: free once every work-item is past the slice two before
+             * (the barrier of the slice before), or past the softmax (the barrier here) */
+            __local floatv *const vbuf = (n0 / NK) % 2 ? vs_odd : stage;
+            if (n0 == 0)
+#else
+            __local floatv *const vbuf = stage;
+#endif
+                barrier(CLK_LOCAL_MEM_FENCE); /* the V buffer is free; Ps is written */
+            __local float *const vs = (__local float *)vbuf;
+            __local const floatv *const v_cols = vbuf + tx;
             FCL_UNROLL_LOOP
             for (int l = 0; l < V_CHUNKS; l++) {
                 const int e = lid + l * NT;

@@ -32,15 +32,17 @@ static const tuning_entry table[] = {
      * backward 64,32,64,32 (2026-12-01), then 64-row dK/dV tiles at D 64 (+17-19%) and 2 of the 8
      * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
-     * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev) */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0}, {128, 64, 2, 0, 0}, {32, 32},
+     * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev), with two V
+     * buffers there (+0.0 to +1.5%; -0.1 to -1.1% at D 64, where the table's 64x128 has no room,
+     * perf.md v0.16.0-dev) */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
-    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0}, {128, 32, 2, 0, 3}, {32, 32},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
      {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}},
-    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0}, {64, 16, 1, 0, 0}, {32, 32},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
      {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
      {32, 4, 128, 4, 128, 0, 0, 0}},
     {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0}},
     {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}},
@@ -145,7 +147,7 @@ uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
 {
     /* as declared in cl/attention_forward_blocked.cl: the staging array (Q and K slices, V
      * slices or partial row results), the probabilities (or the second Q and K slices), the
-     * rows' key ranges */
+     * rows' key ranges, with two V buffers the odd V slices */
     const uint64_t vw = (uint64_t)t->vw, tx = (uint64_t)(t->block_n / t->wn);
     const uint64_t qs = t->block_m / vw + 1, ks = t->block_n / vw + 1, vs = head_dim_pad / vw + 1;
     const uint64_t qk = (uint64_t)t->dk * (qs + ks), ps = (uint64_t)t->block_n * qs;
@@ -154,7 +156,8 @@ uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
         stage = (uint64_t)t->nk * vs;
     if (tx * (t->block_m / vw) > stage)
         stage = tx * (t->block_m / vw);
-    return (stage + (ps > qk ? ps : qk)) * vw * 4 + 8 * (uint64_t)t->block_m;
+    const uint64_t v_odd = t->v_buffers == 2 ? (uint64_t)t->nk * vs : 0;
+    return (stage + (ps > qk ? ps : qk) + v_odd) * vw * 4 + 8 * (uint64_t)t->block_m;
 }
 
 fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
@@ -166,7 +169,7 @@ fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
         t = entry_for(&gpu, head_dim_pad)->blocked;
     }
     if (t.block_m == 0 || fcl_device_loop_limit(ctx) > 0) /* no blocked kernel on this device */
-        return (fcl_blocked_tiles){0, 0, 0, 0, 0, 0, 0, 0};
+        return (fcl_blocked_tiles){0, 0, 0, 0, 0, 0, 0, 0, 0};
     int v[4] = {t.block_m, t.block_n, t.wm, t.wn};
     if (fcl_tuned_find(ctx, "forward_blocked", head_dim_pad, v)) {
         t.block_m = v[0];
@@ -175,10 +178,12 @@ fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
         t.wn = v[3];
     }
     const char *env = getenv("FLASHCL_BLOCKED_TILES");
-    int e[7] = {0, 0, 0, 0, t.dk, t.nk, t.max_regs};
-    if (env && sscanf(env, "%d,%d,%d,%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3], &e[4], &e[5], &e[6]) >= 4 &&
-        fcl_tuned_values_valid("forward_blocked", e) && e[4] > 0 && e[5] > 0 && e[6] >= 0 && e[6] <= 255)
-        t = (fcl_blocked_tiles){e[0], e[1], e[2], e[3], e[4], e[5], e[6], 0};
+    int e[8] = {0, 0, 0, 0, t.dk, t.nk, t.max_regs, t.v_buffers};
+    if (env &&
+        sscanf(env, "%d,%d,%d,%d,%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3], &e[4], &e[5], &e[6], &e[7]) >= 4 &&
+        fcl_tuned_values_valid("forward_blocked", e) && e[4] > 0 && e[5] > 0 && e[6] >= 0 && e[6] <= 255 &&
+        (e[7] == 1 || e[7] == 2))
+        t = (fcl_blocked_tiles){e[0], e[1], e[2], e[3], e[4], e[5], e[6], 0, e[7]};
     while (head_dim_pad % (t.block_n / t.wn) && t.wn < t.block_n)
         t.wn *= 2;
     t.dk = t.dk < 4 ? 4 : t.dk / 4 * 4;
@@ -187,6 +192,8 @@ fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
     while (t.block_n % t.nk)
         t.nk--;
     t.vw = blocked_vw(&t, head_dim_pad);
+    if (t.v_buffers == 2 && fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)
+        t.v_buffers = 1;
     while (t.block_m > t.wm && ((size_t)(t.block_m / t.wm * (t.block_n / t.wn)) > ctx->info.max_work_group_size ||
                                 fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)) {
         t.block_m /= 2;

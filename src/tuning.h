@@ -25,14 +25,16 @@ typedef struct fcl_blocked_tiles {
     int nk;           /* keys per local slice of V */
     int max_regs;     /* NVIDIA: registers per work-item (-cl-nv-maxrregcount); 0: the compiler's choice */
     int vw;           /* local-memory vector width (4, 2 or 1), dividing wm, wn and the dims per item */
+    int v_buffers;    /* local buffers of V slices: 2 (one barrier per slice, nk x head dims more local
+                       * memory) or 1 (two barriers per slice) */
 } fcl_blocked_tiles;
 
 /* Tiles of the register-blocked GPU forward (cl/attention_forward_blocked.cl) at padded head dim
  * `head_dim_pad`: the device's table entry, then a tuned entry ("forward_blocked": block_m,
- * block_n, wm, wn), then FLASHCL_BLOCKED_TILES="M,N,WM,WN[,DK[,NK[,R]]]" if valid; then made to
- * fit: wn doubled until block_n / wn divides head_dim_pad, dk and nk to divisors, block_m halved
- * until the work-group and its local arrays fit the device. block_m 0 where the table has no
- * such kernel for the device (CPUs, devices with a loop cap). */
+ * block_n, wm, wn), then FLASHCL_BLOCKED_TILES="M,N,WM,WN[,DK[,NK[,R[,VB]]]]" if valid; then made
+ * to fit: wn doubled until block_n / wn divides head_dim_pad, dk and nk to divisors, one V buffer
+ * where two do not fit, block_m halved until the work-group and its local arrays fit the device.
+ * block_m 0 where the table has no such kernel for the device (CPUs, devices with a loop cap). */
 fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad);
 
 /* Bytes of the blocked forward's local arrays with tiles t at head dim `head_dim_pad`. */

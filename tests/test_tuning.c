@@ -331,7 +331,9 @@ Test(tuning, blocked_entry)
 
 /* The blocked kernel (forced, on any device without a loop cap) with tiles whose second Q/K slice
  * buffer is larger than the probabilities' array (32 x 16 blocks of 4 x 2, 32-dim slices), at
- * an odd (head dim 96: 3) and an even (64: 2) slice count: within the float64 rule. */
+ * an odd (head dim 96: 3) and an even (64: 2) slice count; and with two V buffers (the eighth
+ * value 2) at an even (16 keys in 4-key slices) and an odd (24 keys in 8-key slices, 3 keys
+ * per work-item: vector width 1) V slice count: within the float64 rule. */
 Test(tuning, blocked_slice_buffers)
 {
     fcl_context ctx = support_context();
@@ -345,6 +347,8 @@ Test(tuning, blocked_slice_buffers)
     }
     check_forward_tiles(ctx, FCL_F16, 96, "FLASHCL_BLOCKED_TILES", "32,16,4,2,32,16", 0);
     check_forward_tiles(ctx, FCL_F32, 64, "FLASHCL_BLOCKED_TILES", "32,16,4,2,32,16", 0);
+    check_forward_tiles(ctx, FCL_F16, 96, "FLASHCL_BLOCKED_TILES", "32,16,4,2,16,4,0,2", 0);
+    check_forward_tiles(ctx, FCL_F32, 64, "FLASHCL_BLOCKED_TILES", "32,24,4,3,16,8,0,2", 0);
     fcl_context_release(ctx);
 }
 
