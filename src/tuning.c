@@ -33,8 +33,8 @@ static const tuning_entry table[] = {
      * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
      * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev), with two V
-     * buffers there (+0.0 to +1.5%; -0.1 to -1.1% at D 64, where the table's 64x128 has no room,
-     * perf.md v0.16.0-dev) */
+     * buffers there (+0.0 to +1.5%; -1.1 to +0.0% at D 64 with 64x64 blocks, and the table's
+     * 64x128 has no room for them, perf.md v0.16.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
