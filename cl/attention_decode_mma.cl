@@ -18,7 +18,7 @@
  * The warp copies its keys' K and V rows by cp.async into its own ring of ASYNC_STAGES stages in
  * local memory (laid out so that ldmatrix reads them without bank conflicts: RING_PITCH),
  * ASYNC_STAGES - 1 steps ahead; a warp barrier makes a landed stage visible to the warp and keeps
- * a stage from being refilled while a lane still reads it: no work-group barrier anywhere.
+ * a stage from being refilled while a lane still reads it: no work-group barrier in the key loop.
  * Keys past the split's last visible key are copied as zeros. Each warp writes its own split
  * state: slot split * MMA_WARPS + w of its rows, so decode_combine takes n_splits * MMA_WARPS
  * splits. With DIRECT_OUT (one split) the warps' states meet in local memory instead (each in
@@ -243,7 +243,8 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
         const int r = g + 8 * hr;
         #pragma unroll
         for (int nt = 0; nt < NT_O; nt++)
-            *(__local float2 *)(mine + r * HEAD_DIM_PAD + nt * 8 + 2 * t) = (float2)(acc[nt][2 * hr], acc[nt][2 * hr + 1]);
+            *(__local float2 *)(mine + r * HEAD_DIM_PAD + nt * 8 + 2 * t) =
+                (float2)(acc[nt][2 * hr], acc[nt][2 * hr + 1]);
         if (t == 0) {
             mine[16 * HEAD_DIM_PAD + r] = m[hr];
             mine[16 * HEAD_DIM_PAD + 16 + r] = lsum;

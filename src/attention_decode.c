@@ -440,7 +440,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     const int slots = p.n_splits * (p.warps > 0 ? p.warps : 1); /* split states per row */
     const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)slots * (size_t)(p.hdp + 8);
     /* kept by the context: a generation loop allocates nothing per step */
-    cl_mem part = p.direct ? dummy : fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
+    cl_mem part = p.direct ? dummy
+                           : fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
     if (part && mask)
         mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (size_t)B * sizeof(cl_int), &s);

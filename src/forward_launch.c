@@ -160,7 +160,8 @@ static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job
     for (; t.block_m >= t.wm && t.block_m % t.wm == 0; t.block_m /= 2) {
         char opts[384];
         forward_options(ctx, job, hdp, t.max_regs, opts, sizeof opts,
-                        "-DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d -DVW=%d -DV_BUFFERS=%d -DVEC_LOAD=%d",
+                        "-DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d -DVW=%d -DV_BUFFERS=%d "
+                        "-DVEC_LOAD=%d",
                         t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, t.v_buffers, vec);
         size_t wg;
         fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
