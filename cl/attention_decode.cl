@@ -414,12 +414,6 @@ inline void store_out4(__global store_t *O, long i, int d, int head_dim, float4 
             STORE(O, i + d + e, l > 0.0f ? xs[e] / l : 0.0f);
 }
 
-/* A row's log-sum-exp (natural log) from its max m (log2 units) and sum l; -inf without keys. */
-inline float row_lse(float m, float l)
-{
-    return l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
-}
-
 __kernel void decode_mask_len(__global const float *mask, __global int *lens, const int l_max,
                               const long mask_off, const long mask_sb, const long mask_ss)
 {
@@ -808,7 +802,7 @@ void decode_partial(DECODE_PARTIAL_ARGS)
             if (r % TEAM == lane) {
 #if DIRECT_OUT
                 if (write_lse)
-                    LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = row_lse(m, l);
+                    LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m, l);
 #else
                 part[slot * PART_LD + HEAD_DIM_PAD] = m;
                 part[slot * PART_LD + HEAD_DIM_PAD + 1] = l;
@@ -899,6 +893,6 @@ void decode_combine(__global const float *part, const int lq, const int Hq, cons
         for (int i = 0; i < C_PER; i++)
             store_out4(O, o_off + b * o_sb + (long)t * o_ss + h * o_sh, (dl + i * COMBINE_DL) * 4, head_dim, o[i], l);
         if (write_lse && dl == 0)
-            LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = row_lse(m, l);
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = fcl_row_lse(m, l);
     }
 }

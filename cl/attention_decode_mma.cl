@@ -274,7 +274,7 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
         const int h = hk * group + row / lq, pos = row % lq;
         store_out4(O, o_off + b * o_sb + (long)pos * o_ss + h * o_sh, 4 * c, head_dim, o, lt);
         if (write_lse && c == 0)
-            LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = row_lse(mx, lt);
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(mx, lt);
     }
 #else
     /* this warp's split state: slot split * MMA_WARPS + w of each of its rows */

@@ -165,8 +165,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             Os[row][d] = l[r] > 0.0f ? acc[r][d] * inv_l : 0.0f;
         const int i = i0 + row;
         if (write_lse && i < sq)
-            LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] =
-                l[r] > 0.0f ? (m[r] + log2(l[r])) * FCL_LN2 : -INFINITY;
+            LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] = fcl_row_lse(m[r], l[r]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int step = 0; step < STRIDED_STEPS(BLOCK_M * HEAD_DIM_PAD); step++) {

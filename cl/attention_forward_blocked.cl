@@ -381,7 +381,6 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 STORE(O, orow + d, lsum > 0.0f ? acc[i][c] * inv_l : 0.0f);
         }
         if (write_lse && tx == 0)
-            LSE[lseo + b * lse_sb + h * lse_sh + (long)r * lse_ss] =
-                lsum > 0.0f ? (m[i] + log2(lsum)) * FCL_LN2 : -INFINITY;
+            LSE[lseo + b * lse_sb + h * lse_sh + (long)r * lse_ss] = fcl_row_lse(m[i], lsum);
     }
 }

@@ -90,6 +90,13 @@ inline float fcl_logit(float x, float softcap, float slope2, float dist)
     return x;
 }
 
+/* A row's log-sum-exp (natural log) from its running max m (log2 units) and its sum l of
+ * 2^(logit - m): -inf for a row that saw no key (l = 0). Every kernel that writes LSE. */
+inline float fcl_row_lse(float m, float l)
+{
+    return l > 0.0f ? (m + log2(l)) * FCL_LN2 : -INFINITY;
+}
+
 /* This work-group's block (along grid x), y and z, for a grid of (blocks x work-group size, y, z)
  * whose work grows along x (last_heavy: the last block is the heaviest; else the first):
  * groups are handed out heaviest first in chunks of about FCL_ROUND_GROUPS groups, whole (y, z)

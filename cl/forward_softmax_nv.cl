@@ -184,6 +184,6 @@ MMA_INLINE void store_output_rows(float (*acc)[NT_O][4], float (*m)[2], float (*
                 store_pair(O, orow + d, d, head_dim, o0, o1);
             }
             if (write_lse && t == 0)
-                LSE[lse0 + (long)i * lse_ss] = lsum > 0.0f ? (m[mt][hr] + log2(lsum)) * FCL_LN2 : -INFINITY;
+                LSE[lse0 + (long)i * lse_ss] = fcl_row_lse(m[mt][hr], lsum);
         }
 }

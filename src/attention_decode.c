@@ -311,7 +311,8 @@ static int wide_loads(const fcl_kv_view *kv, int64_t D)
     return 1;
 }
 
-/* A kernel's arguments as (size, pointer) pairs, the pointed-to values owned by the caller. */
+/* A kernel's arguments as (size, pointer) pairs, the pointed-to values owned by the caller; room
+ * for 16 (the partial kernel takes 14 at most). */
 typedef struct arg_list {
     int n;
     size_t size[16];

@@ -6,9 +6,8 @@
  * on a smaller shape that the check covers, then timed on the big one; a decode candidate on
  * sampled rows of its own run), and the fastest candidate that passes is stored with
  * fcl_tuning_save: forward and backward candidates by TFLOP/s, decode ones by GB/s of K and V
- * read. The tiles that run now are tried
- * first, so the winner is never slower than them. A candidate that fails to build, run or pass
- * the check is never stored.
+ * read. The tiles that run now are tried first, so the winner is never slower than them. A
+ * candidate that fails to build, run or pass the check is never stored.
  *
  * Decode runs one query row over a full cache: on GPUs two shapes, B 8 Sk 8192 and B 1 Sk 32768
  * (Hq 32, Hkv 8), scored by the geometric mean of their GB/s, since a setting that wins at one
