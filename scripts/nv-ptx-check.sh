@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks an NVIDIA kernel variant here, without a GPU: clang compiles the concatenated embedded
-# sources (cl/NAME.cl, in the order given) as OpenCL C for nvptx64 with libclc's builtins, the
-# PTX is promoted to sm_90a as src/ptx_promote.c does (SM90A markers removed), and CUDA's ptxas
+# sources (cl/portable/NAME.cl or cl/nvidia/NAME.cl, in the order given) as OpenCL C for nvptx64 with libclc's builtins, the
+# PTX is promoted to sm_90a as src/programs/ptx_promote.c does (SM90A markers removed), and CUDA's ptxas
 # assembles it and reports registers, spills and local memory. Catches syntax errors, bad
 # inline PTX and wgmma operand mistakes before any device time is spent; the register counts
 # are clang's, not NVIDIA's compiler's (they differ by tens). Needs clang-15, libclc-15 (Debian
@@ -15,7 +15,7 @@ cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
 [[ $# -eq 2 ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for name in $1; do cat "cl/$name.cl"; echo; done > "$tmp/k.cl"
+for name in $1; do cat cl/*/"$name.cl"; echo; done > "$tmp/k.cl"
 # shellcheck disable=SC2086 # the options are words
 clang-15 -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang -finclude-default-header \
   -Xclang -mlink-builtin-bitcode -Xclang /usr/lib/clc/nvptx64--nvidiacl.bc -O3 -S -Wno-everything \

@@ -48,7 +48,7 @@ fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const 
 /* Writes a salted byte pattern into t and returns a malloc'd copy of it (*bytes long). */
 unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 
-/* The chunked-launch switches (see FLASHCL_LOOP_LIMIT in src/tuning.h): support_fix_tiles(1)
+/* The chunked-launch switches (see FLASHCL_LOOP_LIMIT in src/tuning/tuning.h): support_fix_tiles(1)
  * pins the rows forward kernel (FLASHCL_FORWARD_PATH=rows: the only one that chunks) with tiles
  * 16x16x1 and the backward tiles to 16x16 on every device, support_force_chunks(1) then caps the
  * loop iterations at 20000, i.e. a few tiles per launch; (0) undoes each (restoring the

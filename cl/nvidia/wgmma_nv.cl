@@ -1,0 +1,125 @@
+/*
+ * Hopper warpgroup matrix products (wgmma, compute capability 9.0 only) through inline PTX, for
+ * attention_forward_wgmma.cl. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
+ * wgmma (it needs sm_90a), so every instruction that needs sm_90a is written behind SM90A, a
+ * PTX comment marker: the program is compiled as it is (the instructions are then comments),
+ * and the host promotes its PTX (src/programs/ptx_promote.c: the marker removed, `.target sm_90a`) and
+ * builds that. Nothing here runs without that promotion.
+ *
+ * A warpgroup is 4 consecutive warps (work-items 0 .. 127 of the work-group). Operands in local
+ * memory are tiles of 16-bit rows stored as 64-column atoms with the 128-byte swizzle
+ * (swizzled_offset, mma_nv.cl: element (r, c) of atom c / 64 at row r, 16-byte chunk
+ * (c % 64) / 8 XOR r % 8), every atom 1024-byte aligned. The accumulators and the register A
+ * operand have the mma.sync m16n8k16 fragment layout per warp: warp w holds rows 16 w .. 16 w + 15
+ * of the 64, accumulator element 4 i + e of n8 tile i as in mma_16816 (mma_nv.cl).
+ *
+ * Needs mma_nv.cl (MMA_IN) before it.
+ */
+
+/* Prefix of the instructions that need sm_90a: a PTX comment until the host promotes the
+ * program (and removes it). */
+#define SM90A "//@@"
+
+/* The shared-window address of a local pointer, as the instructions take it. */
+inline uint local_address(__local const void *p)
+{
+    return (uint)(size_t)p;
+}
+
+/* The matrix descriptor of a swizzled tile in local memory starting at `addr` (shared window,
+ * 16-byte aligned): `stride` bytes between 8-row groups, `lead` bytes between atoms along the
+ * non-contiguous operand's N dimension (used by transposed B operands only), 128-byte swizzle. */
+inline ulong wgmma_desc(uint addr, uint lead, uint stride)
+{
+    return (ulong)((addr & 0x3FFFFu) >> 4) | (ulong)((lead >> 4) & 0x3FFFu) << 16 |
+           (ulong)((stride >> 4) & 0x3FFFu) << 32 | (ulong)1 << 62;
+}
+
+/* Orders this work-item's earlier register and local-memory accesses before the next
+ * wgmma_* products (a warpgroup-wide instruction: every work-item of the warpgroup calls it). */
+inline void wgmma_fence(void)
+{
+    __asm__ __volatile__(SM90A "wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+/* Closes the products issued since the last call into one group. */
+inline void wgmma_commit(void)
+{
+    __asm__ __volatile__(SM90A "wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* Waits until every committed group has completed: the accumulators hold the products, and
+ * the operands in local memory may be overwritten. */
+inline void wgmma_wait_all(void)
+{
+    __asm__ __volatile__(SM90A "wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* Makes this work-item's ordinary writes to local memory visible to later wgmma reads
+ * (the generic-to-async proxy fence; a barrier after it covers the whole work-group). */
+inline void fence_async_local(void)
+{
+    __asm__ __volatile__("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* The operand lists of the products: an accumulator of 32 or 64 floats (d[0 ..]) as operands 0 ..
+ * 31 or 0 .. 63, and the matching register lists of the instruction text. PTX takes no arrays,
+ * so every element is named. */
+#define WGMMA_ACC8(d, i)                                                                            \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+        "+f"(d[i + 7])
+#define WGMMA_ACC32(d) WGMMA_ACC8(d, 0), WGMMA_ACC8(d, 8), WGMMA_ACC8(d, 16), WGMMA_ACC8(d, 24)
+#define WGMMA_ACC64(d) WGMMA_ACC32(d), WGMMA_ACC8(d, 32), WGMMA_ACC8(d, 40), WGMMA_ACC8(d, 48), WGMMA_ACC8(d, 56)
+#define WGMMA_REGS32                                                                                \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WGMMA_REGS64                                                                                \
+    WGMMA_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, "                                       \
+    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, "                                  \
+    "%52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+/* The instruction texts, after the accumulators: A and B by descriptor (operands a, b) and the
+ * accumulate flag (operand acc, a register: 0 overwrites d); or A from 4 registers a0 .. a3 and
+ * B by descriptor b, transposed (N-contiguous), accumulating. */
+#define WGMMA_SS_TEXT(shape, regs, a, b, acc)                                                       \
+    SM90A "{ .reg .pred p; setp.ne.b32 p, " acc ", 0; wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN \
+          " {" regs "}, " a ", " b ", p, 1, 1, 0, 0; }"
+#define WGMMA_RS_TEXT(shape, regs, a0, a1, a2, a3, b)                                               \
+    SM90A "wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 \
+          "}, " b ", 1, 1, 1, 1;"
+
+/* d (64 x N, FP32) = (accumulate ? d : 0) + A B^T, both operands in local memory by descriptor:
+ * A 64 x 16 and B N x 16, each row-major over the k dimension (K-major). */
+MMA_INLINE void wgmma_ss_n64(float *d, ulong a, ulong b, int accumulate)
+{
+    __asm__ __volatile__(WGMMA_SS_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34")
+                         : WGMMA_ACC32(d)
+                         : "l"(a), "l"(b), "r"(accumulate)
+                         : "memory");
+}
+
+MMA_INLINE void wgmma_ss_n128(float *d, ulong a, ulong b, int accumulate)
+{
+    __asm__ __volatile__(WGMMA_SS_TEXT("m64n128k16", WGMMA_REGS64, "%64", "%65", "%66")
+                         : WGMMA_ACC64(d)
+                         : "l"(a), "l"(b), "r"(accumulate)
+                         : "memory");
+}
+
+/* d (64 x N, FP32) += A B: A 64 x 16 in registers (this work-item's 4 words, the mma_16816 A
+ * fragment of its warp's 16 rows), B 16 x N in local memory by descriptor, stored N-contiguous
+ * (rows of B along k: the transposed form). */
+MMA_INLINE void wgmma_rs_n64(float *d, const uint *a, ulong b)
+{
+    __asm__ __volatile__(WGMMA_RS_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34", "%35", "%36")
+                         : WGMMA_ACC32(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+                         : "memory");
+}
+
+MMA_INLINE void wgmma_rs_n128(float *d, const uint *a, ulong b)
+{
+    __asm__ __volatile__(WGMMA_RS_TEXT("m64n128k16", WGMMA_REGS64, "%64", "%65", "%66", "%67", "%68")
+                         : WGMMA_ACC64(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+                         : "memory");
+}

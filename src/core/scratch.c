@@ -1,0 +1,34 @@
+/* The context's scratch pool: grow-only device buffers kept across calls. */
+#include "core/internal.h"
+
+cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, size_t bytes, fcl_status *s)
+{
+    *s = FCL_SUCCESS;
+    if (bytes == 0)
+        bytes = 1;
+    if (ctx->scratch[slot] && ctx->scratch_bytes[slot] >= bytes)
+        return ctx->scratch[slot];
+    if (ctx->scratch[slot])
+        clReleaseMemObject(ctx->scratch[slot]); /* freed once the commands using it complete */
+    ctx->scratch[slot] = NULL;
+    ctx->scratch_bytes[slot] = 0;
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) {
+        *s = fcl_fail_cl(ctx, err, "clCreateBuffer (scratch)");
+        return NULL;
+    }
+    ctx->scratch[slot] = m;
+    ctx->scratch_bytes[slot] = bytes;
+    return m;
+}
+
+void fcl_scratch_release(fcl_context ctx)
+{
+    for (int i = 0; i < FCL_SCRATCH_SLOTS; i++) {
+        if (ctx->scratch[i])
+            clReleaseMemObject(ctx->scratch[i]);
+        ctx->scratch[i] = NULL;
+        ctx->scratch_bytes[i] = 0;
+    }
+}

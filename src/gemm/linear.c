@@ -1,0 +1,382 @@
+/* The projection GEMM (cl/portable/linear.cl): weight checks, variant choice and launch. */
+#include "gemm/linear.h"
+
+#include "core/tensor_checks.h"
+#include "programs/program_cache.h"
+#include "tuning/tuning.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef FLASHCL_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+#define CPU_ROWS 8  /* one_item blocks: rows x columns of C per work-item */
+#define CPU_COLS 32
+
+/* CPUs without a loop cap take the one-work-item GEMM (loops along n, vectorised by the
+ * compiler); GPUs and llvmpipe the tiled one. */
+static int one_item(fcl_context ctx)
+{
+    return ctx->info.type == FCL_DEVICE_CPU && fcl_device_loop_limit(ctx) == 0;
+}
+
+fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, const fcl_weight *w, int64_t N,
+                            int64_t K, fcl_dtype act)
+{
+    char what[32];
+    if (!w)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s is NULL", op, name);
+    snprintf(what, sizeof what, "%s.w", name);
+    fcl_status s = fcl_check_tensor(ctx, op, w->w, what, 2);
+    if (s != FCL_SUCCESS)
+        return s;
+    const fcl_dtype dt = w->w->dtype;
+    if (dt != FCL_F32 && dt != FCL_F16 && dt != FCL_BF16 && dt != FCL_I8)
+        return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s is not f32, f16, bf16 or i8", op, what,
+                        fcl_dtype_name(dt));
+    const int64_t shape[2] = {N, K};
+    if (!fcl_same_shape(w->w, shape))
+        return fcl_shape_error(ctx, op, what, w->w, "[N, K] =", shape, 2);
+    snprintf(what, sizeof what, "%s.scale", name);
+    if (dt == FCL_I8 && !w->scale)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s is NULL; i8 weights need an f32 scale per output row",
+                        op, what);
+    if (dt != FCL_I8 && w->scale)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s is given for %s weights (only i8 weights take one)", op,
+                        what, fcl_dtype_name(dt));
+    if (w->scale) {
+        if ((s = fcl_check_tensor(ctx, op, w->scale, what, 1)))
+            return s;
+        if (w->scale->dtype != FCL_F32)
+            return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s must be f32", op, what,
+                            fcl_dtype_name(w->scale->dtype));
+        if (w->scale->shape[0] != N)
+            return fcl_shape_error(ctx, op, what, w->scale, "[N] =", shape, 1);
+    }
+    snprintf(what, sizeof what, "%s.bias", name);
+    if (w->bias) {
+        if ((s = fcl_check_tensor(ctx, op, w->bias, what, 1)))
+            return s;
+        if (w->bias->dtype != act)
+            return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: %s dtype %s differs from the activations' %s", op, what,
+                            fcl_dtype_name(w->bias->dtype), fcl_dtype_name(act));
+        if (w->bias->shape[0] != N)
+            return fcl_shape_error(ctx, op, what, w->bias, "[N] =", shape, 1);
+    }
+    if (N > INT32_MAX / 2 || K > INT32_MAX / 2)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: %s of %lld x %lld beyond the supported range", op, name,
+                        (long long)N, (long long)K);
+    return FCL_SUCCESS;
+}
+
+static const char *const linear_sources[] = {"common", "linear"};
+
+/* One strided GEMM of cl/portable/linear.cl: C[m, n] (+)= sum_k A[m, k] B[k, n] (* scale) (+ bias[n]). */
+typedef struct gemm_job {
+    int64_t M, N, K;
+    cl_mem a;
+    fcl_dtype a_dtype;
+    cl_long a_off, a_sm, a_sk;
+    cl_mem b;
+    fcl_dtype b_dtype;
+    cl_long b_off, b_sk, b_sn;
+    fcl_tensor scale; /* I8 B only */
+    int scale_on;     /* 1: indexed by n, 2: by k */
+    cl_long scale_k0; /* SCALE_ON 2: scale rows skipped (the start of a K chunk) */
+    fcl_tensor bias;  /* [N] in A's dtype, or NULL */
+    cl_mem c;
+    fcl_dtype c_dtype; /* F32 or A's dtype */
+    cl_long c_off, c_sm, c_sn;
+    int accumulate;
+} gemm_job;
+
+/* The program of cl/portable/linear.cl for a GEMM's dtypes, epilogue and tiles (the tiled variant's
+ * load directions from the operands' k strides). */
+static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, const char *name,
+                                cl_kernel *k)
+{
+    char opts[320];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DONE_ITEM=%d "
+             "-DROWS=%d -DCOLS=%d -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d -DVW=%d -DA_K1=%d -DB_K1=%d",
+             (int)g->a_dtype, g->b_dtype == FCL_I8 ? 3 : (int)g->b_dtype, g->c_dtype == FCL_F32, g->scale_on,
+             g->bias != NULL, g->accumulate, one_item(ctx), CPU_ROWS, CPU_COLS, t->tile_m, t->tile_n, t->tile_k,
+             t->wpt_m, t->wpt_n, t->vw, g->a_sk == 1, g->b_sk == 1);
+    return fcl_get_kernel(ctx, linear_sources, 2, opts, name, k);
+}
+
+/* Tile elements of A (TM x TK) or B (TK x TN) that each work-item of the tiled kernel loads. */
+static long tile_loads(const fcl_gemm_tiles *t, int rows)
+{
+    const long items = (long)(t->tile_m / t->wpt_m) * (t->tile_n / t->wpt_n);
+    return ((long)rows * t->tile_k + items - 1) / items;
+}
+
+/* Loop iterations of a tiled-kernel work-item (counted generously, as if no loop were
+ * unrolled): per K slice, and outside the slice loop. */
+static void gemm_loop_counts(const fcl_gemm_tiles *t, long *per_slice, long *fixed)
+{
+    const long loads = tile_loads(t, t->tile_m) + tile_loads(t, t->tile_n), wm = t->wpt_m, wn = t->wpt_n;
+    *per_slice = 2 * loads + (long)t->tile_k * (1 + wm / t->vw + wn / t->vw + wm + wm * wn) + 1;
+    *fixed = loads + 2 * (wm + wm * wn) + wn + 8;
+}
+
+/* One launch of the GEMM kernel for g. */
+static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_event *event)
+{
+    cl_kernel k;
+    fcl_status s = linear_kernel(ctx, g, t, "gemm", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    const cl_mem dummy = g->c; /* absent scale / bias: never read */
+    const cl_mem bufs[5] = {g->a, g->b, g->scale ? g->scale->buffer : dummy, g->bias ? g->bias->buffer : dummy,
+                            g->c};
+    const cl_int ints[3] = {(cl_int)g->M, (cl_int)g->N, (cl_int)g->K};
+    const cl_long s_s = g->scale ? g->scale->strides[0] : 0;
+    const cl_long longs[13] = {g->a_off, g->a_sm, g->a_sk, g->b_off, g->b_sk, g->b_sn, g->c_off, g->c_sm, g->c_sn,
+                               g->bias ? g->bias->offset : 0, g->bias ? g->bias->strides[0] : 0,
+                               g->scale ? g->scale->offset + g->scale_k0 * s_s : 0, s_s};
+    cl_int err = CL_SUCCESS;
+    cl_uint arg = 0;
+    for (int i = 0; i < 5 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
+    for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
+    for (int i = 0; i < 13 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
+    size_t global[2], local[2];
+    if (one_item(ctx)) {
+        global[0] = ((size_t)g->N + CPU_COLS - 1) / CPU_COLS;
+        global[1] = ((size_t)g->M + CPU_ROWS - 1) / CPU_ROWS;
+        local[0] = local[1] = 1;
+    } else {
+        local[0] = (size_t)(t->tile_n / t->wpt_n);
+        local[1] = (size_t)(t->tile_m / t->wpt_m);
+        global[0] = ((size_t)g->N + (size_t)t->tile_n - 1) / (size_t)t->tile_n * local[0];
+        global[1] = ((size_t)g->M + (size_t)t->tile_m - 1) / (size_t)t->tile_m * local[1];
+    }
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM");
+}
+
+/* C = (accumulate ? C : 0) + T for g's C, T [M, N] F32 contiguous: the end of a K-split GEMM. */
+static fcl_status gemm_finish(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_mem T,
+                              cl_event *event)
+{
+    cl_kernel k;
+    fcl_status s = linear_kernel(ctx, g, t, "gemm_finish", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    const cl_int ints[2] = {(cl_int)g->M, (cl_int)g->N};
+    const cl_long longs[3] = {g->c_off, g->c_sm, g->c_sn};
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &T);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &g->c);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < 3 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    const size_t global[2] = {((size_t)g->N + 15) / 16 * 16, (size_t)g->M}, local[2] = {16, 1};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM's last step");
+}
+
+/* Enqueues g: one launch, or under a loop cap (llvmpipe) launches over chunks of K that sum
+ * into C when it is F32, else into an F32 temporary that gemm_finish adds to C (one rounding,
+ * as in one launch). The bias goes with the first chunk. */
+static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event)
+{
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+    long per_slice, fixed;
+    gemm_loop_counts(&t, &per_slice, &fixed);
+    const long slices = one_item(ctx) ? 0 : fcl_tiles_under_loop_cap(ctx, per_slice, fixed);
+    if (slices < 0)
+        return fcl_loop_cap_error(ctx, "projection GEMM", "K", per_slice, fixed);
+    const int64_t kc = slices * t.tile_k;
+    if (slices == 0 || g->K <= kc)
+        return gemm_launch(ctx, g, &t, event);
+    cl_mem T = NULL;
+    gemm_job part = *g;
+    fcl_status s = FCL_SUCCESS;
+    if (g->c_dtype != FCL_F32) {
+        T = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_PARTIAL, (size_t)(g->M * g->N) * sizeof(float), &s);
+        if (!T)
+            return s;
+        part.c = T;
+        part.c_dtype = FCL_F32;
+        part.c_off = 0;
+        part.c_sm = g->N;
+        part.c_sn = 1;
+        part.accumulate = 0;
+    }
+    for (int64_t k0 = 0; k0 < g->K && s == FCL_SUCCESS; k0 += kc) {
+        part.K = g->K - k0 < kc ? g->K - k0 : kc;
+        part.a_off = g->a_off + k0 * g->a_sk;
+        part.b_off = g->b_off + k0 * g->b_sk;
+        part.scale_k0 = g->scale_on == 2 ? g->scale_k0 + k0 : g->scale_k0;
+        if (k0 > 0) {
+            part.bias = NULL;
+            part.accumulate = 1;
+        }
+        s = gemm_launch(ctx, &part, &t, !T && k0 + kc >= g->K ? event : NULL);
+    }
+    if (T && s == FCL_SUCCESS)
+        s = gemm_finish(ctx, g, &t, T, event);
+    return s;
+}
+
+const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight)
+{
+    if (!ctx)
+        return NULL;
+#ifdef FLASHCL_HAVE_CLBLAST
+    const char *env = getenv("FLASHCL_GEMM");
+    const int own = env && strcmp(env, "own") == 0;
+    /* CLBlast's kernels are not split for loop-capped devices (llvmpipe): flashcl's there */
+    if (!own && fcl_device_loop_limit(ctx) == 0 && act == weight) {
+        if (act == FCL_F32)
+            return "clblast-sgemm";
+        if (act == FCL_F16 && ctx->info.has_fp16)
+            return "clblast-hgemm";
+    }
+#else
+    (void)act;
+    (void)weight;
+#endif
+    return "flashcl";
+}
+
+#ifdef FLASHCL_HAVE_CLBLAST
+/* Y = X W^T through CLBlast (row-major, W transposed), then the bias kernel when there is one. */
+static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
+{
+    const size_t M = (size_t)X->shape[0], K = (size_t)X->shape[1], N = (size_t)Y->shape[1];
+    cl_event *ev = w->bias ? NULL : event;
+    CLBlastStatusCode st;
+    if (X->dtype == FCL_F32)
+        st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, M, N, K, 1.0f, X->buffer,
+                          (size_t)X->offset, (size_t)X->strides[0], w->w->buffer, (size_t)w->w->offset,
+                          (size_t)w->w->strides[0], 0.0f, Y->buffer, (size_t)Y->offset, (size_t)Y->strides[0],
+                          &ctx->queue, ev);
+    else
+        st = CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, M, N, K, 0x3C00 /* 1 */,
+                          X->buffer, (size_t)X->offset, (size_t)X->strides[0], w->w->buffer, (size_t)w->w->offset,
+                          (size_t)w->w->strides[0], 0 /* 0 */, Y->buffer, (size_t)Y->offset, (size_t)Y->strides[0],
+                          &ctx->queue, ev);
+    if (st != CLBlastSuccess)
+        return fcl_fail(ctx, FCL_ERR_OPENCL, "CLBlast %s failed with status %d", X->dtype == FCL_F32 ? "SGEMM" : "HGEMM",
+                        (int)st);
+    if (!w->bias)
+        return FCL_SUCCESS;
+    cl_kernel k;
+    const gemm_job bias_prog = {.a_dtype = X->dtype, .b_dtype = X->dtype, .c_dtype = X->dtype, .bias = w->bias};
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+    fcl_status s = linear_kernel(ctx, &bias_prog, &t, "linear_bias", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    const cl_int ints[2] = {(cl_int)M, (cl_int)N};
+    const cl_long longs[4] = {Y->offset, Y->strides[0], w->bias->offset, w->bias->strides[0]};
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &Y->buffer);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &w->bias->buffer);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    const size_t global[2] = {(N + 15) / 16 * 16, M}, local[2] = {16, 1};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection bias kernel");
+}
+#endif
+
+fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
+{
+#ifdef FLASHCL_HAVE_CLBLAST
+    if (strncmp(fcl_projection_path(ctx, X->dtype, w->w->dtype), "clblast", 7) == 0)
+        return clblast_linear(ctx, X, w, Y, event);
+#endif
+    const gemm_job g = {.M = X->shape[0], .N = Y->shape[1], .K = X->shape[1], .a = X->buffer, .a_dtype = X->dtype,
+                        .a_off = X->offset, .a_sm = X->strides[0], .a_sk = 1, .b = w->w->buffer,
+                        .b_dtype = w->w->dtype, .b_off = w->w->offset, .b_sk = 1, .b_sn = w->w->strides[0],
+                        .scale = w->scale, .scale_on = 1, .bias = w->bias, .c = Y->buffer, .c_dtype = Y->dtype,
+                        .c_off = Y->offset, .c_sm = Y->strides[0], .c_sn = 1};
+    return gemm_enqueue(ctx, &g, event);
+}
+
+fcl_status fcl_linear_grad_input(fcl_context ctx, fcl_tensor G, const fcl_weight *w, fcl_tensor Y, int accumulate)
+{
+    const gemm_job g = {.M = G->shape[0], .N = Y->shape[1], .K = G->shape[1], .a = G->buffer, .a_dtype = G->dtype,
+                        .a_off = G->offset, .a_sm = G->strides[0], .a_sk = 1, .b = w->w->buffer,
+                        .b_dtype = w->w->dtype, .b_off = w->w->offset, .b_sk = w->w->strides[0], .b_sn = 1,
+                        .scale = w->scale, .scale_on = 2, .c = Y->buffer, .c_dtype = Y->dtype, .c_off = Y->offset,
+                        .c_sm = Y->strides[0], .c_sn = 1, .accumulate = accumulate};
+    return gemm_enqueue(ctx, &g, NULL);
+}
+
+fcl_status fcl_linear_grad_weight(fcl_context ctx, fcl_tensor G, fcl_tensor X, fcl_tensor dW)
+{
+    const gemm_job g = {.M = G->shape[1], .N = X->shape[1], .K = G->shape[0], .a = G->buffer, .a_dtype = G->dtype,
+                        .a_off = G->offset, .a_sm = 1, .a_sk = G->strides[0], .b = X->buffer, .b_dtype = X->dtype,
+                        .b_off = X->offset, .b_sk = X->strides[0], .b_sn = 1, .c = dW->buffer, .c_dtype = dW->dtype,
+                        .c_off = dW->offset, .c_sm = dW->strides[0], .c_sn = 1, .accumulate = 1};
+    return gemm_enqueue(ctx, &g, NULL);
+}
+
+/* One launch of column_sums: out[n] (+)= sum of G's rows m0 .. m0 + rows - 1, out F32 or G's
+ * dtype at (off, stride). */
+static fcl_status column_sums_launch(fcl_context ctx, fcl_tensor G, int64_t m0, int64_t rows, cl_mem out,
+                                     fcl_dtype out_dtype, cl_long off, cl_long stride, int accumulate)
+{
+    const gemm_job prog = {.a_dtype = G->dtype, .b_dtype = G->dtype, .c_dtype = out_dtype, .accumulate = accumulate};
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+    cl_kernel k;
+    fcl_status s = linear_kernel(ctx, &prog, &t, "column_sums", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    const cl_int ints[2] = {(cl_int)rows, (cl_int)G->shape[1]};
+    const cl_long longs[4] = {G->offset + m0 * G->strides[0], G->strides[0], off, stride};
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &G->buffer);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &out);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    const size_t global[1] = {((size_t)G->shape[1] + 31) / 32 * 32}, local[1] = {32};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, global, local, 0, NULL, NULL);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the bias-gradient kernel");
+}
+
+fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
+{
+    /* a work-item loops over the rows: under a loop cap, launches over chunks of rows, summed
+     * in db when it is F32, else in an F32 temporary added to db at the end (one rounding) */
+    const long cap = fcl_tiles_under_loop_cap(ctx, 1, 4);
+    const int64_t M = G->shape[0], N = G->shape[1], chunk = cap > 0 && cap < M ? cap : M;
+    if (chunk == M || db->dtype == FCL_F32) {
+        fcl_status s = FCL_SUCCESS;
+        for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
+            s = column_sums_launch(ctx, G, m0, M - m0 < chunk ? M - m0 : chunk, db->buffer, db->dtype, db->offset,
+                                   db->strides[0], 1);
+        return s;
+    }
+    fcl_status s;
+    cl_mem T = fcl_scratch_buffer(ctx, FCL_SCRATCH_BIAS_PARTIAL, (size_t)N * sizeof(float), &s);
+    if (!T)
+        return s;
+    for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
+        s = column_sums_launch(ctx, G, m0, M - m0 < chunk ? M - m0 : chunk, T, FCL_F32, 0, 1, m0 > 0);
+    if (s == FCL_SUCCESS) {
+        const gemm_job fin = {.M = 1, .N = N, .a_dtype = G->dtype, .b_dtype = G->dtype, .c = db->buffer,
+                              .c_dtype = db->dtype, .c_off = db->offset, .c_sn = db->strides[0], .accumulate = 1};
+        const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+        s = gemm_finish(ctx, &fin, &t, T, NULL);
+    }
+    return s;
+}

@@ -1,0 +1,290 @@
+/* The attention backward's kernel variants, scratch, chunking and launches, shared by the
+ * dense, varlen and packed backwards. */
+#include "ops/backward_launch.h"
+
+#include "programs/program_cache.h"
+#include "tuning/tuning.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { K_DELTA, K_DKDV, K_DQ, N_KERNELS };
+static const char *const kernel_names[N_KERNELS] = {"attention_backward_delta", "attention_backward_dkdv",
+                                                     "attention_backward_dq"};
+
+/* The kernels of one backward and their launch shape. */
+typedef struct backward_variant {
+    cl_kernel kern[N_KERNELS];
+    int mma;                 /* the tensor-core kernels (never chunked) */
+    fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
+    size_t dkdv_wg, dq_wg;   /* work-items per work-group */
+} backward_variant;
+
+/* The three kernels of the program of `sources` built with `opts`, and the most work-items
+ * each of dkdv and dq can run per work-group. */
+static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
+                                cl_kernel out[N_KERNELS], size_t wg[2])
+{
+    for (int k = 0; k < N_KERNELS; k++) {
+        fcl_status s = fcl_get_kernel(ctx, sources, n_sources, opts, kernel_names[k], &out[k]);
+        if (s != FCL_SUCCESS)
+            return s;
+    }
+    for (int k = 0; k < 2; k++) {
+        cl_int err = clGetKernelWorkGroupInfo(out[K_DKDV + k], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg[k],
+                                              &wg[k], NULL);
+        if (err != CL_SUCCESS)
+            return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+    }
+    return FCL_SUCCESS;
+}
+
+/* The portable kernels (cl/portable/attention_backward.cl); halves a tile whose kernel cannot run that
+ * many work-items. */
+static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp, backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward"};
+    fcl_backward_tiles *t = &v->t;
+    *t = fcl_tune_backward(ctx, hdp);
+    v->mma = 0;
+    for (;;) {
+        char opts[256];
+        snprintf(opts, sizeof opts,
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
+                 "-DHAS_MASK=%d -DHAS_ALIBI=%d",
+                 (int)f->dtype, hdp, t->block_m, t->block_n, f->layout, f->params.softcap > 0.0f,
+                 f->params.mask != NULL, f->params.alibi != NULL);
+        size_t wg[2];
+        fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+        if (s != FCL_SUCCESS)
+            return s;
+        if (wg[0] >= (size_t)t->block_n && wg[1] >= (size_t)t->block_m) {
+            v->dkdv_wg = (size_t)t->block_n;
+            v->dq_wg = (size_t)t->block_m;
+            return FCL_SUCCESS;
+        }
+        if (wg[0] < (size_t)t->block_n && t->block_n > 1)
+            t->block_n /= 2;
+        else if (wg[1] < (size_t)t->block_m && t->block_m > 1)
+            t->block_m /= 2;
+        else
+            return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: the backward kernels cannot run on device \"%s\"", f->op,
+                            ctx->info.name);
+    }
+}
+
+/* The tensor-core kernels apply: fcl_nv_mma_usable (FLASHCL_BACKWARD_PATH) and tiles for hdp. */
+static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_mma_tiles *t)
+{
+    if (!fcl_nv_mma_usable(ctx, dtype, "FLASHCL_BACKWARD_PATH"))
+        return 0;
+    *t = fcl_tune_backward_mma(ctx, hdp);
+    return t->dkdv_block_n > 0;
+}
+
+const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
+{
+    fcl_backward_mma_tiles t;
+    if (!ctx)
+        return NULL;
+    return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
+}
+
+/* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
+ * compiled kernels cannot run their work-groups (registers). */
+static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
+                                  const fcl_backward_mma_tiles *t, backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "warp_nv", "mma_nv", "attention_backward_mma"};
+    const fcl_forward_job *f = &job->fwd;
+    const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
+                        fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
+    const int pairs = f->D % 2 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 2) && fcl_rows_aligned(f->K, f->k_dims, 2) &&
+                      fcl_rows_aligned(f->V, f->v_dims, 2) && fcl_rows_aligned(job->dO, job->do_dims, 2) &&
+                      fcl_rows_aligned(job->dQ, job->dq_dims, 2) && fcl_rows_aligned(job->dK, job->dk_dims, 2) &&
+                      fcl_rows_aligned(job->dV, job->dv_dims, 2);
+    char opts[320];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
+             "-DKV_LOCAL_STEPS=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
+             "-DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local, aligned,
+             pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+    size_t wg[2];
+    fcl_status s = build_kernels(ctx, sources, 5, opts, v->kern, wg);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->mma = 1;
+    v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
+    v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
+    v->dq_wg = (size_t)(2 * t->dq_block_m);
+    if (wg[0] < v->dkdv_wg || wg[1] < v->dq_wg)
+        return get_portable_kernels(ctx, f, hdp, v);
+    return FCL_SUCCESS;
+}
+
+/* Tiles per launch so that a work-item stays under the device's loop cap (0: all tiles). */
+static fcl_status tiles_per_launch(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed,
+                                   long *out)
+{
+    *out = fcl_tiles_under_loop_cap(ctx, per_tile, fixed);
+    return *out < 0 ? fcl_loop_cap_error(ctx, op, what, per_tile, fixed) : FCL_SUCCESS;
+}
+
+/* The context's scratch buffer `slot` of at least n floats, or NULL with a message. */
+static cl_mem scratch(fcl_context ctx, int slot, size_t n, fcl_status *s)
+{
+    return fcl_scratch_buffer(ctx, slot, n * sizeof(float), s);
+}
+
+/* Enqueues the forward into scratch O and LSE (views into *o_view, *lse_view; O has dO's
+ * shape). */
+static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job, cl_mem o_buf, cl_mem lse_buf,
+                                    struct fcl_tensor_s *o_view, struct fcl_tensor_s *lse_view)
+{
+    const fcl_forward_job *f = &job->fwd;
+    const int64_t lse_shape[3] = {f->grid_b, f->Hq, f->sq};
+    const int64_t lse_flat[2] = {f->Hq, f->total_q};
+    *o_view = fcl_scratch_view(ctx, o_buf, f->dtype, job->dO->ndim, job->dO->shape);
+    *lse_view = f->layout == FCL_LAYOUT_DENSE ? fcl_scratch_view(ctx, lse_buf, FCL_F32, 3, lse_shape)
+                                               : fcl_scratch_view(ctx, lse_buf, FCL_F32, 2, lse_flat);
+    fcl_forward_job fj = *f;
+    fj.O = o_view;
+    fj.LSE = lse_view;
+    fj.fp32_probs = f->O == NULL; /* O recomputed: see fcl_forward_job; LSE alone: the forward's own path */
+    return fcl_forward_launch(ctx, &fj, NULL);
+}
+
+/* Sets the arguments of a backward kernel (all three take the same list; the chunk arguments
+ * 15..18 are set again per launch). */
+static cl_int set_shared_args(cl_kernel k, const fcl_backward_job *job, fcl_tensor O, fcl_tensor lse, cl_mem delta,
+                              cl_mem state, const cl_int ints[9], const cl_float floats[2])
+{
+    const fcl_forward_job *f = &job->fwd;
+    const fcl_attn_resolved *r = &f->params;
+    const cl_mem dummy = job->dQ->buffer; /* bound to absent optional buffers; never touched */
+    const cl_mem bufs[15] = {f->Q->buffer, f->K->buffer, f->V->buffer, O->buffer, job->dO->buffer,
+                             lse->buffer, job->dQ->buffer, job->dK->buffer, job->dV->buffer,
+                             r->mask ? r->mask->buffer : dummy, r->alibi ? r->alibi->buffer : dummy, delta,
+                             state ? state : dummy, f->seq_q ? f->seq_q->buffer : dummy,
+                             f->seq_k ? f->seq_k->buffer : dummy};
+    const fcl_tensor views[9] = {f->Q, f->K, f->V, O, job->dO, job->dQ, job->dK, job->dV, lse};
+    const int *dims[9] = {f->q_dims, f->k_dims, f->v_dims, f->o_dims, job->do_dims,
+                          job->dq_dims, job->dk_dims, job->dv_dims, f->lse_dims};
+    const cl_long sides[9] = {r->mask ? r->mask->offset : 0, r->mask_sb, r->mask_ss,
+                              r->alibi ? r->alibi->offset : 0, r->alibi_sb, r->alibi_sh,
+                              f->seq_q ? f->seq_q->offset : 0, f->seq_k ? f->seq_k->offset : 0,
+                              (f->seq_q && f->seq_q->ndim == 2) ? f->seq_q->strides[0] : 1};
+    cl_int err = CL_SUCCESS;
+    cl_uint arg = 0;
+    for (int i = 0; i < 15 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
+    const cl_int no_chunk[4] = {0, 0, 0, 0}; /* replaced per launch by enqueue_chunks */
+    for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_int), &no_chunk[i]);
+    for (int i = 0; i < 9 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
+    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_float), &floats[i]);
+    for (int t = 0; t < 9; t++) {
+        cl_long v[4];
+        fcl_view_params(views[t], dims[t], v);
+        for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_long), &v[i]);
+    }
+    for (int i = 0; i < 9 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, arg++, sizeof(cl_long), &sides[i]);
+    return err;
+}
+
+/* Enqueues `k` over items [0, n_items) in launches of `per_launch` items (0 = one launch),
+ * carrying the accumulators through `state` between launches. */
+static cl_int enqueue_chunks(fcl_context ctx, cl_kernel k, const size_t global[3], const size_t local[3],
+                             long n_items, long per_launch, cl_event *event)
+{
+    const long n_launches = per_launch > 0 && n_items > 0 ? (n_items + per_launch - 1) / per_launch : 1;
+    if (n_launches == 1)
+        per_launch = n_items > 0 ? n_items : 1;
+    cl_int err = CL_SUCCESS;
+    for (long c = 0; c < n_launches && err == CL_SUCCESS; c++) {
+        const long hi = (c + 1) * per_launch < n_items ? (c + 1) * per_launch : n_items;
+        const cl_int chunk[4] = {(cl_int)(c * per_launch), (cl_int)(hi - 1), c > 0, c + 1 < n_launches};
+        for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, 15 + i, sizeof(cl_int), &chunk[i]);
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL,
+                                         c + 1 == n_launches ? event : NULL);
+    }
+    return err;
+}
+
+fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_event *event)
+{
+    const fcl_forward_job *f = &job->fwd;
+    const int hdp = fcl_pad_head_dim(f->D);
+    backward_variant v;
+    fcl_backward_mma_tiles mt;
+    fcl_status s = mma_applies(ctx, f->dtype, hdp, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
+                                                        : get_portable_kernels(ctx, f, hdp, &v);
+    if (s != FCL_SUCCESS)
+        return s;
+    cl_kernel *kern = v.kern;
+    const fcl_backward_tiles t = v.t;
+    const long bm = t.block_m, bn = t.block_n, group = (long)(f->Hq / f->Hkv);
+    const long n_qtiles = f->sq > 0 ? (long)((f->sq + bm - 1) / bm) : 1;
+    long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the tensor-core ones: never) */
+    if (!v.mma && ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
+                                         3 * hdp + bn + group + 64, &dkdv_tiles)) ||
+                   (s = tiles_per_launch(ctx, f->op, "key", (bn * hdp + bm - 1) / bm + bn * (2 * hdp + 6) + 16,
+                                         3 * hdp + bm + 64, &dq_tiles))))
+        return s;
+    const long dkdv_items = group * n_qtiles, dq_keys = (long)f->sk;
+    const long dkdv_per = dkdv_tiles, dq_per = dq_tiles * bn;
+    const int chunked_dkdv = dkdv_per > 0 && dkdv_per < dkdv_items, chunked_dq = dq_per > 0 && dq_per < dq_keys;
+    const int64_t rows_q = f->Hq * (f->layout == FCL_LAYOUT_VARLEN ? f->total_q : f->grid_b * f->sq);
+    const int64_t rows_k = f->Hkv * (f->layout == FCL_LAYOUT_VARLEN ? f->total_k : f->grid_b * f->sk);
+
+    cl_mem mem[5] = {NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch */
+    struct fcl_tensor_s o_view, lse_view;
+    fcl_tensor O = f->O, lse = f->LSE;
+    if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (size_t)rows_q, &s)))
+        return s;
+    if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (size_t)(rows_k * 2 * hdp), &s)))
+        return s;
+    if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (size_t)(rows_q * hdp), &s)))
+        return s;
+    if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
+        const size_t o_floats = (size_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
+        if (!(mem[3] = scratch(ctx, FCL_SCRATCH_BWD_O, o_floats, &s)) ||
+            !(mem[4] = scratch(ctx, FCL_SCRATCH_BWD_LSE, (size_t)rows_q, &s)) ||
+            (s = recompute_forward(ctx, job, mem[3], mem[4], &o_view, &lse_view)) != FCL_SUCCESS)
+            return s;
+        lse = &lse_view;
+        O = O ? O : &o_view;
+    }
+
+    const cl_int ints[9] = {(cl_int)f->sq, (cl_int)f->sk, (cl_int)f->D, (cl_int)group, f->params.window_left,
+                            f->params.window_right, (cl_int)f->total_q, (cl_int)f->total_k, (cl_int)n_qtiles};
+    const cl_float floats[2] = {f->params.scale, f->params.softcap};
+    cl_int err = CL_SUCCESS;
+    for (int k = 0; k < N_KERNELS && err == CL_SUCCESS; k++)
+        err = set_shared_args(kern[k], job, O, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL,
+                              ints, floats);
+    const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
+    /* an explicit work-group (32 rows) so that PoCL compiles one delta kernel for every shape */
+    const size_t g_delta[3] = {((size_t)f->sq + 31) / 32 * 32, (size_t)f->Hq, (size_t)f->grid_b};
+    const size_t l_delta[3] = {32, 1, 1};
+    const size_t g_dkdv[3] = {k_groups * v.dkdv_wg, (size_t)f->Hkv, (size_t)f->grid_b};
+    const size_t g_dq[3] = {q_groups * v.dq_wg, (size_t)f->Hq, (size_t)f->grid_b};
+    const size_t l_dkdv[3] = {v.dkdv_wg, 1, 1}, l_dq[3] = {v.dq_wg, 1, 1};
+    if (err == CL_SUCCESS && f->sq > 0)
+        err = clEnqueueNDRangeKernel(ctx->queue, kern[K_DELTA], 3, NULL, g_delta, l_delta, 0, NULL, NULL);
+    if (err == CL_SUCCESS && k_groups > 0)
+        err = enqueue_chunks(ctx, kern[K_DKDV], g_dkdv, l_dkdv, dkdv_items, chunked_dkdv ? dkdv_per : 0,
+                             q_groups > 0 ? NULL : event);
+    if (err == CL_SUCCESS && q_groups > 0)
+        err = enqueue_chunks(ctx, kern[K_DQ], g_dq, l_dq, dq_keys, chunked_dq ? dq_per : 0, event);
+    if (err == CL_SUCCESS && q_groups == 0 && k_groups == 0 && event)
+        err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
+    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the attention backward");
+}

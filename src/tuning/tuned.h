@@ -1,0 +1,26 @@
+/* Tuned tiles: per-device entries that flashcl-bench --tune found, kept in the disk cache
+ * folder (one entry of the program-binary cache, keyed by the device, driver and platform) and
+ * read once per context. Internal to flashcl. */
+#ifndef FLASHCL_TUNED_H
+#define FLASHCL_TUNED_H
+
+#include "core/internal.h"
+
+/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_wgmma" 4;
+ * "forward_mma", "backward_mma" 5; "decode" 8, at most FCL_TUNING_MAX_VALUES), 0 for an unknown
+ * name. */
+int fcl_tuned_value_count(const char *kernel);
+
+/* The tuned kernels' names, for messages. */
+#define FCL_TUNED_KERNEL_NAMES "forward, forward_blocked, forward_mma, forward_wgmma, backward_mma, decode"
+
+/* Whether `values` (fcl_tuned_value_count(kernel) of them) are valid tiles for `kernel` (see
+ * fcl_tuning_save). */
+int fcl_tuned_values_valid(const char *kernel, const int *values);
+
+/* Copies the tuned values of (kernel, head_dim_pad) into values and returns 1, else 0. The
+ * context's entries are read from its disk cache folder at the first lookup (none when the cache
+ * is off, there is no entry, or it is bad; malformed lines are skipped). */
+int fcl_tuned_find(fcl_context ctx, const char *kernel, int head_dim_pad, int *values);
+
+#endif

@@ -1,0 +1,523 @@
+/* The per-device tuning table. Entries are matched in order; the first whose device-name or
+ * vendor substring and device type match wins (an empty substring matches any). */
+#include "tuning/tuning.h"
+
+#include "tuning/tuned.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fcl_pad_head_dim(int64_t D)
+{
+    return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
+}
+
+typedef struct tuning_entry {
+    const char *name;      /* substring of the device name or vendor, "" = any */
+    fcl_device_type type;  /* FCL_DEVICE_OTHER = any type */
+    int max_head_dim_pad;  /* the entry's forward tiles apply up to this padded head dim */
+    long loop_limit;       /* see fcl_device_loop_limit; 0 = none */
+    fcl_forward_tiles forward;
+    fcl_blocked_tiles blocked;
+    fcl_mma_tiles mma;
+    fcl_backward_tiles backward;
+    fcl_backward_mma_tiles backward_mma;
+    fcl_decode_tiles decode;
+} tuning_entry;
+
+static const tuning_entry table[] = {
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
+     {4, 2, 32, 1, 0, 0, 0, 0}},
+    /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
+     * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
+     * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
+     * backward 64,32,64,32 (2026-12-01), then 64-row dK/dV tiles at D 64 (+17-19%) and 2 of the 8
+     * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
+     * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
+     * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev), with two V
+     * buffers there (+0.0 to +1.5%; -1.1 to +0.0% at D 64 with 64x64 blocks, and the table's
+     * 64x128 has no room for them, perf.md v0.16.0-dev) */
+    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
+    {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}},
+    {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}},
+    /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
+    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
+     {32, 4, 128, 4, 128, 0, 0, 0}},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}},
+};
+
+static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const tuning_entry *e = &table[i];
+        if (e->name[0] && !strstr(info->name, e->name) && !strstr(info->vendor, e->name))
+            continue;
+        if (head_dim_pad > e->max_head_dim_pad)
+            continue;
+        if (e->type == FCL_DEVICE_OTHER || e->type == info->type)
+            return e;
+    }
+    return &table[sizeof table / sizeof table[0] - 1];
+}
+
+long fcl_device_loop_limit(fcl_context ctx)
+{
+    const char *env = getenv("FLASHCL_LOOP_LIMIT"); /* testing: force the chunked path anywhere */
+    long forced;
+    if (env && sscanf(env, "%ld", &forced) == 1 && forced > 0)
+        return forced;
+    return entry_for(&ctx->info, 0)->loop_limit;
+}
+
+long fcl_tiles_under_loop_cap(fcl_context ctx, long per_tile, long fixed)
+{
+    const long limit = fcl_device_loop_limit(ctx);
+    if (limit <= 0)
+        return 0;
+    const long n = (limit * 3 / 4 - fixed) / per_tile;
+    return n >= 1 ? n : -1;
+}
+
+fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed)
+{
+    return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: one %s tile needs %ld loop iterations, more than device \"%s\" "
+                    "allows (%ld)", op, what, per_tile + fixed, ctx->info.name, fcl_device_loop_limit(ctx));
+}
+
+/* Up to `most` comma-separated integers of s ("a,b,c") into v; returns how many were read
+ * (reading stops at the first text that is not one). */
+static int parse_values(const char *s, int *v, int most)
+{
+    int n = 0;
+    while (n < most) {
+        char *end = NULL;
+        const long x = strtol(s, &end, 10);
+        if (end == s || x < INT_MIN || x > INT_MAX)
+            break;
+        v[n++] = (int)x;
+        if (*end != ',')
+            break;
+        s = end + 1;
+    }
+    return n;
+}
+
+/* The tuned entry of (kernel, head_dim_pad), then the environment variable env_name ("a,b,c,...":
+ * at least `least` values; those it leaves out keep what lies below it), each taken only when
+ * fcl_tuned_values_valid accepts it, laid over v (fcl_tuned_value_count(kernel) values). */
+static void override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int least,
+                           int v[FCL_TUNING_MAX_VALUES])
+{
+    int t[FCL_TUNING_MAX_VALUES] = {0};
+    if (fcl_tuned_find(ctx, kernel, head_dim_pad, t))
+        memcpy(v, t, sizeof t);
+    const char *env = getenv(env_name);
+    int e[FCL_TUNING_MAX_VALUES];
+    memcpy(e, v, sizeof e);
+    if (env && parse_values(env, e, fcl_tuned_value_count(kernel)) >= least && fcl_tuned_values_valid(kernel, e))
+        memcpy(v, e, sizeof e);
+}
+
+fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
+{
+    const fcl_forward_tiles table = entry_for(&ctx->info, head_dim_pad)->forward;
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.rows};
+    override_tiles(ctx, "forward", head_dim_pad, "FLASHCL_FORWARD_TILES", 3, v);
+    fcl_forward_tiles t = {v[0], v[1], v[2]};
+    /* The local array (plus the mask row) must fit in half the local memory. */
+    const uint64_t budget = ctx->info.local_mem_bytes / 2;
+    while (t.block_n > 1 && (uint64_t)(fcl_forward_smem_floats(&t, head_dim_pad) + t.block_n) * 4 > budget)
+        t.block_n /= 2;
+    while (t.block_m > t.rows && ((uint64_t)(fcl_forward_smem_floats(&t, head_dim_pad) + t.block_n) * 4 > budget ||
+                                  (size_t)(t.block_m / t.rows) > ctx->info.max_work_group_size))
+        t.block_m /= 2;
+    return t;
+}
+
+/* The widest of 4, 2, 1 that divides the blocked kernel's rows, keys and dims per work-item. */
+static int blocked_vw(const fcl_blocked_tiles *t, int head_dim_pad)
+{
+    const int oc = head_dim_pad / (t->block_n / t->wn);
+    return t->wm % 4 == 0 && t->wn % 4 == 0 && oc % 4 == 0 ? 4 : t->wm % 2 == 0 && t->wn % 2 == 0 && oc % 2 == 0 ? 2 : 1;
+}
+
+uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad)
+{
+    /* as declared in cl/portable/attention_forward_blocked.cl: the staging array (Q and K slices, V
+     * slices or partial row results), the probabilities (or the second Q and K slices), the
+     * rows' key ranges, with two V buffers the odd V slices */
+    const uint64_t vw = (uint64_t)t->vw, tx = (uint64_t)(t->block_n / t->wn);
+    const uint64_t qs = t->block_m / vw + 1, ks = t->block_n / vw + 1, vs = head_dim_pad / vw + 1;
+    const uint64_t qk = (uint64_t)t->dk * (qs + ks), ps = (uint64_t)t->block_n * qs;
+    uint64_t stage = qk;
+    if ((uint64_t)t->nk * vs > stage)
+        stage = (uint64_t)t->nk * vs;
+    if (tx * (t->block_m / vw) > stage)
+        stage = tx * (t->block_m / vw);
+    const uint64_t v_odd = t->v_buffers == 2 ? (uint64_t)t->nk * vs : 0;
+    return (stage + (ps > qk ? ps : qk) + v_odd) * vw * 4 + 8 * (uint64_t)t->block_m;
+}
+
+fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
+{
+    fcl_blocked_tiles t = entry_for(&ctx->info, head_dim_pad)->blocked;
+    const char *path = getenv("FLASHCL_FORWARD_PATH");
+    if (t.block_m == 0 && path && strcmp(path, "blocked") == 0) { /* forced: any GPU's tiles */
+        const fcl_device_info gpu = {.name = "", .vendor = "", .type = FCL_DEVICE_GPU};
+        t = entry_for(&gpu, head_dim_pad)->blocked;
+    }
+    if (t.block_m == 0 || fcl_device_loop_limit(ctx) > 0) /* no blocked kernel on this device */
+        return (fcl_blocked_tiles){0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int v[4] = {t.block_m, t.block_n, t.wm, t.wn};
+    if (fcl_tuned_find(ctx, "forward_blocked", head_dim_pad, v)) {
+        t.block_m = v[0];
+        t.block_n = v[1];
+        t.wm = v[2];
+        t.wn = v[3];
+    }
+    const char *env = getenv("FLASHCL_BLOCKED_TILES");
+    int e[8] = {0, 0, 0, 0, t.dk, t.nk, t.max_regs, t.v_buffers};
+    if (env &&
+        sscanf(env, "%d,%d,%d,%d,%d,%d,%d,%d", &e[0], &e[1], &e[2], &e[3], &e[4], &e[5], &e[6], &e[7]) >= 4 &&
+        fcl_tuned_values_valid("forward_blocked", e) && e[4] > 0 && e[5] > 0 && e[6] >= 0 && e[6] <= 255 &&
+        (e[7] == 1 || e[7] == 2))
+        t = (fcl_blocked_tiles){e[0], e[1], e[2], e[3], e[4], e[5], e[6], 0, e[7]};
+    while (head_dim_pad % (t.block_n / t.wn) && t.wn < t.block_n)
+        t.wn *= 2;
+    t.dk = t.dk < 4 ? 4 : t.dk / 4 * 4;
+    while (head_dim_pad % t.dk)
+        t.dk -= 4;
+    while (t.block_n % t.nk)
+        t.nk--;
+    t.vw = blocked_vw(&t, head_dim_pad);
+    if (t.v_buffers == 2 && fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)
+        t.v_buffers = 1;
+    while (t.block_m > t.wm && ((size_t)(t.block_m / t.wm * (t.block_n / t.wn)) > ctx->info.max_work_group_size ||
+                                fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)) {
+        t.block_m /= 2;
+        t.vw = blocked_vw(&t, head_dim_pad);
+    }
+    if ((size_t)(t.block_m / t.wm * (t.block_n / t.wn)) > ctx->info.max_work_group_size ||
+        fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes || t.block_m % t.wm ||
+        t.block_n % t.wn || head_dim_pad % (t.block_n / t.wn))
+        t.block_m = 0;
+    return t;
+}
+
+/* The most k steps of A fragments (`want`, at most the head dim's head_dim_pad / 16) of
+ * `step_bytes` each that a tensor-core kernel can keep in `local` bytes of local memory beside
+ * the `used` bytes of its tiles. */
+static int local_fragment_steps(int want, int head_dim_pad, uint64_t used, uint64_t step_bytes, uint64_t local)
+{
+    const uint64_t room = used < local ? (local - used) / step_bytes : 0;
+    const int most = want < head_dim_pad / 16 ? want : head_dim_pad / 16;
+    return (uint64_t)most < room ? most : (int)room;
+}
+
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
+{
+    const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
+    if (table.block_m == 0) /* no tensor-core kernel on this device */
+        return table;
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
+    override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
+    fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
+    /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
+     * declared in cl/nvidia/mma_nv.cl); per Q k step: 16 bytes per work-item and m tile (32 per row) */
+    const uint64_t key_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 8, local = ctx->info.local_mem_bytes;
+    while (t.block_n > 16 && t.block_n * key_bytes > local)
+        t.block_n /= 2;
+    t.q_local = local_fragment_steps(t.q_local, head_dim_pad, t.block_n * key_bytes, 32 * (uint64_t)t.block_m, local);
+    if ((size_t)(t.block_m / (16 * t.m_tiles) * 32) > ctx->info.max_work_group_size)
+        t.block_m = 0;
+    return t;
+}
+
+/* Bytes of the wgmma forward's local arrays (as declared in cl/nvidia/attention_forward_wgmma.cl): 64 Q
+ * rows and the stages' K and V tiles of 16-bit values, and with a mask its values per stage. */
+static uint64_t wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask)
+{
+    const uint64_t stage_keys = (uint64_t)t->stages * (uint64_t)t->block_n;
+    return (64 + 2 * stage_keys) * (uint64_t)head_dim_pad * 2 + (has_mask ? 4 * stage_keys : 0);
+}
+
+fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask)
+{
+    if ((head_dim_pad != 64 && head_dim_pad != 128) || ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0)
+        return (fcl_wgmma_tiles){0, 0, 0, 0};
+    /* H200 tune (docs/perf.md v0.14.0-dev): 64-key tiles at D 128 (Q and one stage fill the 48 KB),
+     * the next Q K^T behind P V (+2%); 128-key tiles at D 64 (+12% over 64), Q K^T after P V (+2%) */
+    int v[FCL_TUNING_MAX_VALUES] = {head_dim_pad == 64 ? 128 : 64, 1, 0, head_dim_pad == 64 ? 0 : 1};
+    override_tiles(ctx, "forward_wgmma", head_dim_pad, "FLASHCL_WGMMA_TILES", 2, v);
+    fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3]};
+    while (wgmma_local_bytes(&t, head_dim_pad, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
+        if (t.stages > 1)
+            t.stages--;
+        else
+            t.block_n = t.block_n > 64 ? t.block_n / 2 : 0;
+    }
+    return t;
+}
+
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
+{
+    fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
+    if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
+        return (fcl_backward_mma_tiles){0, 0, 0, 0, 0};
+    int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local};
+    override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v);
+    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4]};
+    /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row (as
+     * declared in cl/nvidia/attention_backward_mma.cl); per K/V k step in local memory: 16 bytes per
+     * work-item for each of K and V */
+    const uint64_t row_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 32, local = ctx->info.local_mem_bytes;
+    while (t.dkdv_block_m > 16 && t.dkdv_block_m * row_bytes > local)
+        t.dkdv_block_m /= 2;
+    while (t.dq_block_n > 16 && t.dq_block_n * row_bytes > local)
+        t.dq_block_n /= 2;
+    t.kv_local =
+        local_fragment_steps(t.kv_local, head_dim_pad, t.dkdv_block_m * row_bytes, 64 * (uint64_t)t.dkdv_block_n, local);
+    if ((size_t)(2 * t.dkdv_block_n) > ctx->info.max_work_group_size ||
+        (size_t)(2 * t.dq_block_m) > ctx->info.max_work_group_size ||
+        t.dkdv_block_m * row_bytes > local || t.dq_block_n * row_bytes > local)
+        t.dkdv_block_n = 0;
+    return t;
+}
+
+fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values)
+{
+    const int want = fcl_tuned_value_count(kernel);
+    if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"
+                        : want == 0 ? "unknown kernel (" FCL_TUNED_KERNEL_NAMES ")"
+                        : n_values != want ? "wrong value count"
+                        : "head_dim outside [1, 256]");
+    const int hdp = fcl_pad_head_dim(head_dim);
+    if (strcmp(kernel, "decode") == 0) { /* as a KV head with at least the tiles' query rows runs them */
+        const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
+        values[0] = t.block_n;
+        values[1] = t.rows;
+        values[2] = t.wg;
+        values[3] = t.waves;
+        values[4] = t.split_min;
+        values[5] = t.max_regs;
+        values[6] = t.stages;
+        values[7] = t.mma_warps;
+    } else if (strcmp(kernel, "forward_wgmma") == 0) {
+        const fcl_wgmma_tiles t = fcl_tune_forward_wgmma(ctx, hdp, 0);
+        values[0] = t.block_n;
+        values[1] = t.stages;
+        values[2] = t.max_regs;
+        values[3] = t.overlap;
+    } else if (want == 3) {
+        const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
+        values[0] = t.block_m;
+        values[1] = t.block_n;
+        values[2] = t.rows;
+    } else if (strcmp(kernel, "forward_blocked") == 0) {
+        const fcl_blocked_tiles t = fcl_tune_forward_blocked(ctx, hdp);
+        values[0] = t.block_m;
+        values[1] = t.block_n;
+        values[2] = t.wm;
+        values[3] = t.wn;
+    } else if (strcmp(kernel, "backward_mma") == 0) {
+        const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp);
+        values[0] = t.dkdv_block_n;
+        values[1] = t.dkdv_block_m;
+        values[2] = t.dq_block_m;
+        values[3] = t.dq_block_n;
+        values[4] = t.kv_local;
+    } else {
+        const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp);
+        values[0] = t.block_m;
+        values[1] = t.block_n;
+        values[2] = t.m_tiles;
+        values[3] = t.max_regs;
+        values[4] = t.q_local;
+    }
+    return FCL_SUCCESS;
+}
+
+int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad)
+{
+    const int tiles = head_dim_pad * (t->block_n + 1) + t->block_n * head_dim_pad;
+    const int rows = t->block_m * head_dim_pad;
+    return tiles > rows ? tiles : rows;
+}
+
+fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad)
+{
+    fcl_backward_tiles t = entry_for(&ctx->info, head_dim_pad)->backward;
+    const char *env = getenv("FLASHCL_BACKWARD_TILES");
+    int m, n;
+    if (env && sscanf(env, "%d,%d", &m, &n) == 2 && m > 0 && n > 0) {
+        t.block_m = m;
+        t.block_n = n;
+    }
+    const uint64_t budget = ctx->info.local_mem_bytes - 256; /* one kernel's arrays; a little spare */
+    while (t.block_m > 1 && ((uint64_t)(2 * t.block_m * head_dim_pad + 4 * t.block_m) * 4 > budget ||
+                             (size_t)t.block_m > ctx->info.max_work_group_size))
+        t.block_m /= 2;
+    while (t.block_n > 1 && ((uint64_t)(2 * t.block_n * head_dim_pad + t.block_n) * 4 > budget ||
+                             (size_t)t.block_n > ctx->info.max_work_group_size))
+        t.block_n /= 2;
+    return t;
+}
+
+int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad)
+{
+    /* as declared in cl/portable/attention_decode.cl: the teams' partial dot products, p and rescale
+     * factors (teams of several items), the teams' states and merge buffer (several teams);
+     * plus decode_mask_len's array */
+    const fcl_decode_shape sh = fcl_decode_shape_of(t, head_dim_pad);
+    const int pairs = t->rows * sh.keys, red_ld = sh.team % 4 == 0 ? sh.team + 4 : sh.team + 1;
+    int n = sh.team * sh.teams;
+    if (sh.team > 1)
+        n += sh.teams * (pairs * red_ld + 16) + sh.teams * (pairs + t->rows);
+    if (sh.teams > 1)
+        n += 2 * sh.teams * t->rows + t->rows * head_dim_pad;
+    return n;
+}
+
+fcl_decode_shape fcl_decode_shape_of(const fcl_decode_tiles *t, int head_dim_pad)
+{
+    const int chunks = head_dim_pad / 8 > 1 ? head_dim_pad / 8 : 1;
+    fcl_decode_shape sh = {1, 1, 1};
+    for (int d = 1; d <= chunks && d <= t->wg; d++)
+        if (chunks % d == 0)
+            sh.team = d;
+    while (sh.team * sh.teams * 2 <= t->wg)
+        sh.teams *= 2;
+    sh.keys = t->block_n / sh.teams > 1 ? t->block_n / sh.teams : 1;
+    return sh;
+}
+
+/* block_n and wg as the shape of t gives them. */
+static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
+{
+    const fcl_decode_shape sh = fcl_decode_shape_of(t, head_dim_pad);
+    t->block_n = sh.teams * sh.keys;
+    t->wg = sh.team * sh.teams;
+}
+
+/* The table's decode tiles: NVIDIA 128 work-items (8 teams of 16 at D 128), 2 keys per team,
+ * 4 rows, rounds of 4 work-groups per compute unit, splits of at least 128 keys, a 3-stage
+ * cp.async ring (H200 sweeps, docs/perf.md v0.8.0-dev; D 64 and 256 by analogy, unmeasured);
+ * at D 128 the tensor-core form with 2 warps and a 2-stage ring (v0.12.0-dev sweeps: 1 warp, or
+ * 3 and 4 stages, 4-15% slower; the team-shuffle form, which then also gets 2 stages, about 3%
+ * slower with them) in rounds of 2 work-groups per compute unit (v0.13.0-dev: 2-10% faster
+ * than 4 at B 1 L 32k, B 8 and B 32 L 4k, a tie elsewhere), at D 64 likewise (2 warps, 2
+ * stages, rounds of 2: 19% faster than 3 stages in rounds of 4 at B 8 L 32k, v0.13.0-dev);
+ * CPUs one work-item owning every dim, 32 keys per batch; llvmpipe small per-work-item state
+ * (its compiler's time grows with it) and 32 work-items (its kernels report no more). */
+fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
+{
+    const fcl_decode_tiles table = entry_for(&ctx->info, head_dim_pad)->decode;
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,    table.waves,
+                                    table.split_min, table.max_regs, table.stages, table.mma_warps};
+    override_tiles(ctx, "decode", head_dim_pad, "FLASHCL_DECODE_TILES", 3, v);
+    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    if (ctx->info.nv_cc_major < 8) { /* no cp.async, no mma.sync of this shape */
+        t.stages = 0;
+        t.mma_warps = 0;
+    }
+    int need = 1;
+    while (need < rows && need < t.rows)
+        need *= 2;
+    t.rows = need;
+    while ((size_t)t.wg > ctx->info.max_work_group_size && t.wg > 1)
+        t.wg /= 2;
+    decode_normalise(&t, head_dim_pad);
+    const uint64_t budget = ctx->info.local_mem_bytes - 256;
+    while ((uint64_t)fcl_decode_local_floats(&t, head_dim_pad) * 4 > budget &&
+           (t.block_n > 1 || t.rows > 1 || t.wg > 1)) {
+        const fcl_decode_shape sh = fcl_decode_shape_of(&t, head_dim_pad);
+        if (sh.keys > 1 && sh.keys >= t.rows)
+            t.block_n /= 2;
+        else if (t.rows > 1)
+            t.rows /= 2;
+        else
+            t.wg /= 2;
+        decode_normalise(&t, head_dim_pad);
+    }
+    return t;
+}
+
+/* ---- projection GEMM (cl/portable/linear.cl, tiled variant) ---- */
+
+typedef struct gemm_entry {
+    const char *name;      /* as tuning_entry */
+    fcl_device_type type;
+    fcl_gemm_tiles tiles;
+} gemm_entry;
+
+/* NVIDIA: 64 x 128 blocks of 8 x 4 per work-item (256 work-items; H200 sweep, qkvo D 4096 L 2048,
+ * f16 / i8 weights, ms: 64x128x16 8x4 13.1 / 11.9, 128x64x16 8x4 13.4 / 12.2, 128x128x16 8x8
+ * 16.5 / 15.0, 64x64x16 4x4 15.1 / 13.0, TK 32 slower everywhere); other GPUs 64 x 64 of 4 x 4
+ * (256 work-items, within AMD's and Mali's limits); llvmpipe and the rest (CPUs on the tiled
+ * kernel under a loop cap) 32 x 32 of 2 x 2, which keep a work-item's loop count per K slice low
+ * (llvmpipe, qkvo L 256 D 512 f16: 2 x 2 took 0.6x the time of 4 x 4, 32 x 32 and 64 x 64 blocks
+ * alike). */
+static const gemm_entry gemm_table[] = {
+    {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}},
+    {"NVIDIA", FCL_DEVICE_GPU, {64, 128, 16, 8, 4, 4}},
+    {"", FCL_DEVICE_GPU, {64, 64, 16, 4, 4, 4}},
+    {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}},
+};
+
+int fcl_gemm_local_floats(const fcl_gemm_tiles *t)
+{
+    return t->tile_k * (t->tile_m + t->vw + t->tile_n + t->vw);
+}
+
+fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx)
+{
+    const gemm_entry *e = &gemm_table[sizeof gemm_table / sizeof gemm_table[0] - 1];
+    for (size_t i = 0; i < sizeof gemm_table / sizeof gemm_table[0]; i++) {
+        const gemm_entry *g = &gemm_table[i];
+        if ((!g->name[0] || strstr(ctx->info.name, g->name) || strstr(ctx->info.vendor, g->name)) &&
+            (g->type == FCL_DEVICE_OTHER || g->type == ctx->info.type)) {
+            e = g;
+            break;
+        }
+    }
+    fcl_gemm_tiles t = e->tiles;
+    const char *env = getenv("FLASHCL_GEMM_TILES");
+    fcl_gemm_tiles o = {0, 0, 0, 0, 0, 4};
+    const int got = env ? sscanf(env, "%d,%d,%d,%d,%d,%d", &o.tile_m, &o.tile_n, &o.tile_k, &o.wpt_m, &o.wpt_n,
+                                 &o.vw) : 0;
+    if ((got == 5 || got == 6) && o.tile_m > 0 && o.tile_n > 0 && o.tile_k > 0 && o.wpt_m > 0 && o.wpt_n > 0 &&
+        o.vw > 0 && o.tile_m % o.wpt_m == 0 && o.tile_n % o.wpt_n == 0)
+        t = o;
+    t.vw = t.vw >= 4 ? 4 : t.vw >= 2 ? 2 : 1;
+    while (t.wpt_m % t.vw || t.wpt_n % t.vw)
+        t.vw /= 2;
+    /* work-items along m and n: halve the larger until the work-group fits */
+    int dm = t.tile_m / t.wpt_m, dn = t.tile_n / t.wpt_n;
+    while ((size_t)dm * (size_t)dn > ctx->info.max_work_group_size && dm * dn > 1) {
+        if (dm >= dn)
+            dm /= 2;
+        else
+            dn /= 2;
+    }
+    t.tile_m = dm * t.wpt_m;
+    t.tile_n = dn * t.wpt_n;
+    const uint64_t budget = ctx->info.local_mem_bytes - 256;
+    while (t.tile_k > 1 && (uint64_t)fcl_gemm_local_floats(&t) * 4 > budget)
+        t.tile_k /= 2;
+    while ((dm > 1 || dn > 1) && (uint64_t)fcl_gemm_local_floats(&t) * 4 > budget) {
+        if (dm >= dn && dm > 1)
+            dm /= 2;
+        else
+            dn /= 2;
+        t.tile_m = dm * t.wpt_m;
+        t.tile_n = dn * t.wpt_n;
+    }
+    return t;
+}

@@ -1,0 +1,183 @@
+/* Per-device tile sizes, work-group shapes and code-shape knobs (vendor defaults, overridable
+ * by environment), and the limits of devices that have them. */
+#ifndef FLASHCL_TUNING_H
+#define FLASHCL_TUNING_H
+
+#include "core/internal.h"
+
+/* The head dim the kernels are specialised for: D rounded up to 16, then to multiples of 32. */
+int fcl_pad_head_dim(int64_t D);
+
+typedef struct fcl_forward_tiles {
+    int block_m;      /* query rows per work-group */
+    int block_n;      /* keys per local-memory tile */
+    int rows;         /* query rows per work-item; the work-group has block_m / rows items */
+} fcl_forward_tiles;
+
+/* Tiles for the attention forward at padded head dim `head_dim_pad` on ctx's device: the
+ * table's entry for the device, then FLASHCL_FORWARD_TILES="M,N,R" if set, then clamped so
+ * the local array fits in half the device's local memory and M / R fits its work-group limit. */
+fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad);
+
+typedef struct fcl_blocked_tiles {
+    int block_m;      /* query rows per work-group */
+    int block_n;      /* keys per tile */
+    int wm;           /* rows per work-item; block_m / wm work-items along the rows */
+    int wn;           /* keys per work-item; block_n / wn work-items along the keys */
+    int dk;           /* head dims per local slice of Q and K (a multiple of 4) */
+    int nk;           /* keys per local slice of V */
+    int max_regs;     /* NVIDIA: registers per work-item (-cl-nv-maxrregcount); 0: the compiler's choice */
+    int vw;           /* local-memory vector width (4, 2 or 1), dividing wm, wn and the dims per item */
+    int v_buffers;    /* local buffers of V slices: 2 (one barrier per slice, nk x head dims more local
+                       * memory) or 1 (two barriers per slice) */
+} fcl_blocked_tiles;
+
+/* Tiles of the register-blocked GPU forward (cl/portable/attention_forward_blocked.cl) at padded head dim
+ * `head_dim_pad`: the device's table entry, then a tuned entry ("forward_blocked": block_m,
+ * block_n, wm, wn), then FLASHCL_BLOCKED_TILES="M,N,WM,WN[,DK[,NK[,R[,VB]]]]" if valid; then made
+ * to fit: wn doubled until block_n / wn divides head_dim_pad, dk and nk to divisors, one V buffer
+ * where two do not fit, block_m halved until the work-group and its local arrays fit the device.
+ * block_m 0 where the table has no such kernel for the device (CPUs, devices with a loop cap). */
+fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad);
+
+/* Bytes of the blocked forward's local arrays with tiles t at head dim `head_dim_pad`. */
+uint64_t fcl_blocked_local_bytes(const fcl_blocked_tiles *t, int head_dim_pad);
+
+typedef struct fcl_mma_tiles {
+    int block_m;      /* query rows per work-group (multiple of 16 * m_tiles); 0: no tensor-core path */
+    int block_n;      /* keys per local-memory tile (multiple of 16) */
+    int m_tiles;      /* 16-row mma tiles per warp; the work-group has block_m / (16 m_tiles) warps */
+    int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+    int q_local;      /* k steps (16 head-dim columns) of the Q fragments held in local memory, not registers */
+} fcl_mma_tiles;
+
+/* Tiles of the NVIDIA tensor-core forward (cl/nvidia/attention_forward_mma.cl) at padded head dim
+ * `head_dim_pad`: the device's table entry, then FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if set; N
+ * halved until two stages of K and V tiles fit the local memory, then Q lowered (to at most
+ * head_dim_pad / 16) until its Q fragments fit beside them. block_m 0 where the table has no such path. */
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad);
+
+typedef struct fcl_wgmma_tiles {
+    int block_n;      /* keys per local-memory tile (64 or 128); 0: no wgmma path at this head dim */
+    int stages;       /* K and V tiles in flight per work-group (1 or 2) */
+    int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+    int overlap;      /* 1: the next tile's S = Q K^T is issued behind this tile's P V (OVERLAP) */
+} fcl_wgmma_tiles;
+
+/* Tiles of the Hopper wgmma forward (cl/nvidia/attention_forward_wgmma.cl) at padded head dim
+ * `head_dim_pad` (64 or 128; block_n 0 at any other, and on devices other than NVIDIA compute
+ * capability 9.0) with or without a key mask: the defaults (64 keys at D 128 with overlap, 128
+ * at D 64 without, one stage), then a tuned entry ("forward_wgmma"), then
+ * FLASHCL_WGMMA_TILES="N,S[,R[,O]]" if valid; then stages, then N lowered until Q, the stages
+ * and the mask values fit the local memory; block_n 0 when nothing fits. */
+fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask);
+
+typedef struct fcl_backward_tiles {
+    int block_m;      /* query rows per tile; the dQ kernel's work-group size */
+    int block_n;      /* keys per tile; the dK/dV kernel's work-group size */
+} fcl_backward_tiles;
+
+/* Tiles for the attention backward at padded head dim `head_dim_pad`: the device's table
+ * entry, then FLASHCL_BACKWARD_TILES="M,N" if set, then each halved until its kernel's local
+ * arrays (about 2 * M or 2 * N rows of head_dim_pad floats) fit the local memory and it fits
+ * the work-group limit. */
+fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad);
+
+typedef struct fcl_backward_mma_tiles {
+    int dkdv_block_n; /* keys per dK/dV work-group (16 per warp); 0: no tensor-core backward */
+    int dkdv_block_m; /* query rows per local tile of the dK/dV kernel */
+    int dq_block_m;   /* query rows per dQ work-group (16 per warp) */
+    int dq_block_n;   /* keys per local tile of the dQ kernel */
+    int kv_local;     /* k steps whose K and V fragments the dK/dV kernel keeps in local memory */
+} fcl_backward_mma_tiles;
+
+/* Tiles of the NVIDIA tensor-core backward (cl/nvidia/attention_backward_mma.cl) at padded head dim
+ * `head_dim_pad`: the device's table entry (NVIDIA compute capability >= 8.0 only; none past
+ * 128: a warp's K, V, dK and dV live in registers), then a tuned entry, then
+ * FLASHCL_BACKWARD_MMA_TILES="KN,KM,QM,QN[,KV]" if set (tiles multiples of 16 in [16, 256], KV
+ * in [0, 16]); each local tile halved until its two stages fit the local memory, then KV lowered
+ * to the head dim's k steps and to what fits beside the dK/dV kernel's stages; dkdv_block_n 0
+ * when there is no such path or a work-group would exceed the device's limit. */
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad);
+
+typedef struct fcl_decode_tiles {
+    int block_n;      /* keys per work-group and batch (teams x keys per team) */
+    int rows;         /* most query rows (query heads x positions of one KV head) per work-group */
+    int wg;           /* most work-items per work-group */
+    int waves;        /* work-groups per compute unit in one round (as many as run at once there),
+                       * which the split count fills */
+    int split_min;    /* fewest keys per split (a split's fixed costs: Q, team merge, state) */
+    int max_regs;     /* NVIDIA: registers per work-item of the partial kernel (-cl-nv-maxrregcount);
+                       * 0: the compiler's choice */
+    int stages;       /* NVIDIA (compute capability >= 8), team-shuffle form with 16-byte aligned
+                       * rows: key batches in flight through a cp.async ring in local memory (2 to
+                       * 4; fewer while the ring does not fit); 0: K and V read into registers */
+    int mma_warps;    /* NVIDIA (compute capability >= 8): warps per work-group of the tensor-core
+                       * form (cl/nvidia/attention_decode_mma.cl: 16 keys per warp and step, 16 query rows
+                       * per work-group; `stages` its ring, lowered to fit); 0: no such form */
+} fcl_decode_tiles;
+
+typedef struct fcl_decode_shape {
+    int team;         /* work-items per team (a team takes one key at a time; each item owns
+                       * head_dim_pad / team dims): the largest divisor of head_dim_pad / 8 <= wg */
+    int teams;        /* teams per work-group: the largest power of two with team * teams <= wg */
+    int keys;         /* keys per team and batch: block_n / teams, at least 1 */
+} fcl_decode_shape;
+
+/* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
+ * device's table entry, then a tuned entry ("decode"), then FLASHCL_DECODE_TILES=
+ * "N,R,W[,G[,S[,M[,A[,T]]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps; the values
+ * left out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
+ * accepts it; then the device's limits: stages and mma_warps 0 without cp.async (NVIDIA compute
+ * capability < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
+ * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
+ * and wg as their shape gives them (teams * keys, team * teams). */
+fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);
+
+/* The work-group shape of tiles t at padded head dim `head_dim_pad`. */
+fcl_decode_shape fcl_decode_shape_of(const fcl_decode_tiles *t, int head_dim_pad);
+
+/* Floats of the decode kernel's local arrays. */
+int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad);
+
+/* Floats of the forward kernel's shared local array: the K (transposed, padded) and V tiles,
+ * reused by the epilogue for the block's output rows. */
+int fcl_forward_smem_floats(const fcl_forward_tiles *t, int head_dim_pad);
+
+/* The most loop iterations one work-item may run on ctx's device, 0 when unlimited. Mesa's
+ * llvmpipe (Rusticl, Clover; seen with Mesa 22.3) silently ends every loop once a work-item
+ * has run 65535 iterations in total, so ops there split their work into launches that stay
+ * under the cap. FLASHCL_LOOP_LIMIT=N imposes a cap of N on any device (used by the tests to
+ * run the chunked path everywhere). */
+long fcl_device_loop_limit(fcl_context ctx);
+
+/* Tiles one work-item may run per launch under the device's loop cap, given the loop iterations
+ * of a tile and outside the tile loop (counted generously; 3/4 of the cap is used): 0 when the
+ * device has no cap, -1 when not even one tile fits. */
+long fcl_tiles_under_loop_cap(fcl_context ctx, long per_tile, long fixed);
+
+/* FCL_ERR_UNSUPPORTED: "<op>: one <what> tile needs N loop iterations, more than ... allows". */
+fcl_status fcl_loop_cap_error(fcl_context ctx, const char *op, const char *what, long per_tile, long fixed);
+
+/* ---- projection GEMM (cl/portable/linear.cl, tiled variant) ---- */
+
+typedef struct fcl_gemm_tiles {
+    int tile_m;       /* rows of C per work-group (TM) */
+    int tile_n;       /* columns of C per work-group (TN) */
+    int tile_k;       /* depth of the local-memory slices of A and B (TK) */
+    int wpt_m;        /* rows per work-item (WM); tile_m / wpt_m work-items along m */
+    int wpt_n;        /* columns per work-item (WN); tile_n / wpt_n work-items along n */
+    int vw;           /* local-memory read width (VW: 1, 2 or 4), divides wpt_m and wpt_n */
+} fcl_gemm_tiles;
+
+/* Tiles for the tiled projection GEMM on ctx's device: the GEMM table's entry for the device,
+ * then FLASHCL_GEMM_TILES="TM,TN,TK,WM,WN[,VW]" if set and valid (WM divides TM, WN divides
+ * TN), then clamped: vw to 4, 2 or 1 dividing wpt_m and wpt_n; the work-group
+ * (tile_m / wpt_m) * (tile_n / wpt_n) to the device's limit; the local tiles
+ * (fcl_gemm_local_floats) to the local memory, halving tile_k first. */
+fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx);
+
+/* Floats of the tiled GEMM's local arrays: TK rows of TM + VW and of TN + VW. */
+int fcl_gemm_local_floats(const fcl_gemm_tiles *t);
+
+#endif
