@@ -72,9 +72,9 @@ typedef struct fcl_context_s *fcl_context;
  * GPU, else the first CPU, of all platforms. Selector forms:
  *   "gpu" / "cpu"   first device of that type;
  *   "P:D"           device D of platform P (indices as flashcl-info lists them);
- *   any other word  first device whose platform name, platform vendor, device vendor or
- *                   device name contains it, case-insensitively ("pocl", "nvidia", "rusticl",
- *                   "llvmpipe", "intel").
+ *   any other word  first device of the first platform whose name or vendor contains it,
+ *                   case-insensitively ("pocl", "nvidia", "rusticl", "intel"); when no platform
+ *                   does, the first device whose vendor or name contains it ("llvmpipe").
  * Platforms that list no devices are skipped. On success *out owns the new context.
  * On failure *out is NULL and fcl_last_error(NULL) says why (thread-local).
  */
@@ -563,10 +563,10 @@ typedef struct fcl_weight {
 
 /*
  * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
- * "clblast-sgemm" (F32 / F32 where CLBlast is built in), "clblast-hgemm" (F16 / F16 on devices
- * with cl_khr_fp16), or "flashcl" (flashcl's own kernel: BF16, I8 weights, mixed dtypes,
- * devices without fp16, loop-capped devices such as llvmpipe, or FLASHCL_GEMM=own). Static
- * string; NULL for a NULL ctx.
+ * "clblast-sgemm" (F32 / F32 where CLBlast is built in) or "flashcl" (flashcl's own kernel: F16,
+ * BF16, I8 weights, mixed dtypes, loop-capped devices such as llvmpipe, or FLASHCL_GEMM=own).
+ * Every path accumulates in FP32: CLBlast's HGEMM, which accumulates in half precision, is never
+ * used. Static string; NULL for a NULL ctx.
  */
 const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight);
 

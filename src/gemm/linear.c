@@ -237,12 +237,10 @@ const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight
     const char *env = getenv("FLASHCL_GEMM");
     const int own = env && strcmp(env, "own") == 0;
     /* CLBlast's kernels are not split for loop-capped devices (llvmpipe): flashcl's there */
-    if (!own && fcl_device_loop_limit(ctx) == 0 && act == weight) {
-        if (act == FCL_F32)
-            return "clblast-sgemm";
-        if (act == FCL_F16 && ctx->info.has_fp16)
-            return "clblast-hgemm";
-    }
+    /* CLBlast's HGEMM accumulates in half precision, which flashcl's FP32-accumulation contract
+     * rules out: F16 projections take flashcl's kernel on every device */
+    if (!own && fcl_device_loop_limit(ctx) == 0 && act == FCL_F32 && weight == FCL_F32)
+        return "clblast-sgemm";
 #else
     (void)act;
     (void)weight;
@@ -251,25 +249,19 @@ const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight
 }
 
 #ifdef FLASHCL_HAVE_CLBLAST
-/* Y = X W^T through CLBlast (row-major, W transposed), then the bias kernel when there is one. */
+/* Y = X W^T through CLBlast's SGEMM (F32, row-major, W transposed), then the bias kernel when
+ * there is one. */
 static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
 {
     const size_t M = (size_t)X->shape[0], K = (size_t)X->shape[1], N = (size_t)Y->shape[1];
     cl_event *ev = w->bias ? NULL : event;
-    CLBlastStatusCode st;
-    if (X->dtype == FCL_F32)
-        st = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, M, N, K, 1.0f, X->buffer,
-                          (size_t)X->offset, (size_t)X->strides[0], w->w->buffer, (size_t)w->w->offset,
-                          (size_t)w->w->strides[0], 0.0f, Y->buffer, (size_t)Y->offset, (size_t)Y->strides[0],
-                          &ctx->queue, ev);
-    else
-        st = CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, M, N, K, 0x3C00 /* 1 */,
-                          X->buffer, (size_t)X->offset, (size_t)X->strides[0], w->w->buffer, (size_t)w->w->offset,
-                          (size_t)w->w->strides[0], 0 /* 0 */, Y->buffer, (size_t)Y->offset, (size_t)Y->strides[0],
-                          &ctx->queue, ev);
+    const CLBlastStatusCode st =
+        CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, M, N, K, 1.0f, X->buffer,
+                     (size_t)X->offset, (size_t)X->strides[0], w->w->buffer, (size_t)w->w->offset,
+                     (size_t)w->w->strides[0], 0.0f, Y->buffer, (size_t)Y->offset, (size_t)Y->strides[0],
+                     &ctx->queue, ev);
     if (st != CLBlastSuccess)
-        return fcl_fail(ctx, FCL_ERR_OPENCL, "CLBlast %s failed with status %d", X->dtype == FCL_F32 ? "SGEMM" : "HGEMM",
-                        (int)st);
+        return fcl_fail(ctx, FCL_ERR_OPENCL, "CLBlast SGEMM failed with status %d", (int)st);
     if (!w->bias)
         return FCL_SUCCESS;
     cl_kernel k;
