@@ -85,25 +85,27 @@ static cl_device_id first_of_type(const listing *L, cl_device_type type)
     return NULL;
 }
 
-/* The first device whose platform name, vendor or device name contains `word`. The header
- * names these three: "platform name, vendor or device name"; the platform's vendor string is
- * checked as well so that "pocl" (platform vendor "The pocl project") finds a PoCL device
- * whatever its device vendor string says. */
+/* What the header says a word selects: the first device of the first platform whose name or
+ * vendor contains `word`; when no platform does, the first device whose vendor or name does. */
 static cl_device_id first_by_name(const listing *L, const char *word)
 {
     char a[512];
-    for (cl_uint p = 0; p < L->np; p++)
-        for (cl_uint d = 0; d < L->nd[p]; d++) {
-            cl_device_id dv = L->dev[p][d];
-            plat_str(L->plat[p], CL_PLATFORM_NAME, a, sizeof a);
-            if (contains_nocase(a, word)) return dv;
-            plat_str(L->plat[p], CL_PLATFORM_VENDOR, a, sizeof a);
-            if (contains_nocase(a, word)) return dv;
-            dev_str(dv, CL_DEVICE_VENDOR, a, sizeof a);
-            if (contains_nocase(a, word)) return dv;
-            dev_str(dv, CL_DEVICE_NAME, a, sizeof a);
-            if (contains_nocase(a, word)) return dv;
-        }
+    for (int pass = 0; pass < 2; pass++)
+        for (cl_uint p = 0; p < L->np; p++)
+            for (cl_uint d = 0; d < L->nd[p]; d++) {
+                cl_device_id dv = L->dev[p][d];
+                if (pass == 0) {
+                    plat_str(L->plat[p], CL_PLATFORM_NAME, a, sizeof a);
+                    if (contains_nocase(a, word)) return dv;
+                    plat_str(L->plat[p], CL_PLATFORM_VENDOR, a, sizeof a);
+                    if (contains_nocase(a, word)) return dv;
+                } else {
+                    dev_str(dv, CL_DEVICE_VENDOR, a, sizeof a);
+                    if (contains_nocase(a, word)) return dv;
+                    dev_str(dv, CL_DEVICE_NAME, a, sizeof a);
+                    if (contains_nocase(a, word)) return dv;
+                }
+            }
     return NULL;
 }
 
@@ -252,6 +254,47 @@ Test(context, selector_device_name_word)
     }
     cr_assert(word[0], "device name \"%s\" has no word of 4+ letters", name);
     expect_selector(word, first_by_name(&L, word));
+}
+
+/* Every word (4+ letters or digits) of every platform's name and vendor selects a device of a
+ * platform that has the word, never a device of another platform whose device name or vendor
+ * happens to contain it (PoCL names its CPU device after the processor: "...-Intel(R) Xeon(R)",
+ * vendor "GenuineIntel", so "intel" must still find Intel's own platform). */
+Test(context, selector_platform_word_before_device_word)
+{
+    listing L;
+    list_all(&L);
+    int checked = 0;
+    for (cl_uint p = 0; p < L.np; p++) {
+        if (L.nd[p] == 0)
+            continue;
+        for (int which = 0; which < 2; which++) {
+            char text[512];
+            plat_str(L.plat[p], which ? CL_PLATFORM_VENDOR : CL_PLATFORM_NAME, text, sizeof text);
+            for (const char *c = text; *c;) {
+                size_t n = 0;
+                while (isalnum((unsigned char)c[n]))
+                    n++;
+                if (n >= 4 && n < 64) {
+                    char word[64];
+                    memcpy(word, c, n);
+                    word[n] = '\0';
+                    cl_device_id want = first_by_name(&L, word);
+                    cl_uint wp = 0, wd = 0;
+                    cr_assert(want && find_device(&L, want, &wp, &wd));
+                    char name[512], vendor[512];
+                    plat_str(L.plat[wp], CL_PLATFORM_NAME, name, sizeof name);
+                    plat_str(L.plat[wp], CL_PLATFORM_VENDOR, vendor, sizeof vendor);
+                    cr_assert(contains_nocase(name, word) || contains_nocase(vendor, word),
+                              "\"%s\" should select a platform named after it", word);
+                    expect_selector(word, want);
+                    checked++;
+                }
+                c += n ? n : 1;
+            }
+        }
+    }
+    cr_assert(checked > 0, "no platform has a name or vendor word of 4+ letters");
 }
 
 Test(context, selector_platform_device_index)

@@ -46,33 +46,40 @@ static int first_of_type(cl_platform_id *plats, cl_uint np, cl_device_type type,
     return 0;
 }
 
-static int matches_name(cl_platform_id p, cl_device_id d, const char *word)
+/* Whether `word` names device d of platform p: pass 0 matches the platform's name or vendor,
+ * pass 1 the device's vendor or name. */
+static int matches_name(cl_platform_id p, cl_device_id d, const char *word, int pass)
 {
     char buf[512];
-    if (clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof buf, buf, NULL) == CL_SUCCESS && contains_nocase(buf, word))
-        return 1;
-    if (clGetPlatformInfo(p, CL_PLATFORM_VENDOR, sizeof buf, buf, NULL) == CL_SUCCESS && contains_nocase(buf, word))
-        return 1;
-    if (clGetDeviceInfo(d, CL_DEVICE_VENDOR, sizeof buf, buf, NULL) == CL_SUCCESS && contains_nocase(buf, word))
-        return 1;
-    if (clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof buf, buf, NULL) == CL_SUCCESS && contains_nocase(buf, word))
-        return 1;
+    const cl_platform_info pinfo[2] = {CL_PLATFORM_NAME, CL_PLATFORM_VENDOR};
+    const cl_device_info dinfo[2] = {CL_DEVICE_VENDOR, CL_DEVICE_NAME};
+    for (int i = 0; i < 2; i++) {
+        const cl_int err = pass == 0 ? clGetPlatformInfo(p, pinfo[i], sizeof buf, buf, NULL)
+                                     : clGetDeviceInfo(d, dinfo[i], sizeof buf, buf, NULL);
+        buf[sizeof buf - 1] = '\0';
+        if (err == CL_SUCCESS && contains_nocase(buf, word))
+            return 1;
+    }
     return 0;
 }
 
+/* The first device whose platform matches `word`, else the first device that matches it itself:
+ * "intel" is Intel's OpenCL platform even where PoCL names its CPU device after the processor
+ * ("pthread-skylake-avx512-Intel(R) Xeon(R) ...", vendor "GenuineIntel"). */
 static int by_name(cl_platform_id *plats, cl_uint np, const char *word, fcl_device_choice *out)
 {
     cl_device_id devs[MAX_DEVICES];
-    for (cl_uint p = 0; p < np; p++) {
-        cl_uint nd = list_devices(plats[p], CL_DEVICE_TYPE_ALL, devs);
-        for (cl_uint d = 0; d < nd; d++) {
-            if (matches_name(plats[p], devs[d], word)) {
-                out->platform = plats[p];
-                out->device = devs[d];
-                return 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (cl_uint p = 0; p < np; p++) {
+            cl_uint nd = list_devices(plats[p], CL_DEVICE_TYPE_ALL, devs);
+            for (cl_uint d = 0; d < nd; d++) {
+                if (matches_name(plats[p], devs[d], word, pass)) {
+                    out->platform = plats[p];
+                    out->device = devs[d];
+                    return 1;
+                }
             }
         }
-    }
     return 0;
 }
 
