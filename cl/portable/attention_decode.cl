@@ -21,7 +21,8 @@
  *                   every item adds p * V for its own dims (no reduction). Two barriers per
  *                   batch (none when TEAM is 1, the CPU shape: one item per team owning every
  *                   dim, float8 arithmetic that the CPU compilers vectorise). With
- *                   TEAM_SHUFFLE (NVIDIA: a team is 2 to 32 lanes of one warp) there is no
+ *                   TEAM_SHUFFLE (NVIDIA, or a device with subgroups of a size the host fixed:
+ *                   a team is 2 to WARP_LANES lanes of one warp or subgroup) there is no
  *                   barrier in the batch loop either: the team sums its partials by recursive
  *                   halving through warp shuffles, each item then holds whole dot products and
  *                   runs the online softmax of its row for them (the row's maximum met by
@@ -52,14 +53,14 @@
  * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; DIMS (dims per work-item: 8 or a multiple,
  * dividing HEAD_DIM_PAD; TEAM = HEAD_DIM_PAD / DIMS); TEAMS; KEYS (keys per team and batch);
  * ROWS_WG (rows per work-group); WIDE (K/V rows read 8 elements at a time as 16-byte loads:
- * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element);
- * TEAM_SHUFFLE (needs warp_nv.cl; TEAM a power of two <= 32, ROWS_WG <= TEAM, ROWS_WG * KEYS a
- * power of two, the work-group a multiple of 32); LEN_DEVICE (len_b from `lens`, else the host
- * length); ASYNC_STAGES (0, or 2 to 4 with WIDE and warp_nv.cl); HAS_MASK; PAGED (K/V are pages
- * [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max, Hkv, D]);
- * HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL (divides HEAD_DIM_PAD / 4); DIRECT_OUT (one
- * split: the partial kernels take O and LSE, DECODE_OUT_ARGS, and write them). Scores are kept
- * in log2 units.
+ * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element); TEAM_SHUFFLE
+ * (needs warp_nv.cl or subgroup.cl; TEAM a power of two <= WARP_LANES, ROWS_WG <= TEAM, ROWS_WG *
+ * KEYS a power of two, the work-group a multiple of WARP_LANES); FCL_SUBGROUP_SIZE (common.cl);
+ * LEN_DEVICE (len_b from `lens`, else the host length); ASYNC_STAGES (0, or 2 to 4 with WIDE and
+ * warp_nv.cl); HAS_MASK; PAGED (K/V are pages [num_pages, page_size, Hkv, D] addressed through
+ * the block table; else [B, L_max, Hkv, D]); HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL
+ * (divides HEAD_DIM_PAD / 4); DIRECT_OUT (one split: the partial kernels take O and LSE,
+ * DECODE_OUT_ARGS, and write them). Scores are kept in log2 units.
  */
 
 #define TEAM (HEAD_DIM_PAD / DIMS)         /* work-items per team */
@@ -84,8 +85,8 @@
 #define UNROLL
 #endif
 #if TEAM_SHUFFLE
-#if TEAM > 32 || (TEAM & (TEAM - 1)) || ROWS_WG > TEAM || (PAIRS & (PAIRS - 1)) || WG_SIZE % 32
-#error "TEAM_SHUFFLE: TEAM a power of two <= 32, ROWS_WG <= TEAM, ROWS_WG * KEYS a power of two, WG_SIZE % 32 == 0"
+#if TEAM > WARP_LANES || (TEAM & (TEAM - 1)) || ROWS_WG > TEAM || (PAIRS & (PAIRS - 1)) || WG_SIZE % WARP_LANES
+#error "TEAM_SHUFFLE: TEAM a power of two <= WARP_LANES, ROWS_WG <= TEAM, ROWS_WG * KEYS a power of two, WG_SIZE % WARP_LANES == 0"
 #endif
 #define OWNP (PAIRS > TEAM ? PAIRS / TEAM : 1) /* pairs whose whole dot product one item gets */
 #define LPP (TEAM > PAIRS ? TEAM / PAIRS : 1)  /* items that get the same pair */
@@ -468,7 +469,7 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
 #endif
 
 #if !DECODE_MMA /* the tensor-core program has its own partial kernel */
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_SUBGROUP_ATTR
 void decode_partial(DECODE_PARTIAL_ARGS)
 {
     DECODE_PARTIAL_UNPACK
@@ -719,7 +720,7 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     UNROLL
     for (int o = LPP; o < ROW_ITEMS; o *= 2)
         l_lane += shuffle_xor(l_lane, o);
-    const int src = lid % 32 - lane + min(lane, ROWS_WG - 1) * ROW_ITEMS;
+    const int src = lid % WARP_LANES - lane + min(lane, ROWS_WG - 1) * ROW_ITEMS;
     const float m_own[1] = {shuffle_idx(m_lane, src)}, l_own[1] = {shuffle_idx(l_lane, src)};
 #endif
     /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l; with

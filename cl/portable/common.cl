@@ -14,6 +14,14 @@
 #error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
 #endif
 
+/* Kernels whose lanes meet by subgroup shuffles (cl/portable/subgroup.cl) carry the subgroup size
+ * the host chose (Intel's cl_intel_required_subgroup_size); empty elsewhere. */
+#if FCL_SUBGROUP_SIZE
+#define FCL_SUBGROUP_ATTR __attribute__((intel_reqd_sub_group_size(FCL_SUBGROUP_SIZE)))
+#else
+#define FCL_SUBGROUP_ATTR
+#endif
+
 #if FCL_UNROLL
 #define FCL_UNROLL_LOOP _Pragma("unroll")
 #else

@@ -289,7 +289,10 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
  *   "nvidia-mma"  tensor cores through inline PTX mma.sync (NVIDIA compute capability >= 8.0,
  *                 F16 or BF16);
  *   "blocked"     the register-blocked portable kernel (GPUs without a loop cap: every dtype
- *                 where "nvidia-mma" does not apply);
+ *                 where "nvidia-mma" does not apply; and Intel's OpenCL CPU runtime); on
+ *                 devices with subgroups of a size flashcl can fix (see
+ *                 fcl_attention_decode_path) the work-items of a row block meet by subgroup
+ *                 shuffles instead of local memory;
  *   "rows"        the row-per-work-item portable kernel (CPUs, devices that cap loop
  *                 iterations such as Mesa's llvmpipe, anything else).
  * FLASHCL_FORWARD_PATH chooses among those that can run: "nvidia-mma" (never nvidia-wgmma),
@@ -537,9 +540,14 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
  *                     tensor-core warps; not with the mask form);
  *   "nvidia-shuffle"  teams of lanes inside warps that meet by shuffles (NVIDIA compute
  *                     capability >= 7.0), with a cp.async ring where the device has one;
+ *   "subgroup-shuffle" the same teams inside subgroups, on devices whose subgroup size flashcl
+ *                     can fix (Intel's cl_intel_required_subgroup_size, with cl_intel_subgroups
+ *                     or cl_khr_subgroup_shuffle), where the device's tiles give teams of 2 or
+ *                     more lanes (GPUs; CPUs keep one work-item per team);
  *   "portable"        any OpenCL device.
  * FLASHCL_DECODE_PATH=portable keeps tensor cores out; FLASHCL_DECODE_SHUFFLE=0 takes the
- * portable form on NVIDIA too. All meet the same tolerance; the tensor-core form rounds the
+ * portable form on NVIDIA and on subgroup devices too; FLASHCL_SUBGROUPS=0 turns every subgroup
+ * form off (read at context creation). All meet the same tolerance; the tensor-core form rounds the
  * probabilities to the storage dtype before P V. Static string; NULL for a NULL ctx.
  * Thread-safe.
  */

@@ -50,6 +50,11 @@ struct fcl_context_s {
     char *cache_dir;               /* NULL: disk cache off */
     int programs_on_disk;          /* compiled programs go to cache_dir (fcl_programs_on_disk) */
     int wgmma_refused;             /* the driver refused an sm_90a promotion: no wgmma kernels */
+    int subgroup_size;             /* > 0: the portable kernels' subgroup forms run with subgroups of
+                                    * this size, which the host fixes (Intel's
+                                    * cl_intel_required_subgroup_size) on a device with shuffles
+                                    * (cl_intel_subgroups, or cl_khr_subgroups + _shuffle); 0: none,
+                                    * or FLASHCL_SUBGROUPS=0 */
     fcl_cache_stats stats;
     fcl_program_entry *programs;   /* in-memory program cache (linked list) */
     cl_mem scratch[FCL_SCRATCH_SLOTS]; /* see fcl_scratch_buffer */

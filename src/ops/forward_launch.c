@@ -150,18 +150,25 @@ static fcl_status get_rows_kernel(fcl_context ctx, const fcl_forward_job *job, i
 static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, fcl_blocked_tiles t,
                                      forward_variant *v)
 {
-    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_blocked"};
+    /* the TX work-items of a row block meet by subgroup shuffles where the device's subgroups
+     * hold whole row blocks */
+    const int tx = t.block_n / t.wn, sg = ctx->subgroup_size;
+    const int shuffle = sg > 0 && (tx & (tx - 1)) == 0 && sg % tx == 0;
+    static const char *const plain[] = {"common", "attention_forward_rows", "attention_forward_blocked"};
+    static const char *const shuffled[] = {"common", "subgroup", "attention_forward_rows", "attention_forward_blocked"};
     const int vec = job->D % 4 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 4) &&
                     fcl_rows_aligned(job->K, job->k_dims, 4) && fcl_rows_aligned(job->V, job->v_dims, 4);
     v->kernel = NULL;
     for (; t.block_m >= t.wm && t.block_m % t.wm == 0; t.block_m /= 2) {
+        const int row_shuffle = shuffle && (t.block_m / t.wm * tx) % sg == 0;
         char opts[384];
         forward_options(ctx, job, hdp, t.max_regs, opts, sizeof opts,
                         "-DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d -DVW=%d -DV_BUFFERS=%d "
-                        "-DVEC_LOAD=%d",
-                        t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, t.v_buffers, vec);
+                        "-DVEC_LOAD=%d -DROW_SHUFFLE=%d -DFCL_SUBGROUP_SIZE=%d",
+                        t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, t.v_buffers, vec, row_shuffle,
+                        row_shuffle ? sg : 0);
         size_t wg;
-        fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+        fcl_status s = build_forward(ctx, row_shuffle ? shuffled : plain, row_shuffle ? 4 : 3, opts, &v->kernel, &wg);
         if (s != FCL_SUCCESS)
             return s;
         const size_t items = (size_t)(t.block_m / t.wm * (t.block_n / t.wn));
