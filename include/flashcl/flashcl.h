@@ -293,11 +293,15 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
  *                 devices with subgroups of a size flashcl can fix (see
  *                 fcl_attention_decode_path) the work-items of a row block meet by subgroup
  *                 shuffles instead of local memory;
- *   "rows"        the row-per-work-item portable kernel (CPUs, devices that cap loop
- *                 iterations such as Mesa's llvmpipe, anything else).
+ *   "cpu"         the CPUs' portable kernel: one work-item owns 2 native float vectors of
+ *                 query rows and works in vertical SIMD across them (CPUs without a loop cap:
+ *                 PoCL, Intel's OpenCL CPU runtime);
+ *   "rows"        the row-per-work-item portable kernel (devices that cap loop iterations such
+ *                 as Mesa's llvmpipe, anything else).
  * FLASHCL_FORWARD_PATH chooses among those that can run: "nvidia-mma" (never nvidia-wgmma),
  * "portable" (the device's portable kernel, no tensor cores), "blocked" (also on CPUs; rows
- * where the device caps loops) or "rows". All meet the same tolerance; results differ in
+ * where the device caps loops), "cpu" (also on GPUs; rows where the device caps loops) or
+ * "rows". All meet the same tolerance; results differ in
  * rounding (the tensor-core paths round the probabilities to the storage dtype before P V).
  * Where a backward op recomputes O itself (O NULL, and fcl_attention_qkvo_backward) it takes
  * the device's portable kernel, whose O is the FP32-probability sum that the gradients assume;
@@ -328,6 +332,9 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *   "forward_blocked" 4 values: query rows per work-group, keys per tile, rows and keys per
  *                  work-item, each dividing the first two, at most 256 / 256 / 16 / 16 (the
  *                  "blocked" forward kernel)
+ *   "forward_cpu"  4 values: floats per vector (4, 8 or 16), row vectors per work-item (1 to
+ *                  8), keys per tile (1 to 64), head dims per P V step (1, 2, 4, 8 or 16) (the
+ *                  "cpu" forward kernel)
  *   "forward_mma"  5 values: query rows per work-group (a multiple of 16 x the third), keys per
  *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's),
  *                  k steps (16 head-dim columns each, 0 to 16) of the Q fragments held in local
@@ -358,12 +365,12 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
- * values[0 .. n_values - 1] (forward_blocked / forward_mma / forward_wgmma / backward_mma where
- * that kernel does not exist: first value 0; decode: the tiles of a KV head with at least as
- * many query rows (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power
- * of two, keys and work-items as the work-group's shape gives them; a KV head with fewer query
- * rows runs fewer rows per work-group). Neither call enqueues anything. Not thread-safe with other calls on the
- * same context.
+ * values[0 .. n_values - 1] (forward_blocked / forward_cpu / forward_mma / forward_wgmma /
+ * backward_mma where that kernel does not exist: first value 0; decode: the tiles of a KV head
+ * with at least as many query rows (query heads per KV head x Lq) as the tiles hold, rows
+ * rounded up to a power of two, keys and work-items as the work-group's shape gives them; a KV
+ * head with fewer query rows runs fewer rows per work-group). Neither call enqueues anything.
+ * Not thread-safe with other calls on the same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);

@@ -61,11 +61,23 @@ static int blocked_applies(fcl_context ctx, int hdp, fcl_blocked_tiles *tiles)
     return tiles->block_m > 0;
 }
 
+/* The CPU kernel applies: tiles for the device at hdp (fcl_tune_forward_cpu: CPUs without a loop
+ * cap) and FLASHCL_FORWARD_PATH is not "rows" or "blocked". */
+static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *tiles)
+{
+    const char *env = getenv("FLASHCL_FORWARD_PATH");
+    if (env && (strcmp(env, "rows") == 0 || strcmp(env, "blocked") == 0))
+        return 0;
+    *tiles = fcl_tune_forward_cpu(ctx, hdp);
+    return tiles->rv > 0;
+}
+
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
     fcl_mma_tiles t;
     fcl_wgmma_tiles wt;
     fcl_blocked_tiles bt;
+    fcl_cpu_tiles ct;
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
@@ -73,7 +85,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
         return "nvidia-wgmma";
     if (head_dim > 0 && mma_applies(ctx, dtype, hdp, &t))
         return "nvidia-mma";
-    return blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
+    return cpu_applies(ctx, hdp, &ct) ? "cpu" : blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
 }
 
 int fcl_rows_aligned(fcl_tensor t, const int dims[3], int n)
@@ -184,9 +196,33 @@ static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job
     return FCL_SUCCESS;
 }
 
-/* The device's portable kernel: the blocked one where it applies and fits, else the rows one. */
+/* Builds (or finds) the CPU kernel variant with tiles t: work-groups of one work-item, each
+ * t.simd * t.rv query rows. */
+static fcl_status get_cpu_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_cpu_tiles *t,
+                                 forward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_cpu"};
+    char opts[256];
+    forward_options(ctx, job, hdp, 0, opts, sizeof opts, "-DSIMD=%d -DRV=%d -DBN=%d -DDB=%d", t->simd, t->rv, t->bn,
+                    t->db);
+    size_t wg;
+    fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->chunked = 0;
+    v->block_m = t->simd * t->rv;
+    v->block_n = t->bn;
+    v->wg_size = 1;
+    return FCL_SUCCESS;
+}
+
+/* The device's portable kernel: the CPU one where it applies, else the blocked one where it
+ * applies and fits, else the rows one. */
 static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
 {
+    fcl_cpu_tiles ct;
+    if (cpu_applies(ctx, hdp, &ct))
+        return get_cpu_kernel(ctx, job, hdp, &ct, v);
     fcl_blocked_tiles t;
     if (blocked_applies(ctx, hdp, &t)) {
         fcl_status s = get_blocked_kernel(ctx, job, hdp, t, v);

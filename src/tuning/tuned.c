@@ -17,7 +17,8 @@ int fcl_tuned_value_count(const char *kernel)
         return 0;
     if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0)
+    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0 ||
+        strcmp(kernel, "forward_cpu") == 0)
         return 4;
     if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
         return 5;
@@ -35,6 +36,9 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
     if (strcmp(kernel, "forward_blocked") == 0) /* block_m, block_n, rows and keys per item */
         return v[2] > 0 && v[2] <= 16 && v[3] > 0 && v[3] <= 16 && v[0] > 0 && v[0] <= 256 && v[0] % v[2] == 0 &&
                v[1] > 0 && v[1] <= 256 && v[1] % v[3] == 0;
+    if (strcmp(kernel, "forward_cpu") == 0) /* floats per vector, row vectors, keys per tile, dims per P V step */
+        return (v[0] == 4 || v[0] == 8 || v[0] == 16) && v[1] > 0 && v[1] <= 8 && v[2] > 0 && v[2] <= 64 &&
+               v[3] > 0 && v[3] <= 16 && (v[3] & (v[3] - 1)) == 0;
     if (strcmp(kernel, "forward_mma") == 0) /* block_m, block_n, m_tiles, max_regs, Q k steps in local memory */
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&

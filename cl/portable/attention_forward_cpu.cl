@@ -1,0 +1,281 @@
+/*
+ * Attention forward for CPUs: the same online softmax, arguments, layouts and key-tile grid as
+ * attention_forward.cl, shaped for a CPU core's vector unit instead of a GPU's work-groups.
+ *
+ * One work-item (work-groups of one) owns ROWS = SIMD * RV query rows of one (batch, head) and
+ * keeps them in SIMD-wide float vectors, lane l of row vector rv holding row rv * SIMD + l, so that
+ * every step is vertical SIMD across rows and nothing ever needs a horizontal reduction:
+ *
+ *   Q        transposed once into qt[d][rv] (pre-scaled);
+ *   K, V     each key tile (BN keys) is converted to float once into kt[n][d] and vt[n][d],
+ *            SIMD elements at a time (zeros outside the group's keys, past head_dim, and for V of
+ *            keys the mask drops, which may hold anything);
+ *   S = QK^T st[rv][n] += kt[n][d] (broadcast) * qt[d][rv]: RV x BN independent accumulators;
+ *   softmax  per lane: the row maxima are element-wise maxima over the tile's keys, the row
+ *            sums element-wise sums, the exponentials vector exp2;
+ *   O += PV  acc[d][rv] += vt[n][d] (broadcast) * p[n][rv], DB head dims at a time (DB x RV
+ *            accumulators in registers while the tile's keys stream by); the rescale by the
+ *            rows' factor is skipped when no row's maximum moved.
+ * Each K and V element is read and converted once per work-item and then feeds RV vector FMAs.
+ * The rows' outputs leave transposed back at the end. No barriers, no local memory, no key
+ * chunks: the host takes this kernel only on devices without a loop cap (CPUs).
+ *
+ * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (a multiple of 16); SIMD (4, 8 or 16:
+ * the device's native float vector width); RV (row vectors per work-item); BN (keys per tile:
+ * BLOCK_N of the tile grid); DB (head dims per PV step, dividing 16); HAS_SOFTCAP, HAS_MASK,
+ * HAS_ALIBI; LAYOUT (attention_forward_rows.cl). BLOCK_M and BLOCK_N are defined here for
+ * attention_forward_rows.cl. Scores are kept in log2 units so the softmax uses exp2.
+ */
+
+#define ROWS (SIMD * RV)
+#define BLOCK_M ROWS
+#define BLOCK_N BN
+
+#if SIMD == 16
+typedef float16 vf;
+typedef int16 vi;
+#define VLOAD(p) vload16(0, p)
+#define VLOAD_HALF(p) vload_half16(0, p)
+#define VCONVERT_UINT(x) convert_uint16(x)
+#define AS_VF(x) as_float16(x)
+#elif SIMD == 8
+typedef float8 vf;
+typedef int8 vi;
+#define VLOAD(p) vload8(0, p)
+#define VLOAD_HALF(p) vload_half8(0, p)
+#define VCONVERT_UINT(x) convert_uint8(x)
+#define AS_VF(x) as_float8(x)
+#elif SIMD == 4
+typedef float4 vf;
+typedef int4 vi;
+#define VLOAD(p) vload4(0, p)
+#define VLOAD_HALF(p) vload_half4(0, p)
+#define VCONVERT_UINT(x) convert_uint4(x)
+#define AS_VF(x) as_float4(x)
+#else
+#error "SIMD must be 4, 8 or 16"
+#endif
+
+/* The small loops over row vectors, keys and dims of a step: unrolled, so that their vectors stay
+ * in registers. */
+#define UNROLLED _Pragma("unroll")
+
+#if HEAD_DIM_PAD % 16 || 16 % DB
+#error "HEAD_DIM_PAD a multiple of 16; DB dividing 16"
+#endif
+
+typedef union {
+    vf v;
+    float s[SIMD];
+} vf_u;
+typedef union {
+    vi v;
+    int s[SIMD];
+} vi_u;
+
+/* SIMD consecutive elements of a row from element index i as floats (any element alignment). */
+inline vf load_vec(__global const store_t *p, long i)
+{
+#if FCL_DTYPE == 0
+    return VLOAD(p + i);
+#elif FCL_DTYPE == 1
+    return VLOAD_HALF(p + i);
+#else
+    return AS_VF(VCONVERT_UINT(VLOAD((__global const ushort *)p + i)) << 16);
+#endif
+}
+
+/* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD - 1] as floats: zeros when
+ * !in and past head_dim; whole SIMD-chunks inside head_dim as one vector load. */
+inline void stage_row(__private float *dst, __global const store_t *src, long row, bool in, int head_dim)
+{
+    for (int d = 0; d < HEAD_DIM_PAD; d += SIMD) {
+        vf x = (vf)(0.0f);
+        if (in && d + SIMD <= head_dim) {
+            x = load_vec(src, row + d);
+        } else if (in && d < head_dim) {
+            vf_u u;
+            for (int e = 0; e < SIMD; e++)
+                u.s[e] = d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
+            x = u.v;
+        }
+        *(__private vf *)(dst + d) = x;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void attention_forward(FORWARD_KERNEL_ARGS)
+{
+    FORWARD_GROUP_SETUP /* the rows i0 .. i0 + ROWS - 1 and the keys [g_lo, g_hi] they may see */
+    FORWARD_LOGIT_SETUP
+
+    vf qt[HEAD_DIM_PAD][RV], acc[HEAD_DIM_PAD][RV];
+    vf m[RV], l[RV];
+    vi lo[RV], hi[RV];
+    vf pos[RV]; /* the rows' absolute positions (ALiBi) */
+    for (int rv = 0; rv < RV; rv++) {
+        vi_u lo_u, hi_u;
+        vf_u pos_u;
+        for (int e = 0; e < SIMD; e++) {
+            const int i = i0 + rv * SIMD + e;
+            forward_row_keys(i, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss,
+                             &lo_u.s[e], &hi_u.s[e]);
+            pos_u.s[e] = (float)(i + shift);
+        }
+        lo[rv] = lo_u.v;
+        hi[rv] = hi_u.v;
+        pos[rv] = pos_u.v;
+        m[rv] = (vf)(-INFINITY);
+        l[rv] = (vf)(0.0f);
+        for (int d = 0; d < HEAD_DIM_PAD; d++)
+            acc[d][rv] = (vf)(0.0f);
+    }
+    /* Q transposed: row by row into a staging row, then lane by lane */
+    {
+        float qrow[HEAD_DIM_PAD];
+        const long qbase = qo + b * q_sb + h * q_sh;
+        for (int rv = 0; rv < RV; rv++)
+            for (int e = 0; e < SIMD; e++) {
+                const int i = i0 + rv * SIMD + e;
+                stage_row(qrow, Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, sq > 0, head_dim);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    ((__private float *)&qt[d][rv])[e] = qrow[d] * qscale;
+            }
+    }
+    int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys every row sees */
+    for (int rv = 0; rv < RV; rv++) {
+        vi_u a, c;
+        a.v = lo[rv];
+        c.v = hi[rv];
+        for (int e = 0; e < SIMD; e++) {
+            lo_max = max(lo_max, a.s[e]);
+            hi_min = min(hi_min, c.s[e]);
+        }
+    }
+
+    const long kbase = ko + b * k_sb + hk * k_sh;
+    const long vbase = vo + b * v_sb + hk * v_sh;
+    const int dim_steps = (head_dim + DB - 1) / DB * DB; /* PV dims: vt is zero past head_dim */
+    float kt[BN][HEAD_DIM_PAD], vt[BN][HEAD_DIM_PAD];
+    const int j_first = g_lo - (g_lo + k_align) % BN; /* g_lo rounded down to the grid */
+    for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BN) {
+        bool kept_all = true;
+        for (int n = 0; n < BN; n++) {
+            const int j = j0 + n;
+            const bool in = j >= g_lo && j <= g_hi;
+#if HAS_MASK /* a dropped key's V may hold anything: it must not reach O, even times 0 */
+            const bool kept = in && mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
+#else
+            const bool kept = in;
+#endif
+            kept_all = kept_all && kept;
+            stage_row(kt[n], K, kbase + (long)j * k_ss, in, head_dim);
+            stage_row(vt[n], V, vbase + (long)j * v_ss, kept, head_dim);
+        }
+
+        vf st[RV][BN];
+        UNROLLED
+        for (int rv = 0; rv < RV; rv++)
+            UNROLLED
+            for (int n = 0; n < BN; n++)
+                st[rv][n] = (vf)(0.0f);
+        for (int d = 0; d < head_dim; d++)
+            UNROLLED
+            for (int rv = 0; rv < RV; rv++) {
+                const vf q = qt[d][rv];
+                UNROLLED
+                for (int n = 0; n < BN; n++)
+                    st[rv][n] = fma((vf)(kt[n][d]), q, st[rv][n]);
+            }
+
+        /* logits, visibility, the rows' new maxima and the probabilities */
+        const bool whole = kept_all && j0 >= lo_max && j0 + BN - 1 <= hi_min;
+        vf p[BN][RV];
+        UNROLLED
+        for (int rv = 0; rv < RV; rv++) {
+            vf tmax = (vf)(-INFINITY);
+            UNROLLED
+            for (int n = 0; n < BN; n++) {
+                const int j = j0 + n;
+                vf x = st[rv][n];
+#if HAS_SOFTCAP
+                x = softcap * tanh(x / softcap);
+#endif
+#if HAS_LOGIT_MODS
+                x *= FCL_LOG2E;
+#endif
+#if HAS_ALIBI
+                x -= slope * fabs(pos[rv] - (float)j);
+#endif
+                if (!whole) {
+#if HAS_MASK
+                    const bool kept = mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
+#else
+                    const bool kept = true;
+#endif
+                    const vi visible = (lo[rv] <= (vi)(j)) & ((vi)(j) <= hi[rv]) & (vi)(kept ? -1 : 0);
+                    x = select((vf)(-INFINITY), x, visible);
+                }
+                st[rv][n] = x;
+                tmax = fmax(tmax, x);
+            }
+            /* a row that saw no key yet keeps m = -inf, alpha 1 and p 0 */
+            const vf m_new = fmax(m[rv], tmax);
+            const vi none = isinf(m_new) & (m_new < 0.0f);
+            const vf alpha = select(exp2(m[rv] - m_new), (vf)(1.0f), none);
+            vf sum = (vf)(0.0f);
+            UNROLLED
+            for (int n = 0; n < BN; n++) {
+                p[n][rv] = select(exp2(st[rv][n] - m_new), (vf)(0.0f), none);
+                sum += p[n][rv];
+            }
+            m[rv] = m_new;
+            l[rv] = l[rv] * alpha + sum;
+            if (any(alpha != (vf)(1.0f)))
+                for (int d = 0; d < dim_steps; d++)
+                    acc[d][rv] *= alpha;
+        }
+
+        /* O += P V, DB dims at a time */
+        for (int d0 = 0; d0 < dim_steps; d0 += DB) {
+            vf a[DB][RV];
+            UNROLLED
+            for (int dd = 0; dd < DB; dd++)
+                UNROLLED
+                for (int rv = 0; rv < RV; rv++)
+                    a[dd][rv] = acc[d0 + dd][rv];
+            UNROLLED
+            for (int n = 0; n < BN; n++)
+                UNROLLED
+                for (int dd = 0; dd < DB; dd++) {
+                    const vf v = (vf)(vt[n][d0 + dd]);
+                    UNROLLED
+                    for (int rv = 0; rv < RV; rv++)
+                        a[dd][rv] = fma(v, p[n][rv], a[dd][rv]);
+                }
+            UNROLLED
+            for (int dd = 0; dd < DB; dd++)
+                UNROLLED
+                for (int rv = 0; rv < RV; rv++)
+                    acc[d0 + dd][rv] = a[dd][rv];
+        }
+    }
+
+    /* Epilogue: rows normalised and stored (a row that saw no key: O = 0, LSE = -inf). */
+    for (int rv = 0; rv < RV; rv++) {
+        vf_u mu, lu;
+        mu.v = m[rv];
+        lu.v = l[rv];
+        for (int e = 0; e < SIMD; e++) {
+            const int i = i0 + rv * SIMD + e;
+            if (i >= sq)
+                break;
+            const float lsum = lu.s[e], inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+            const long orow = oo + b * o_sb + (long)i * o_ss + h * o_sh;
+            for (int d = 0; d < head_dim; d++)
+                STORE(O, orow + d, ((__private float *)&acc[d][rv])[e] * inv_l);
+            if (write_lse)
+                LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] = fcl_row_lse(mu.s[e], lsum);
+        }
+    }
+}
