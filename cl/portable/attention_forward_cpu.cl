@@ -31,31 +31,6 @@
 #define BLOCK_M ROWS
 #define BLOCK_N BN
 
-#if SIMD == 16
-typedef float16 vf;
-typedef int16 vi;
-#define VLOAD(p) vload16(0, p)
-#define VLOAD_HALF(p) vload_half16(0, p)
-#define VCONVERT_UINT(x) convert_uint16(x)
-#define AS_VF(x) as_float16(x)
-#elif SIMD == 8
-typedef float8 vf;
-typedef int8 vi;
-#define VLOAD(p) vload8(0, p)
-#define VLOAD_HALF(p) vload_half8(0, p)
-#define VCONVERT_UINT(x) convert_uint8(x)
-#define AS_VF(x) as_float8(x)
-#elif SIMD == 4
-typedef float4 vf;
-typedef int4 vi;
-#define VLOAD(p) vload4(0, p)
-#define VLOAD_HALF(p) vload_half4(0, p)
-#define VCONVERT_UINT(x) convert_uint4(x)
-#define AS_VF(x) as_float4(x)
-#else
-#error "SIMD must be 4, 8 or 16"
-#endif
-
 /* The small loops over row vectors, keys and dims of a step: unrolled, so that their vectors stay
  * in registers. */
 #define UNROLLED _Pragma("unroll")
@@ -64,42 +39,21 @@ typedef int4 vi;
 #error "HEAD_DIM_PAD a multiple of 16; DB dividing 16"
 #endif
 
-typedef union {
-    vf v;
-    float s[SIMD];
-} vf_u;
-typedef union {
-    vi v;
-    int s[SIMD];
-} vi_u;
-
-/* SIMD consecutive elements of a row from element index i as floats (any element alignment). */
-inline vf load_vec(__global const store_t *p, long i)
-{
-#if FCL_DTYPE == 0
-    return VLOAD(p + i);
-#elif FCL_DTYPE == 1
-    return VLOAD_HALF(p + i);
-#else
-    return AS_VF(VCONVERT_UINT(VLOAD((__global const ushort *)p + i)) << 16);
-#endif
-}
-
 /* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD - 1] as floats: zeros when
  * !in and past head_dim; whole SIMD-chunks inside head_dim as one vector load. */
 inline void stage_row(__private float *dst, __global const store_t *src, long row, bool in, int head_dim)
 {
     for (int d = 0; d < HEAD_DIM_PAD; d += SIMD) {
-        vf x = (vf)(0.0f);
+        simd_f x = (simd_f)(0.0f);
         if (in && d + SIMD <= head_dim) {
-            x = load_vec(src, row + d);
+            x = simd_load(src, row + d);
         } else if (in && d < head_dim) {
-            vf_u u;
+            simd_fu u;
             for (int e = 0; e < SIMD; e++)
                 u.s[e] = d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
             x = u.v;
         }
-        *(__private vf *)(dst + d) = x;
+        simd_store(x, dst + d);
     }
 }
 
@@ -109,13 +63,13 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     FORWARD_GROUP_SETUP /* the rows i0 .. i0 + ROWS - 1 and the keys [g_lo, g_hi] they may see */
     FORWARD_LOGIT_SETUP
 
-    vf qt[HEAD_DIM_PAD][RV], acc[HEAD_DIM_PAD][RV];
-    vf m[RV], l[RV];
-    vi lo[RV], hi[RV];
-    vf pos[RV]; /* the rows' absolute positions (ALiBi) */
+    simd_f qt[HEAD_DIM_PAD][RV], acc[HEAD_DIM_PAD][RV];
+    simd_f m[RV], l[RV];
+    simd_i lo[RV], hi[RV];
+    simd_f pos[RV]; /* the rows' absolute positions (ALiBi) */
     for (int rv = 0; rv < RV; rv++) {
-        vi_u lo_u, hi_u;
-        vf_u pos_u;
+        simd_iu lo_u, hi_u;
+        simd_fu pos_u;
         for (int e = 0; e < SIMD; e++) {
             const int i = i0 + rv * SIMD + e;
             forward_row_keys(i, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss,
@@ -125,10 +79,10 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         lo[rv] = lo_u.v;
         hi[rv] = hi_u.v;
         pos[rv] = pos_u.v;
-        m[rv] = (vf)(-INFINITY);
-        l[rv] = (vf)(0.0f);
+        m[rv] = (simd_f)(-INFINITY);
+        l[rv] = (simd_f)(0.0f);
         for (int d = 0; d < HEAD_DIM_PAD; d++)
-            acc[d][rv] = (vf)(0.0f);
+            acc[d][rv] = (simd_f)(0.0f);
     }
     /* Q transposed: row by row into a staging row, then lane by lane */
     {
@@ -144,7 +98,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     }
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys every row sees */
     for (int rv = 0; rv < RV; rv++) {
-        vi_u a, c;
+        simd_iu a, c;
         a.v = lo[rv];
         c.v = hi[rv];
         for (int e = 0; e < SIMD; e++) {
@@ -173,31 +127,31 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             stage_row(vt[n], V, vbase + (long)j * v_ss, kept, head_dim);
         }
 
-        vf st[RV][BN];
+        simd_f st[RV][BN];
         UNROLLED
         for (int rv = 0; rv < RV; rv++)
             UNROLLED
             for (int n = 0; n < BN; n++)
-                st[rv][n] = (vf)(0.0f);
+                st[rv][n] = (simd_f)(0.0f);
         for (int d = 0; d < head_dim; d++)
             UNROLLED
             for (int rv = 0; rv < RV; rv++) {
-                const vf q = qt[d][rv];
+                const simd_f q = qt[d][rv];
                 UNROLLED
                 for (int n = 0; n < BN; n++)
-                    st[rv][n] = fma((vf)(kt[n][d]), q, st[rv][n]);
+                    st[rv][n] = fma((simd_f)(kt[n][d]), q, st[rv][n]);
             }
 
         /* logits, visibility, the rows' new maxima and the probabilities */
         const bool whole = kept_all && j0 >= lo_max && j0 + BN - 1 <= hi_min;
-        vf p[BN][RV];
+        simd_f p[BN][RV];
         UNROLLED
         for (int rv = 0; rv < RV; rv++) {
-            vf tmax = (vf)(-INFINITY);
+            simd_f tmax = (simd_f)(-INFINITY);
             UNROLLED
             for (int n = 0; n < BN; n++) {
                 const int j = j0 + n;
-                vf x = st[rv][n];
+                simd_f x = st[rv][n];
 #if HAS_SOFTCAP
                 x = softcap * tanh(x / softcap);
 #endif
@@ -213,32 +167,32 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #else
                     const bool kept = true;
 #endif
-                    const vi visible = (lo[rv] <= (vi)(j)) & ((vi)(j) <= hi[rv]) & (vi)(kept ? -1 : 0);
-                    x = select((vf)(-INFINITY), x, visible);
+                    const simd_i visible = (lo[rv] <= (simd_i)(j)) & ((simd_i)(j) <= hi[rv]) & (simd_i)(kept ? -1 : 0);
+                    x = select((simd_f)(-INFINITY), x, visible);
                 }
                 st[rv][n] = x;
                 tmax = fmax(tmax, x);
             }
             /* a row that saw no key yet keeps m = -inf, alpha 1 and p 0 */
-            const vf m_new = fmax(m[rv], tmax);
-            const vi none = isinf(m_new) & (m_new < 0.0f);
-            const vf alpha = select(exp2(m[rv] - m_new), (vf)(1.0f), none);
-            vf sum = (vf)(0.0f);
+            const simd_f m_new = fmax(m[rv], tmax);
+            const simd_i none = isinf(m_new) & (m_new < 0.0f);
+            const simd_f alpha = select(exp2(m[rv] - m_new), (simd_f)(1.0f), none);
+            simd_f sum = (simd_f)(0.0f);
             UNROLLED
             for (int n = 0; n < BN; n++) {
-                p[n][rv] = select(exp2(st[rv][n] - m_new), (vf)(0.0f), none);
+                p[n][rv] = select(exp2(st[rv][n] - m_new), (simd_f)(0.0f), none);
                 sum += p[n][rv];
             }
             m[rv] = m_new;
             l[rv] = l[rv] * alpha + sum;
-            if (any(alpha != (vf)(1.0f)))
+            if (any(alpha != (simd_f)(1.0f)))
                 for (int d = 0; d < dim_steps; d++)
                     acc[d][rv] *= alpha;
         }
 
         /* O += P V, DB dims at a time */
         for (int d0 = 0; d0 < dim_steps; d0 += DB) {
-            vf a[DB][RV];
+            simd_f a[DB][RV];
             UNROLLED
             for (int dd = 0; dd < DB; dd++)
                 UNROLLED
@@ -248,7 +202,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int n = 0; n < BN; n++)
                 UNROLLED
                 for (int dd = 0; dd < DB; dd++) {
-                    const vf v = (vf)(vt[n][d0 + dd]);
+                    const simd_f v = (simd_f)(vt[n][d0 + dd]);
                     UNROLLED
                     for (int rv = 0; rv < RV; rv++)
                         a[dd][rv] = fma(v, p[n][rv], a[dd][rv]);
@@ -263,7 +217,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
     /* Epilogue: rows normalised and stored (a row that saw no key: O = 0, LSE = -inf). */
     for (int rv = 0; rv < RV; rv++) {
-        vf_u mu, lu;
+        simd_fu mu, lu;
         mu.v = m[rv];
         lu.v = l[rv];
         for (int e = 0; e < SIMD; e++) {

@@ -1,5 +1,6 @@
 /*
- * Shared helpers of every flashcl kernel: storage dtype load/store selected by -D FCL_DTYPE
+ * Shared helpers of every flashcl kernel (with -D SIMD, the CPU kernels' vectors too): storage
+ * dtype load/store selected by -D FCL_DTYPE
  * (0 = f32, 1 = f16, 2 = bf16). F16 goes through vload_half/vstore_half_rte and BF16 through
  * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float. LOAD4 reads 4
  * consecutive elements into a float4 (the address needs only the element's alignment). With
@@ -72,6 +73,96 @@ typedef union {
     floatv v;
     float s[VW];
 } vec_u;
+#endif
+
+#ifdef SIMD
+/* The CPU kernels' explicit vectors (-D SIMD: floats per vector, 4, 8 or 16, the device's native
+ * width): simd_f / simd_i and simd_fu / simd_iu (the same as arrays); simd_load, SIMD stored
+ * elements from element index i as floats (any element alignment); simd_store, SIMD floats to p
+ * (any address space); simd_max / simd_sum, the horizontal maximum and sum; simd_pair_sum(a, b),
+ * the sums of a's and of b's neighbouring lane pairs, side by side (a reduction step that keeps
+ * each block of lanes apart). */
+#if SIMD == 16
+typedef float16 simd_f;
+typedef int16 simd_i;
+#define SIMD_VLOAD vload16
+#define SIMD_VSTORE vstore16
+#define SIMD_VLOAD_HALF vload_half16
+#define SIMD_CONVERT_UINT convert_uint16
+#define SIMD_AS_F as_float16
+#elif SIMD == 8
+typedef float8 simd_f;
+typedef int8 simd_i;
+#define SIMD_VLOAD vload8
+#define SIMD_VSTORE vstore8
+#define SIMD_VLOAD_HALF vload_half8
+#define SIMD_CONVERT_UINT convert_uint8
+#define SIMD_AS_F as_float8
+#elif SIMD == 4
+typedef float4 simd_f;
+typedef int4 simd_i;
+#define SIMD_VLOAD vload4
+#define SIMD_VSTORE vstore4
+#define SIMD_VLOAD_HALF vload_half4
+#define SIMD_CONVERT_UINT convert_uint4
+#define SIMD_AS_F as_float4
+#else
+#error "SIMD must be 4, 8 or 16"
+#endif
+typedef union {
+    simd_f v;
+    float s[SIMD];
+} simd_fu;
+typedef union {
+    simd_i v;
+    int s[SIMD];
+} simd_iu;
+
+inline simd_f simd_load(__global const store_t *p, long i)
+{
+#if FCL_DTYPE == 0
+    return SIMD_VLOAD(0, p + i);
+#elif FCL_DTYPE == 1
+    return SIMD_VLOAD_HALF(0, p + i);
+#else
+    return SIMD_AS_F(SIMD_CONVERT_UINT(SIMD_VLOAD(0, (__global const ushort *)p + i)) << 16);
+#endif
+}
+
+#define simd_store(v, p) SIMD_VSTORE((v), 0, (p))
+
+inline simd_f simd_pair_sum(simd_f a, simd_f b)
+{
+    return (simd_f)(a.even + a.odd, b.even + b.odd);
+}
+
+inline float simd_max(simd_f x)
+{
+#if SIMD == 16
+    const float8 h8 = fmax(x.lo, x.hi);
+    const float4 h = fmax(h8.lo, h8.hi);
+#elif SIMD == 8
+    const float4 h = fmax(x.lo, x.hi);
+#else
+    const float4 h = x;
+#endif
+    const float2 h2 = fmax(h.lo, h.hi);
+    return fmax(h2.x, h2.y);
+}
+
+inline float simd_sum(simd_f x)
+{
+#if SIMD == 16
+    const float8 h8 = x.lo + x.hi;
+    const float4 h = h8.lo + h8.hi;
+#elif SIMD == 8
+    const float4 h = x.lo + x.hi;
+#else
+    const float4 h = x;
+#endif
+    const float2 h2 = h.lo + h.hi;
+    return h2.x + h2.y;
+}
 #endif
 
 #define FCL_LOG2E 1.4426950408889634f

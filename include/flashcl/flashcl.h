@@ -551,6 +551,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
  *                     can fix (Intel's cl_intel_required_subgroup_size, with cl_intel_subgroups
  *                     or cl_khr_subgroup_shuffle), where the device's tiles give teams of 2 or
  *                     more lanes (GPUs; CPUs keep one work-item per team);
+ *   "cpu"             CPUs (the device's tiles give one work-item per team; no loop cap): one
+ *                     work-item per row block and split, vectors along the keys and head dims;
  *   "portable"        any OpenCL device.
  * FLASHCL_DECODE_PATH=portable keeps tensor cores out; FLASHCL_DECODE_SHUFFLE=0 takes the
  * portable form on NVIDIA and on subgroup devices too; FLASHCL_SUBGROUPS=0 turns every subgroup

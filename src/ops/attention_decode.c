@@ -106,6 +106,8 @@ typedef struct decode_plan {
     int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
     int stages;         /* ASYNC_STAGES: batches in the cp.async ring (0: none) */
     int warps;          /* > 0: the tensor-core form (decode_partial_mma), warps per work-group */
+    int cpu;            /* > 0: the CPU form (decode_partial_cpu), its vector width: one work-item per
+                         * work-group (team of one) on a device without a loop cap */
     int direct;         /* DIRECT_OUT: one split, whose partial kernel writes O and LSE (no combine) */
 } decode_plan;
 
@@ -165,6 +167,9 @@ static void reshape(fcl_context ctx, decode_plan *p)
         return;
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;
+    p->cpu = p->wg == 1 && fcl_device_loop_limit(ctx) == 0 ? fcl_device_simd_floats(ctx) : 0;
+    if (p->cpu)
+        p->batch = p->cpu; /* one vector of keys per step */
     p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;
     p->shuffle = p->shuffle_lanes > 0 && p->s.team >= 2 && p->s.team <= p->shuffle_lanes && power_of_two(p->s.team) &&
                  p->t.rows <= p->s.team && power_of_two(p->t.rows * p->s.keys) && p->wg % p->shuffle_lanes == 0;
@@ -249,21 +254,27 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
     const int subgroups = ctx->info.nv_cc_major == 0; /* the team-shuffle form on subgroups */
     const char *const shuffle_sources[] = {"common", subgroups ? "subgroup" : "warp_nv", "attention_decode"};
     static const char *const mma_sources[] = {"common", "warp_nv", "mma_nv", "attention_decode", "attention_decode_mma"};
+    static const char *const cpu_sources[] = {"common", "attention_decode", "attention_decode_cpu"};
     for (;;) {
-        const char *const names[3] = {"decode_mask_len", p->warps ? "decode_partial_mma" : "decode_partial",
+        const char *const names[3] = {"decode_mask_len",
+                                      p->warps ? "decode_partial_mma" : p->cpu ? "decode_partial_cpu" : "decode_partial",
                                       "decode_combine"};
-        const char *const *sources = p->warps ? mma_sources : p->shuffle ? shuffle_sources : portable_sources;
-        const int n_sources = p->warps ? 5 : p->shuffle ? 3 : 2;
-        char opts[420];
-        const int n = snprintf(opts, sizeof opts,
+        const char *const *sources = p->warps  ? mma_sources
+                                     : p->cpu  ? cpu_sources
+                                     : p->shuffle ? shuffle_sources : portable_sources;
+        const int n_sources = p->warps ? 5 : p->cpu || p->shuffle ? 3 : 2;
+        char opts[512];
+        int n = snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
                  "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
-                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d",
+                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d",
                  (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
                  p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
-                 p->shuffle && subgroups ? p->shuffle_lanes : 0);
+                 p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0);
+        if (p->cpu)
+            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d", p->cpu);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
@@ -393,7 +404,9 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
         return "nvidia-mma";
     decode_plan p = {.hdp = hdp, .t = t, .n_rows = t.rows, .dtype = dtype, .shuffle_lanes = shuffle_wanted(ctx)};
     reshape(ctx, &p);
-    return !p.shuffle ? "portable" : ctx->info.nv_cc_major > 0 ? "nvidia-shuffle" : "subgroup-shuffle";
+    return p.cpu       ? "cpu"
+           : !p.shuffle ? "portable"
+           : ctx->info.nv_cc_major > 0 ? "nvidia-shuffle" : "subgroup-shuffle";
 }
 
 fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,

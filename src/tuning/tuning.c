@@ -145,6 +145,14 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
     return t;
 }
 
+int fcl_device_simd_floats(fcl_context ctx)
+{
+    cl_uint w = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w, NULL) != CL_SUCCESS)
+        w = 4;
+    return w >= 16 ? 16 : w >= 8 ? 8 : 4;
+}
+
 fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad)
 {
     fcl_cpu_tiles t = entry_for(&ctx->info, head_dim_pad)->cpu;
@@ -155,12 +163,8 @@ fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad)
     }
     if (t.rv == 0 || fcl_device_loop_limit(ctx) > 0) /* no CPU kernel on this device */
         return (fcl_cpu_tiles){0, 0, 0, 0};
-    if (t.simd == 0) {
-        cl_uint w = 0;
-        if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w, NULL) != CL_SUCCESS)
-            w = 4;
-        t.simd = w >= 16 ? 16 : w >= 8 ? 8 : 4;
-    }
+    if (t.simd == 0)
+        t.simd = fcl_device_simd_floats(ctx);
     int v[FCL_TUNING_MAX_VALUES] = {t.simd, t.rv, t.bn, t.db};
     override_tiles(ctx, "forward_cpu", head_dim_pad, "FLASHCL_CPU_TILES", 4, v);
     return (fcl_cpu_tiles){v[0], v[1], v[2], v[3]};

@@ -26,6 +26,9 @@ typedef struct fcl_cpu_tiles {
     int db;           /* head dims per P V step: 1, 2, 4, 8 or 16 */
 } fcl_cpu_tiles;
 
+/* The CPU kernels' vector width: the device's native float vector width as 16, 8 or 4 floats. */
+int fcl_device_simd_floats(fcl_context ctx);
+
 /* Tiles of the CPU forward (cl/portable/attention_forward_cpu.cl) at padded head dim
  * `head_dim_pad`: the device's table entry (CPUs), then a tuned entry ("forward_cpu": simd, rv,
  * bn, db), then FLASHCL_CPU_TILES="S,R,N,D"; simd 0 becomes the device's native float vector width
