@@ -75,7 +75,7 @@ void bench_usage(FILE *f)
         "  float64 reference: max error <= 3 * naive error + 1e-5; unchecked when that\n"
         "  group's Sq*Sk*D*(Hq/Hkv) > 2e9.\n"
         "  decode: --sq query rows (default 1, causal among themselves), --sk the cache\n"
-        "  length (a full contiguous cache, host length); the rate column is GB/s of K and V\n"
+        "  length (a full contiguous cache, host length); the GB/s column counts the K and V\n"
         "  bytes read (wall clock); 16 rows checked against the float64 reference (2x rule).\n"
         "  copy: clEnqueueCopyBuffer of 1 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
         "  qkvo: one self-attention layer, X [--sq, --d], --hq heads, biases; ms is the whole\n"

@@ -104,9 +104,11 @@ class Context:
     GPU, else the first CPU; "gpu", "cpu", "pocl", "intel", "rusticl", "nvidia" or "P:D" as
     flashcl-info lists them. Context.from_cl wraps the caller's OpenCL objects (pyopencl's or raw
     handles). Tensors keep their context alive; the fcl_context is released after the last of
-    them. Calls on one context are serialised by a lock."""
+    them. Calls on one context are serialised by a lock. use_host_memory=False copies numpy
+    arrays to and from device buffers even where they could be used in place."""
 
-    def __init__(self, device: Optional[str] = None, *, _ptr: Optional[int] = None) -> None:
+    def __init__(self, device: Optional[str] = None, *, use_host_memory: bool = True,
+                 _ptr: Optional[int] = None) -> None:
         if _ptr is None:
             out = ctypes.c_void_p()
             check(lib.fcl_context_create(device.encode() if device else None, ctypes.byref(out)), None)
@@ -121,9 +123,10 @@ class Context:
         self.has_fp16: bool = bool(info.has_fp16)
         self.host_alignment: int = lib.fcl_host_alignment(_ptr)
         """Alignment at which host arrays are used in place (0: host memory is copied)."""
+        self.use_host_memory = use_host_memory
 
     @classmethod
-    def from_cl(cls, cl_context: Any, device: Any, queue: Any = None) -> "Context":
+    def from_cl(cls, cl_context: Any, device: Any, queue: Any = None, *, use_host_memory: bool = True) -> "Context":
         """A context over existing OpenCL objects: pyopencl Context, Device and CommandQueue (an
         in-order one), or their raw handles as ints. They are retained until the context goes."""
         def handle(obj: Any) -> Optional[int]:
@@ -131,7 +134,7 @@ class Context:
         out = ctypes.c_void_p()
         check(lib.fcl_context_create_from_cl(handle(cl_context), handle(device), handle(queue), ctypes.byref(out)),
               None)
-        return cls(_ptr=out.value)
+        return cls(use_host_memory=use_host_memory, _ptr=out.value)
 
     @property
     def ptr(self) -> int:
@@ -140,8 +143,9 @@ class Context:
 
     @property
     def in_place(self) -> bool:
-        """Whether numpy arrays are passed in place (a CPU device that shares the host's memory)."""
-        return self.device_type == "cpu" and self.host_alignment > 0
+        """Whether numpy arrays are passed in place (a CPU device that shares the host's memory,
+        unless use_host_memory is False)."""
+        return self.use_host_memory and self.device_type == "cpu" and self.host_alignment > 0
 
     def cl_handles(self) -> Tuple[int, int, int]:
         """The raw cl_context, cl_device_id and cl_command_queue handles (not retained)."""

@@ -9,14 +9,14 @@ import flashcl
 
 
 @pytest.mark.parametrize("with_forward", [True, False])
-def test_backward(ctx, with_forward):
+def test_backward(any_ctx, with_forward):
     q, k, v = rand((1, 29, 4, 32), 1), rand((1, 41, 2, 32), 2), rand((1, 41, 2, 32), 3)
     do = rand((1, 29, 4, 32), 4)
     kw = dict(causal=True, softcap=3.0)
     out = lse = None
     if with_forward:
-        out, lse, _ = flashcl.flash_attn_func(q, k, v, return_attn_probs=True, context=ctx, **kw)
-    grads = flashcl.flash_attn_backward(do, q, k, v, out, lse, context=ctx, **kw)
+        out, lse, _ = flashcl.flash_attn_func(q, k, v, return_attn_probs=True, context=any_ctx, **kw)
+    grads = flashcl.flash_attn_backward(do, q, k, v, out, lse, context=any_ctx, **kw)
     ref = attention_backward(q, k, v, do, **kw)
     nv = attention_backward(q, k, v, do, dtype=np.float32, **kw)
     for name, g, r, n in zip(("dq", "dk", "dv"), grads, ref, nv):

@@ -19,24 +19,24 @@ def check(out, q, keys, values, storage, causal=True):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_numpy_cache_append_in_place(ctx, dtype):
+def test_numpy_cache_append_in_place(any_ctx, dtype):
     k_cache = np.zeros((B, L_MAX, HKV, D), dtype)
     v_cache = np.zeros((B, L_MAX, HKV, D), dtype)
     k_cache[:, :20], v_cache[:, :20] = rand((B, 20, HKV, D), 1, dtype), rand((B, 20, HKV, D), 2, dtype)
     q = rand((B, 1, HQ, D), 3, dtype)
     k, v = rand((B, 1, HKV, D), 4, dtype), rand((B, 1, HKV, D), 5, dtype)
-    out = flashcl.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=20, context=ctx)
+    out = flashcl.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=20, context=any_ctx)
     assert np.array_equal(k_cache[:, 20:21], k) and np.array_equal(v_cache[:, 20:21], v), "cache not updated"
     check(out, q, k_cache[:, :21], v_cache[:, :21], dtype)
 
 
-def test_per_sequence_lengths_and_draft_rows(ctx):
+def test_per_sequence_lengths_and_draft_rows(any_ctx):
     lens = np.array([9, 30], np.int32)
     k_cache, v_cache = rand((B, L_MAX, HKV, D), 6), rand((B, L_MAX, HKV, D), 7)
     q = rand((B, 3, HQ, D), 8)  # three draft rows, causal among themselves
     k, v = rand((B, 3, HKV, D), 9), rand((B, 3, HKV, D), 10)
     out, lse = flashcl.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens, causal=True,
-                                               return_softmax_lse=True, context=ctx)
+                                               return_softmax_lse=True, context=any_ctx)
     assert lse.shape == (B, HQ, 3)
     for b in range(B):
         n = lens[b] + 3
