@@ -324,7 +324,8 @@ def lib_stride(ptr: int, i: int) -> int:
 
 _default_lock = threading.Lock()
 _default: Optional[Context] = None
-_pyopencl_contexts: "weakref.WeakValueDictionary[int, Context]" = weakref.WeakValueDictionary()
+# one context (with its compiled kernels) per pyopencl queue used, kept for the process
+_pyopencl_contexts: "dict[int, Context]" = {}
 
 
 def default_context() -> Context:
@@ -343,7 +344,7 @@ def _is_pyopencl(x: Any) -> bool:
 
 def context_for(args: Sequence[Any], given: Optional[Context]) -> Context:
     """The context of a call: `given`, else the one of a Tensor argument, else one over the
-    queue of a pyopencl argument (kept while in use), else the default context."""
+    queue of a pyopencl argument (made at its first use, then kept), else the default context."""
     if given is not None:
         return given
     for a in args:
@@ -352,11 +353,12 @@ def context_for(args: Sequence[Any], given: Optional[Context]) -> Context:
     for a in args:
         if _is_pyopencl(a):
             key = int(a.queue.int_ptr)
-            ctx = _pyopencl_contexts.get(key)
-            if ctx is None:
-                ctx = Context.from_cl(a.context, a.queue.device, a.queue)
-                ctx._pyopencl_queue = a.queue  # keep the queue object alive with the context
-                _pyopencl_contexts[key] = ctx
+            with _default_lock:
+                ctx = _pyopencl_contexts.get(key)
+                if ctx is None:
+                    ctx = Context.from_cl(a.context, a.queue.device, a.queue)
+                    ctx._pyopencl_queue = a.queue  # the handle stays valid: the key is never reused
+                    _pyopencl_contexts[key] = ctx
             return ctx
     return default_context()
 
