@@ -57,6 +57,8 @@ typedef struct bench_opts {
     int seqs, max_len;  /* varlen / packed_qkv packing; 0: device default */
     int weights;        /* qkvo: weight dtype (fcl_dtype), or -1 for the op's default */
     int tune;           /* --tune: search and store the forward tiles */
+    int tune_list;      /* --tune --list: print the stored tuned tiles */
+    int tune_reset;     /* --tune --reset: forget them */
 } bench_opts;
 
 /* What every op run gets. */
@@ -109,8 +111,9 @@ typedef struct sgemm_result {
     int ok;
 } sgemm_result;
 
-/* bench_args.c: 0 on success, else prints usage/error to stderr and returns an exit code
- * (BENCH_EXIT_OK for --help). */
+/* bench_args.c: 0 on success, else prints the error (with the option's valid values) to stderr,
+ * or the usage / version to stdout, and returns an exit code (BENCH_EXIT_OK for --help and
+ * --version). */
 int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code);
 void bench_usage(FILE *f);
 /* Whether any option describing an attention case was given. */

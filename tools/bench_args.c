@@ -57,6 +57,9 @@ void bench_usage(FILE *f)
         "                     4096, Hq 8, Hkv 2 on a CPU, one query row) is stored in the disk\n"
         "                     cache folder and used from then on (fcl_tuning_save). Progress on\n"
         "                     stderr, one result line per kernel and head dim\n"
+        "  --tune --list      print the tuned tiles stored for this device (as flashcl-info)\n"
+        "  --tune --reset     forget them (the built-in table decides again)\n"
+        "  --version          the version\n"
         "  -h, --help         this text\n"
         "\n"
         "  Time (ms): median wall clock of one call + fcl_finish; dev_ms / ms_event: median of\n"
@@ -72,7 +75,7 @@ void bench_usage(FILE *f)
         "  float64 reference: max error <= 3 * naive error + 1e-5; unchecked when that\n"
         "  group's Sq*Sk*D*(Hq/Hkv) > 2e9.\n"
         "  decode: --sq query rows (default 1, causal among themselves), --sk the cache\n"
-        "  length (a full contiguous cache, host length); the rate column is GB/s of K and V\n"
+        "  length (a full contiguous cache, host length); the GB/s column counts the K and V\n"
         "  bytes read (wall clock); 16 rows checked against the float64 reference (2x rule).\n"
         "  copy: clEnqueueCopyBuffer of 1 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
         "  qkvo: one self-attention layer, X [--sq, --d], --hq heads, biases; ms is the whole\n"
@@ -193,8 +196,34 @@ static int apply_flag(const char *name, bench_opts *o)
     if (!strcmp(name, "causal")) o->causal = 1;
     else if (!strcmp(name, "json")) o->json = 1;
     else if (!strcmp(name, "tune")) o->tune = 1;
+    else if (!strcmp(name, "list")) o->tune_list = 1;
+    else if (!strcmp(name, "reset")) o->tune_reset = 1;
     else return -1;
     return 0;
+}
+
+/* What a value option accepts, for its error message. */
+static const char *value_rule(const char *name)
+{
+    static const struct {
+        const char *name, *rule;
+    } rules[] = {
+        {"op", "forward, backward, decode, varlen, packed_qkv, qkvo, sgemm or copy"},
+        {"device", "a device selector: gpu, cpu, pocl, rusticl, intel, nvidia, or P:D as flashcl-info lists"},
+        {"dtype", "f32, f16 or bf16"},
+        {"weights", "f32, f16, bf16 or i8"},
+        {"layout", "bshd or bhsd"},
+        {"window", "L,R: two integers >= -1 (-1: unbounded side)"},
+        {"softcap", "a number >= 0 (0: off)"},
+        {"warmup", "an integer in [0, 2147483647]"},
+        {"back-to-back", "an integer in [0, 2147483647]"},
+        {"check-rows", "an integer in [0, 2147483647]"},
+        {"sgemm-n", "an integer in [1, 1048576]"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)
+        if (!strcmp(rules[i].name, name))
+            return rules[i].rule;
+    return "an integer in [1, 2147483647]"; /* b, sq, sk, hq, hkv, d, reps, seqs, max-len */
 }
 
 static void defaults(bench_opts *o)
@@ -209,7 +238,7 @@ static void defaults(bench_opts *o)
 static int fail(const char *msg, const char *arg, int *exit_code)
 {
     fprintf(stderr, "flashcl-bench: %s%s%s\n", msg, *arg ? ": " : "", arg);
-    bench_usage(stderr);
+    fprintf(stderr, "flashcl-bench: --help lists the options\n");
     *exit_code = BENCH_EXIT_USAGE;
     return -1;
 }
@@ -236,9 +265,9 @@ static int parse_one(int argc, char **argv, int i, bench_opts *o, int *exit_code
     if (!v)
         return fail("missing value for", a, exit_code);
     if (rc) {
-        char what[64];
-        snprintf(what, sizeof what, "bad value for --%s", name);
-        return fail(what, v, exit_code);
+        char what[192];
+        snprintf(what, sizeof what, "--%s takes %s, not \"%s\"", name, value_rule(name), v);
+        return fail(what, "", exit_code);
     }
     return eq ? 1 : 2;
 }
@@ -258,11 +287,19 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code)
             bench_usage(stdout);
             return -1;
         }
+        if (!strcmp(argv[i], "--version")) {
+            printf("flashcl-bench %s\n", fcl_version_string());
+            return -1;
+        }
         int used = parse_one(argc, argv, i, o, exit_code);
         if (used < 0)
             return -1;
         i += used;
     }
+    if ((o->tune_list || o->tune_reset) && !o->tune)
+        return fail("--list and --reset go with --tune", "", exit_code);
+    if (o->tune_list && o->tune_reset)
+        return fail("--tune takes --list or --reset, not both", "", exit_code);
     if (o->hq && o->hkv && o->hq % o->hkv)
         return fail("--hq must be a multiple of --hkv", "", exit_code);
     int packed = o->op && (!strcmp(o->op, "varlen") || !strcmp(o->op, "packed_qkv"));

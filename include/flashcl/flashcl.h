@@ -30,6 +30,11 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility; what this header declares is its exported API. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
+#endif
+
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
@@ -198,6 +203,39 @@ fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, cons
 
 /* Releases the tensor (and its buffer reference). NULL is a no-op. */
 void fcl_tensor_release(fcl_tensor t);
+
+/*
+ * Wraps `bytes` of the caller's host memory at `host` as a new buffer created with
+ * CL_MEM_USE_HOST_PTR, viewed as fcl_tensor_wrap views a cl_mem (strides NULL = contiguous,
+ * offset in elements). `host` must be aligned to the dtype's size (else FCL_ERR_LAYOUT). Where
+ * the device shares the host's memory and `host` is aligned to fcl_host_alignment(ctx) (CPU
+ * devices such as PoCL and Intel's CPU runtime), OpenCL implementations use the memory in place;
+ * elsewhere they keep a device copy made at creation. Either way:
+ *  - the memory's contents at this call are the tensor's initial contents;
+ *  - after ops wrote the tensor, fcl_tensor_sync_host makes the host memory current;
+ *  - the memory must stay valid, and must not be written by the host, until the tensor and
+ *    every view of it are released and the commands using them have finished (fcl_finish).
+ * To pass new host values, wrap again.
+ */
+fcl_status fcl_tensor_wrap_host(fcl_context ctx, void *host, size_t bytes, fcl_dtype dtype, int ndim,
+                                const int64_t *shape, const int64_t *strides, int64_t offset,
+                                fcl_tensor *out);
+
+/*
+ * Makes the host memory under a tensor made by fcl_tensor_wrap_host (or a view of one) hold
+ * what the ops enqueued so far wrote: waits for the queue, then maps the buffer for reading and
+ * unmaps it (blocking; no copy where the memory is used in place). FCL_ERR_INVALID_ARGUMENT for
+ * a tensor whose buffer was not created over host memory.
+ */
+fcl_status fcl_tensor_sync_host(fcl_tensor t);
+
+/*
+ * The alignment in bytes at which fcl_tensor_wrap_host can use host memory in place on ctx's
+ * device: the device's base address alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes) when
+ * it shares the host's memory (CL_DEVICE_HOST_UNIFIED_MEMORY), else 0 (host memory is copied).
+ * 0 for a NULL ctx.
+ */
+size_t fcl_host_alignment(fcl_context ctx);
 
 /* Getters (no status; they return 0 / NULL for a NULL tensor or an out-of-range dim). */
 fcl_dtype fcl_tensor_dtype(fcl_tensor t);
@@ -374,6 +412,25 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);
+
+/* The number of tuned entries stored for ctx's device (0 when the disk cache is off). */
+int fcl_tuning_count(fcl_context ctx);
+
+/*
+ * Entry `index` (0 .. fcl_tuning_count - 1) of ctx's device: its kernel name (copied into
+ * `kernel`, which holds at least 16 chars), the padded head dim it serves (16, 32, 64, 96, ...:
+ * every head dim that pads to it), and its values (FCL_TUNING_MAX_VALUES ints; *n_values of them
+ * are used, as fcl_tuning_save describes). FCL_ERR_INVALID_ARGUMENT for an index out of range.
+ */
+fcl_status fcl_tuning_entry(fcl_context ctx, int index, char *kernel, int *head_dim_pad, int *values,
+                            int *n_values);
+
+/*
+ * Forgets every tuned entry of ctx's device, on disk and in ctx: from then on the built-in table
+ * (and the environment overrides) decide. Other live contexts on the device keep what they read.
+ * FCL_ERR_UNSUPPORTED when the disk cache is off or cannot be written.
+ */
+fcl_status fcl_tuning_reset(fcl_context ctx);
 
 /*
  * Variable-length forward: B sequences packed back to back, no padding, one launch.
@@ -648,6 +705,21 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                                        fcl_tensor dCtx, const fcl_weight_grad *gq,
                                        const fcl_weight_grad *gk, const fcl_weight_grad *gv,
                                        const fcl_weight_grad *go, cl_event *event);
+
+/* ---------------------------------------------------------------- ABI check */
+
+/*
+ * The layout of a public struct as this library was compiled: with `field` NULL, sizeof(struct
+ * `name`) ("fcl_attn_params", "fcl_device_info", "fcl_cache_stats", "fcl_kv_cache",
+ * "fcl_weight", "fcl_weight_grad"); else offsetof(name, field), field spelled as in this header.
+ * (size_t)-1 for an unknown name or field. For bindings that re-declare the structs (the Python
+ * package checks its copies at import). Thread-safe.
+ */
+size_t fcl_struct_layout(const char *name, const char *field);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

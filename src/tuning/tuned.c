@@ -226,3 +226,54 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
     }
     return FCL_SUCCESS;
 }
+
+int fcl_tuning_count(fcl_context ctx)
+{
+    if (!ctx)
+        return 0;
+    load_once(ctx);
+    return ctx->n_tuned;
+}
+
+fcl_status fcl_tuning_entry(fcl_context ctx, int index, char *kernel, int *head_dim_pad, int *values, int *n_values)
+{
+    if (!ctx || !kernel || !head_dim_pad || !values || !n_values)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_entry: %s is NULL",
+                        !ctx ? "ctx" : !kernel ? "kernel" : !head_dim_pad ? "head_dim_pad" : !values ? "values"
+                                                                                               : "n_values");
+    fcl_clear_error(ctx);
+    load_once(ctx);
+    if (index < 0 || index >= ctx->n_tuned)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_entry: index %d is outside [0, %d)", index,
+                        ctx->n_tuned);
+    const fcl_tuned_entry *e = &ctx->tuned[index];
+    memcpy(kernel, e->kernel, sizeof e->kernel);
+    *head_dim_pad = e->head_dim_pad;
+    memcpy(values, e->values, sizeof e->values);
+    *n_values = fcl_tuned_value_count(e->kernel);
+    return FCL_SUCCESS;
+}
+
+fcl_status fcl_tuning_reset(fcl_context ctx)
+{
+    if (!ctx)
+        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_reset: ctx is NULL");
+    fcl_clear_error(ctx);
+    if (!ctx->cache_dir)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_reset: the disk cache is off; tuned tiles live in its "
+                        "folder (FLASHCL_CACHE_DIR)");
+    /* an entry of comment lines only: no tiles (the cache stores no empty entries) */
+    char text[1024];
+    int len = snprintf(text, sizeof text, "# flashcl tuned tiles for %s (%s, driver %s): reset\n", ctx->info.name,
+                       ctx->info.platform_name, ctx->info.driver_version);
+    if (len < 0 || (size_t)len >= sizeof text)
+        len = snprintf(text, sizeof text, "# flashcl tuned tiles: reset\n");
+    uint8_t key[32];
+    tuned_key(ctx, key);
+    if (fcl_disk_cache_store(ctx->cache_dir, key, (const unsigned char *)text, (size_t)len) != 0)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_reset: could not write the entry into %s",
+                        ctx->cache_dir);
+    ctx->n_tuned = 0;
+    ctx->tuned_loaded = 1;
+    return FCL_SUCCESS;
+}
