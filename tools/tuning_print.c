@@ -12,6 +12,7 @@ typedef struct kernel_names {
 static const kernel_names k_names[] = {
     {"forward", {"rows_per_group", "keys_per_tile", "rows_per_item"}},
     {"forward_blocked", {"rows_per_group", "keys_per_tile", "rows_per_item", "keys_per_item"}},
+    {"forward_cpu", {"floats_per_vector", "row_vectors_per_item", "keys_per_tile", "dims_per_pv_step"}},
     {"forward_mma", {"rows_per_group", "keys_per_tile", "row_tiles_per_warp", "max_registers", "q_steps_in_local"}},
     {"forward_wgmma", {"keys_per_tile", "stages", "max_registers", "overlap"}},
     {"backward_mma", {"dkdv_keys_per_group", "dkdv_rows_per_tile", "dq_rows_per_group", "dq_keys_per_tile",
