@@ -39,24 +39,6 @@
 #error "HEAD_DIM_PAD a multiple of 16; DB dividing 16"
 #endif
 
-/* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD - 1] as floats: zeros when
- * !in and past head_dim; whole SIMD-chunks inside head_dim as one vector load. */
-inline void stage_row(__private float *dst, __global const store_t *src, long row, bool in, int head_dim)
-{
-    for (int d = 0; d < HEAD_DIM_PAD; d += SIMD) {
-        simd_f x = (simd_f)(0.0f);
-        if (in && d + SIMD <= head_dim) {
-            x = simd_load(src, row + d);
-        } else if (in && d < head_dim) {
-            simd_fu u;
-            for (int e = 0; e < SIMD; e++)
-                u.s[e] = d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
-            x = u.v;
-        }
-        simd_store(x, dst + d);
-    }
-}
-
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
@@ -91,7 +73,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         for (int rv = 0; rv < RV; rv++)
             for (int e = 0; e < SIMD; e++) {
                 const int i = i0 + rv * SIMD + e;
-                stage_row(qrow, Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, sq > 0, head_dim);
+                simd_stage_row(qrow, Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, sq > 0, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
                     ((__private float *)&qt[d][rv])[e] = qrow[d] * qscale;
             }
@@ -123,8 +105,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             const bool kept = in;
 #endif
             kept_all = kept_all && kept;
-            stage_row(kt[n], K, kbase + (long)j * k_ss, in, head_dim);
-            stage_row(vt[n], V, vbase + (long)j * v_ss, kept, head_dim);
+            simd_stage_row(kt[n], K, kbase + (long)j * k_ss, in, head_dim);
+            simd_stage_row(vt[n], V, vbase + (long)j * v_ss, kept, head_dim);
         }
 
         simd_f st[RV][BN];

@@ -350,8 +350,9 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
 /*
  * Which backward kernels run for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed backwards, and the attention inside fcl_attention_qkvo_backward): "nvidia-mma"
- * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128) or "portable"
- * (any OpenCL device; also where FLASHCL_BACKWARD_PATH=portable). Both are deterministic (no
+ * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128), "cpu" (CPUs
+ * without a loop cap: vertical SIMD across keys and rows, as the "cpu" forward) or "portable"
+ * (any OpenCL device; also where FLASHCL_BACKWARD_PATH=portable). All are deterministic (no
  * atomics) and meet the same tolerance; the tensor-core path rounds P and dS to the storage
  * dtype before their products. Static string; NULL for a NULL ctx. Thread-safe.
  */

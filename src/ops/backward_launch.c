@@ -6,6 +6,7 @@
 #include "tuning/tuning.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { K_DELTA, K_DKDV, K_DQ, N_KERNELS };
@@ -73,6 +74,39 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
     }
 }
 
+/* The CPU kernels apply (their tiles in *t): the CPU forward's tiles (CPUs without a loop cap)
+ * and FLASHCL_BACKWARD_PATH is not "portable". */
+static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *t)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_PATH");
+    if (env && strcmp(env, "portable") == 0)
+        return 0;
+    *t = fcl_tune_forward_cpu(ctx, hdp);
+    return t->rv > 0;
+}
+
+/* The CPU kernels (cl/portable/attention_backward_cpu.cl): work-groups of one work-item, each
+ * t->simd * t->rv keys (dK/dV) or query rows (dQ). */
+static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp, const fcl_cpu_tiles *t,
+                                  backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward_cpu"};
+    char opts[256];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
+             "-DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->simd, t->rv, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL,
+             f->params.alibi != NULL);
+    size_t wg[2];
+    fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->mma = 0;
+    v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
+    v->dkdv_wg = v->dq_wg = 1;
+    return FCL_SUCCESS;
+}
+
 /* The tensor-core kernels apply: fcl_nv_mma_usable (FLASHCL_BACKWARD_PATH) and tiles for hdp. */
 static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_mma_tiles *t)
 {
@@ -85,9 +119,11 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_m
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
     fcl_backward_mma_tiles t;
+    fcl_cpu_tiles ct;
     if (!ctx)
         return NULL;
-    return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
+    const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
+    return head_dim > 0 && mma_applies(ctx, dtype, hdp, &t) ? "nvidia-mma" : cpu_applies(ctx, hdp, &ct) ? "cpu" : "portable";
 }
 
 /* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
@@ -224,7 +260,9 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const int hdp = fcl_pad_head_dim(f->D);
     backward_variant v;
     fcl_backward_mma_tiles mt;
+    fcl_cpu_tiles ct;
     fcl_status s = mma_applies(ctx, f->dtype, hdp, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
+                   : cpu_applies(ctx, hdp, &ct)        ? get_cpu_kernels(ctx, f, hdp, &ct, &v)
                                                         : get_portable_kernels(ctx, f, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
@@ -232,7 +270,7 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const fcl_backward_tiles t = v.t;
     const long bm = t.block_m, bn = t.block_n, group = (long)(f->Hq / f->Hkv);
     const long n_qtiles = f->sq > 0 ? (long)((f->sq + bm - 1) / bm) : 1;
-    long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the tensor-core ones: never) */
+    long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the others: never) */
     if (!v.mma && ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
                                          3 * hdp + bn + group + 64, &dkdv_tiles)) ||
                    (s = tiles_per_launch(ctx, f->op, "key", (bn * hdp + bm - 1) / bm + bn * (2 * hdp + 6) + 16,
