@@ -62,7 +62,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     simd_f jpos[RV];  /* the keys' positions */
     simd_i kept[RV];  /* the keys exist (and the mask keeps them) */
     {
-        float row[HEAD_DIM_PAD];
+        simd_f row[HEAD_DIM_PAD / SIMD];
         for (int rv = 0; rv < RV; rv++) {
             simd_fu jp;
             simd_iu kp;
@@ -72,10 +72,10 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                 const long kr = (long)(r.k_first + min(j, max(r.sk - 1, 0)));
                 simd_stage_row(row, K, k_off + b * k_sb + kr * k_ss + hk * k_sh, own, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    ((__private float *)&kt[d][rv])[e] = row[d];
+                    ((__private float *)&kt[d][rv])[e] = SIMD_FLOATS(row)[d];
                 simd_stage_row(row, V, v_off + b * v_sb + kr * v_ss + hk * v_sh, own, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    ((__private float *)&vt[d][rv])[e] = row[d];
+                    ((__private float *)&vt[d][rv])[e] = SIMD_FLOATS(row)[d];
                 bool on = own;
 #if HAS_MASK
                 on = on && mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f;
@@ -90,7 +90,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         }
     }
 
-    float q[HEAD_DIM_PAD], dov[HEAD_DIM_PAD];
+    simd_f qv[HEAD_DIM_PAD / SIMD], dov_v[HEAD_DIM_PAD / SIMD];
+    __private const float *const q = SIMD_FLOATS(qv), *const dov = SIMD_FLOATS(dov_v);
     for (int g = 0; g < group && i_lo <= i_hi; g++) {
         const int h = hk * group + g;
 #if HAS_ALIBI
@@ -104,8 +105,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
             if (lse == -INFINITY) /* a row that sees no key contributes nothing */
                 continue;
             const float dlt = delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)];
-            simd_stage_row(q, Q, q_off + b * q_sb + row * q_ss + h * q_sh, true, head_dim);
-            simd_stage_row(dov, dO, do_off + b * do_sb + row * do_ss + h * do_sh, true, head_dim);
+            simd_stage_row(qv, Q, q_off + b * q_sb + row * q_ss + h * q_sh, true, head_dim);
+            simd_stage_row(dov_v, dO, do_off + b * do_sb + row * do_ss + h * do_sh, true, head_dim);
             const float p = (float)(i + shift);
             simd_f x[RV], dp[RV];
             CPU_LOOP
@@ -176,7 +177,7 @@ void attention_backward_dq(BACKWARD_ARGS)
     simd_f lo[RV], hi[RV]; /* each row's own sequence */
 #endif
     {
-        float row[HEAD_DIM_PAD];
+        simd_f row[HEAD_DIM_PAD / SIMD];
         for (int rv = 0; rv < RV; rv++) {
             simd_fu pu, lu, du;
 #if LAYOUT == 2
@@ -188,10 +189,10 @@ void attention_backward_dq(BACKWARD_ARGS)
                 const long qr = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
                 simd_stage_row(row, Q, q_off + b * q_sb + qr * q_ss + h * q_sh, own, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    ((__private float *)&qt[d][rv])[e] = row[d];
+                    ((__private float *)&qt[d][rv])[e] = SIMD_FLOATS(row)[d];
                 simd_stage_row(row, dO, do_off + b * do_sb + qr * do_ss + h * do_sh, own, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    ((__private float *)&dot[d][rv])[e] = row[d];
+                    ((__private float *)&dot[d][rv])[e] = SIMD_FLOATS(row)[d];
                 pu.s[e] = (float)(i + shift);
                 lu.s[e] = own ? LSE[lse_off + b * lse_sb + h * lse_sh + qr * lse_ss] : -INFINITY;
                 du.s[e] = own ? delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] : 0.0f;
@@ -220,7 +221,8 @@ void attention_backward_dq(BACKWARD_ARGS)
     for (int rv = 0; rv < RV; rv++)
         live[rv] = lse[rv] != (simd_f)(-INFINITY);
 
-    float k[HEAD_DIM_PAD], v[HEAD_DIM_PAD];
+    simd_f kv[HEAD_DIM_PAD / SIMD], vv[HEAD_DIM_PAD / SIMD];
+    __private const float *const k = SIMD_FLOATS(kv), *const v = SIMD_FLOATS(vv);
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
     for (int j = j_lo; j <= j_hi; j++) {
@@ -228,8 +230,8 @@ void attention_backward_dq(BACKWARD_ARGS)
         if (!(mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f))
             continue;
 #endif
-        simd_stage_row(k, K, kbase + (long)j * k_ss, true, head_dim);
-        simd_stage_row(v, V, vbase + (long)j * v_ss, true, head_dim);
+        simd_stage_row(kv, K, kbase + (long)j * k_ss, true, head_dim);
+        simd_stage_row(vv, V, vbase + (long)j * v_ss, true, head_dim);
         simd_f x[RV], dp[RV];
         CPU_LOOP
         for (int rv = 0; rv < RV; rv++)

@@ -68,14 +68,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     }
     /* Q transposed: row by row into a staging row, then lane by lane */
     {
-        float qrow[HEAD_DIM_PAD];
+        simd_f qrow[HEAD_DIM_PAD / SIMD];
         const long qbase = qo + b * q_sb + h * q_sh;
         for (int rv = 0; rv < RV; rv++)
             for (int e = 0; e < SIMD; e++) {
                 const int i = i0 + rv * SIMD + e;
                 simd_stage_row(qrow, Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, sq > 0, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    ((__private float *)&qt[d][rv])[e] = qrow[d] * qscale;
+                    ((__private float *)&qt[d][rv])[e] = SIMD_FLOATS(qrow)[d] * qscale;
             }
     }
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys every row sees */
@@ -92,7 +92,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const long kbase = ko + b * k_sb + hk * k_sh;
     const long vbase = vo + b * v_sb + hk * v_sh;
     const int dim_steps = (head_dim + DB - 1) / DB * DB; /* PV dims: vt is zero past head_dim */
-    float kt[BN][HEAD_DIM_PAD], vt[BN][HEAD_DIM_PAD];
+    simd_f kt[BN][HEAD_DIM_PAD / SIMD], vt[BN][HEAD_DIM_PAD / SIMD];
     const int j_first = g_lo - (g_lo + k_align) % BN; /* g_lo rounded down to the grid */
     for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BN) {
         bool kept_all = true;
@@ -121,7 +121,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 const simd_f q = qt[d][rv];
                 UNROLLED
                 for (int n = 0; n < BN; n++)
-                    st[rv][n] = fma((simd_f)(kt[n][d]), q, st[rv][n]);
+                    st[rv][n] = fma((simd_f)(SIMD_FLOATS(kt[n])[d]), q, st[rv][n]);
             }
 
         /* logits, visibility, the rows' new maxima and the probabilities */
@@ -184,7 +184,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int n = 0; n < BN; n++)
                 UNROLLED
                 for (int dd = 0; dd < DB; dd++) {
-                    const simd_f v = (simd_f)(vt[n][d0 + dd]);
+                    const simd_f v = (simd_f)(SIMD_FLOATS(vt[n])[d0 + dd]);
                     UNROLLED
                     for (int rv = 0; rv < RV; rv++)
                         a[dd][rv] = fma(v, p[n][rv], a[dd][rv]);

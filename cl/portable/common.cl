@@ -79,7 +79,7 @@ typedef union {
 /* The CPU kernels' explicit vectors (-D SIMD: floats per vector, 4, 8 or 16, the device's native
  * width): simd_f / simd_i and simd_fu / simd_iu (the same as arrays); simd_load, SIMD stored
  * elements from element index i as floats (any element alignment); simd_store, SIMD floats to p
- * (any address space); simd_stage_row, a row of HEAD_DIM_PAD elements into private floats;
+ * (any address space); simd_stage_row, a row of HEAD_DIM_PAD elements into private vectors;
  * simd_max / simd_sum, the horizontal maximum and sum; simd_pair_sum(a, b),
  * the sums of a's and of b's neighbouring lane pairs, side by side (a reduction step that keeps
  * each block of lanes apart). */
@@ -133,11 +133,13 @@ inline simd_f simd_load(__global const store_t *p, long i)
 #define simd_store(v, p) SIMD_VSTORE((v), 0, (p))
 
 #ifdef HEAD_DIM_PAD
-/* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD - 1] as floats: zeros when
- * !in and past head_dim; whole SIMD-chunks inside head_dim as one vector load. */
-inline void simd_stage_row(__private float *dst, __global const store_t *src, long row, bool in, int head_dim)
+/* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD / SIMD - 1] (read its floats
+ * through SIMD_FLOATS): zeros when !in and past head_dim; whole SIMD-chunks inside head_dim as one
+ * vector load, and one aligned vector store each. */
+inline void simd_stage_row(__private simd_f *dst, __global const store_t *src, long row, bool in, int head_dim)
 {
-    for (int d = 0; d < HEAD_DIM_PAD; d += SIMD) {
+    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++) {
+        const int d = c * SIMD;
         simd_f x = (simd_f)(0.0f);
         if (in && d + SIMD <= head_dim) {
             x = simd_load(src, row + d);
@@ -147,9 +149,11 @@ inline void simd_stage_row(__private float *dst, __global const store_t *src, lo
                 u.s[e] = d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
             x = u.v;
         }
-        simd_store(x, dst + d);
+        dst[c] = x;
     }
 }
+/* A staged row's floats. */
+#define SIMD_FLOATS(v) ((__private const float *)(v))
 #endif
 
 inline simd_f simd_pair_sum(simd_f a, simd_f b)
