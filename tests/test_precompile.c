@@ -349,6 +349,10 @@ Test(precompile, bad_specs_refused)
     sp = prefill_spec();
     sp.head_dims = NULL;
     bad_spec(&sp, FCL_ERR_INVALID_ARGUMENT, "spec.head_dims");
+    static const int zero_dim[1] = {0};
+    sp = prefill_spec();
+    sp.head_dims = zero_dim;
+    bad_spec(&sp, FCL_ERR_INVALID_ARGUMENT, "spec.head_dims[0]");
     sp = prefill_spec();
     sp.seq_k = 0;
     bad_spec(&sp, FCL_ERR_INVALID_ARGUMENT, "seq_k");

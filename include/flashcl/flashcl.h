@@ -707,7 +707,7 @@ typedef struct fcl_precompile_spec {
  * cache (POCL_CACHE_DIR), including the kernels PoCL compiles per launch shape at the first
  * enqueue, since the kernels run. Blocks until the runs complete (fcl_finish).
  * Errors: FCL_ERR_INVALID_ARGUMENT for a NULL spec, no or unknown ops or features, no dtypes
- * or head dims, or shapes below 1 (page_size below 0); else the status of the first call that
+ * or head dims, a head dim or shape below 1 (page_size below 0); else the status of the first call that
  * failed, with its message prefixed by the op, dtype and head dim. The calls before it have run.
  */
 fcl_status fcl_precompile(fcl_context ctx, const fcl_precompile_spec *spec);

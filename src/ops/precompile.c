@@ -267,6 +267,10 @@ static fcl_status check_spec(fcl_context ctx, const fcl_precompile_spec *sp)
     if (!sp->dtypes || sp->n_dtypes < 1 || !sp->head_dims || sp->n_head_dims < 1)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: spec.dtypes (%d) and spec.head_dims (%d) must list at "
                         "least one each", op, sp->dtypes ? sp->n_dtypes : 0, sp->head_dims ? sp->n_head_dims : 0);
+    for (int i = 0; i < sp->n_head_dims; i++)
+        if (sp->head_dims[i] < 1)
+            return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: spec.head_dims[%d] is %d; head dims are >= 1", op, i,
+                            sp->head_dims[i]);
     if (sp->batch < 1 || sp->seq_q < 1 || sp->seq_k < 1 || sp->num_heads < 1 || sp->num_kv_heads < 1 ||
         sp->page_size < 0)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: spec.batch %d, seq_q %d, seq_k %d, num_heads %d and "
