@@ -60,6 +60,18 @@ void bench_usage(FILE *f)
         "  --tune --list      print the tuned tiles stored for this device (as flashcl-info)\n"
         "  --tune --reset     forget them (the built-in table decides again)\n"
         "  --version          the version\n"
+        "  --precompile OPS   build every kernel variant that calls of the op families OPS\n"
+        "                     (comma list of forward, varlen, packed_qkv, decode, qkvo, backward:\n"
+        "                     the gradients of those chosen, or all) make, into the cache folder,\n"
+        "                     and run nothing else (fcl_precompile): for --dtype T[,T...]\n"
+        "                     (default f16) and head dims --d N[,N...] (default 64,128), --b,\n"
+        "                     --sq, --sk (forward: Sq, Sk; varlen, packed_qkv: every sequence's\n"
+        "                     lengths; decode: query rows per step and the cache length; qkvo:\n"
+        "                     Lq; default 1, 512, 512; decode alone: 1, 4096), --hq, --hkv\n"
+        "                     (default 8, --hq), --weights (qkvo, default f16), --page-size N\n"
+        "                     (decode: a paged cache), and the features --causal, --softcap X,\n"
+        "                     --mask (key mask; decode: its mask form), --alibi, --bias (qkvo).\n"
+        "                     Prints the time and the program-cache counters\n"
         "  -h, --help         this text\n"
         "\n"
         "  Time (ms): median wall clock of one call + fcl_finish; dev_ms / ms_event: median of\n"
@@ -156,12 +168,50 @@ static int set_layout(const char *v, bench_opts *o)
     return 0;
 }
 
+unsigned bench_precompile_bit(const char *name)
+{
+    static const struct { const char *name; unsigned bit; } families[] = {
+        {"forward", FCL_PRECOMPILE_FORWARD}, {"varlen", FCL_PRECOMPILE_VARLEN},
+        {"packed_qkv", FCL_PRECOMPILE_PACKED_QKV}, {"decode", FCL_PRECOMPILE_DECODE},
+        {"qkvo", FCL_PRECOMPILE_QKVO}, {"backward", FCL_PRECOMPILE_BACKWARD}, {"all", FCL_PRECOMPILE_ALL}};
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (!strcmp(name, families[i].name))
+            return families[i].bit;
+    return 0;
+}
+
+/* A comma list of kind 0 (dtypes), 1 (head dims 1..256) or 2 (--precompile op families):
+ * 0 when every item is valid, else -1. */
+static int check_list(const char *v, int kind)
+{
+    char item[32];
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        long x;
+        if (len == 0 || len >= sizeof item)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if ((kind == 0 && bench_parse_dtype(item) < 0) || (kind == 1 && parse_int(item, 1, 256, &x)) ||
+            (kind == 2 && !bench_precompile_bit(item)))
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
 /* Applies "--name value"; returns 0, or -1 for a bad value. */
 static int apply_value(const char *name, const char *v, bench_opts *o)
 {
     long x;
     if (!strcmp(name, "op")) return set_op(v, o);
     if (!strcmp(name, "device")) { o->device = v; return *v ? 0 : -1; }
+    if (!strcmp(name, "dtype") && strchr(v, ',')) { o->dtypes = v; return check_list(v, 0); }
+    if (!strcmp(name, "d") && strchr(v, ',')) { o->dims = v; return check_list(v, 1); }
+    if (!strcmp(name, "precompile")) { o->precompile = v; return check_list(v, 2); }
+    if (!strcmp(name, "page-size")) return set_int(v, 1, &o->page_size);
     if (!strcmp(name, "dtype")) return (o->dtype = bench_parse_dtype(v)) < 0 ? -1 : 0;
     if (!strcmp(name, "b")) return set_int(v, 1, &o->b);
     if (!strcmp(name, "sq")) return set_int(v, 1, &o->sq);
@@ -198,6 +248,9 @@ static int apply_flag(const char *name, bench_opts *o)
     else if (!strcmp(name, "tune")) o->tune = 1;
     else if (!strcmp(name, "list")) o->tune_list = 1;
     else if (!strcmp(name, "reset")) o->tune_reset = 1;
+    else if (!strcmp(name, "mask")) o->mask = 1;
+    else if (!strcmp(name, "alibi")) o->alibi = 1;
+    else if (!strcmp(name, "bias")) o->bias = 1;
     else return -1;
     return 0;
 }
@@ -302,6 +355,11 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code)
         return fail("--tune takes --list or --reset, not both", "", exit_code);
     if (o->hq && o->hkv && o->hq % o->hkv)
         return fail("--hq must be a multiple of --hkv", "", exit_code);
+    if (!o->precompile && (o->dtypes || o->dims || o->mask || o->alibi || o->bias || o->page_size))
+        return fail("comma lists for --dtype and --d, --mask, --alibi, --bias and --page-size need --precompile",
+                    "", exit_code);
+    if (o->precompile && (o->op || o->tune))
+        return fail("--precompile takes its op families itself: no --op or --tune", "", exit_code);
     int packed = o->op && (!strcmp(o->op, "varlen") || !strcmp(o->op, "packed_qkv"));
     if ((o->seqs || o->max_len) && !packed)
         return fail("--seqs and --max-len need --op varlen or packed_qkv", "", exit_code);

@@ -311,7 +311,7 @@ static void init_env(bench_env *env, const bench_opts *o)
     env->back_to_back = o->back_to_back;
     env->check_rows = o->check_rows;
     env->json = o->json;
-    env->tune = o->tune;
+    env->tune = o->tune || o->precompile; /* the header is the device line alone */
 }
 
 int main(int argc, char **argv)
@@ -346,7 +346,9 @@ int main(int argc, char **argv)
         return rc;
     }
     bench_print_header(&env);
-    if (o.tune)
+    if (o.precompile)
+        rc = bench_precompile(&env, &o);
+    else if (o.tune)
         rc = bench_tune(&env, &o);
     else if (op)
         rc = op->run(&env, &o);

@@ -707,6 +707,78 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                                        const fcl_weight_grad *gk, const fcl_weight_grad *gv,
                                        const fcl_weight_grad *go, cl_event *event);
 
+/* ---------------------------------------------------------------- ahead-of-time warm-up */
+
+/* Op families fcl_precompile warms (bits of fcl_precompile_spec.ops). */
+#define FCL_PRECOMPILE_FORWARD (1u << 0)    /* fcl_attention_forward */
+#define FCL_PRECOMPILE_VARLEN (1u << 1)     /* fcl_attention_varlen_forward */
+#define FCL_PRECOMPILE_PACKED_QKV (1u << 2) /* fcl_attention_packed_qkv_forward */
+#define FCL_PRECOMPILE_DECODE (1u << 3)     /* fcl_kv_cache_append and fcl_attention_decode */
+#define FCL_PRECOMPILE_QKVO (1u << 4)       /* fcl_attention_qkvo_forward, self-attention */
+#define FCL_PRECOMPILE_BACKWARD (1u << 5)   /* the gradients of each forward family chosen too */
+#define FCL_PRECOMPILE_ALL 0x3fu
+
+/* What every warmed call uses (bits of fcl_precompile_spec.features): each takes kernels of its
+ * own, so warm the combinations the deployment calls (one fcl_precompile per combination). */
+#define FCL_PRECOMPILE_CAUSAL (1u << 0)   /* params.causal */
+#define FCL_PRECOMPILE_SOFTCAP (1u << 1)  /* params.softcap > 0 */
+#define FCL_PRECOMPILE_KEY_MASK (1u << 2) /* params.key_mask; decode: the mask length form */
+#define FCL_PRECOMPILE_ALIBI (1u << 3)    /* params.alibi_slopes ([Hq]) */
+#define FCL_PRECOMPILE_BIAS (1u << 4)     /* qkvo: every projection has a bias */
+
+/*
+ * The calls a deployment makes, for fcl_precompile. Start from FCL_PRECOMPILE_SPEC_INIT.
+ *  ops, features   the bits above
+ *  dtypes          n_dtypes activation dtypes (F32, F16, BF16), each warmed
+ *  head_dims       n_head_dims head dims (1..FCL_MAX_HEAD_DIM), each warmed
+ *  batch           B: batches (forward, backward), sequences (varlen, packed_qkv), cached
+ *                  sequences (decode)
+ *  seq_q, seq_k    query and key rows: forward Sq, Sk; varlen every sequence's lengths; packed_qkv
+ *                  every sequence's length (seq_q); decode query rows per step Lq (1 when
+ *                  generating) and the cache length L_max; qkvo Lq (seq_q)
+ *  num_heads, num_kv_heads   Hq and Hkv (Hq % Hkv == 0; packed_qkv and qkvo use num_heads)
+ *  page_size       decode: 0 for a contiguous cache, else a paged one of that page size
+ *  weight_dtype    qkvo: F32, F16, BF16 or I8 weights ([D, D], D = num_heads x head_dim)
+ */
+typedef struct fcl_precompile_spec {
+    unsigned ops;
+    unsigned features;
+    const fcl_dtype *dtypes;
+    int n_dtypes;
+    const int *head_dims;
+    int n_head_dims;
+    int batch;
+    int seq_q, seq_k;
+    int num_heads, num_kv_heads;
+    int page_size;
+    fcl_dtype weight_dtype;
+} fcl_precompile_spec;
+
+#define FCL_PRECOMPILE_SPEC_INIT { 0u, 0u, NULL, 0, NULL, 0, 1, 1, 1, 1, 1, 0, FCL_F32 }
+
+/*
+ * Builds every kernel variant the calls of `spec` use, so that the deployment's first calls
+ * compile nothing: each op family of spec->ops runs once per dtype and head dim, at the spec's
+ * shapes, on zero-filled temporary tensors (released before it returns; B x seq x heads x
+ * head_dim elements each, as the real call's), with the spec's features, through the same
+ * kernel choice as any call; decode runs with the host length at L_max and at 1 (its split and
+ * one-split forms), with a device length tensor, and with the mask form under
+ * FCL_PRECOMPILE_KEY_MASK; kv_cache_append with host and device positions; backward (with O and
+ * LSE given) and qkvo backward take F32 weight gradients. Contiguous tensors are used: views
+ * whose offsets and strides are multiples of 8 elements take the same kernels.
+ * The programs go where compiled programs go (fcl_context_cache_dir): a cache folder filled
+ * once per device model and driver can be shipped to a fleet (FLASHCL_CACHE_DIR); entries are
+ * keyed by the kernel source, options, device, driver, platform and library version, so those of
+ * another device or driver are never used there. On PoCL, which keeps its own kernel cache,
+ * flashcl stores no programs unless FLASHCL_CACHE_PROGRAMS=1; fcl_precompile then fills PoCL's
+ * cache (POCL_CACHE_DIR), including the kernels PoCL compiles per launch shape at the first
+ * enqueue, since the kernels run. Blocks until the runs complete (fcl_finish).
+ * Errors: FCL_ERR_INVALID_ARGUMENT for a NULL spec, no or unknown ops or features, no dtypes
+ * or head dims, a head dim or shape below 1 (page_size below 0); else the status of the first call that
+ * failed, with its message prefixed by the op, dtype and head dim. The calls before it have run.
+ */
+fcl_status fcl_precompile(fcl_context ctx, const fcl_precompile_spec *spec);
+
 /* ---------------------------------------------------------------- ABI check */
 
 /*

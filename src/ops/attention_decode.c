@@ -82,6 +82,8 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
     if (B > 65535 || Lq * Hq > INT32_MAX / 4)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: B %lld or Lq %lld x Hq beyond the supported range", op,
                         (long long)B, (long long)Lq);
+    if ((s = fcl_check_host_size(ctx, "fcl_attention_decode: B x Lq x Hq rows", (uint64_t)(B * Lq * Hq))))
+        return s;
     const fcl_tensor outs[2] = {O, LSE}, ins[6] = {Q, cache->k, cache->v, cache->block_table, lens, mask};
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 6; k++)
@@ -455,6 +457,9 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             return s;
         plan_splits(ctx, B, kv.Hkv, bound, &p);
     }
+    if ((s = fcl_check_host_size(ctx, "fcl_attention_decode: splits x work-group items",
+                                 (uint64_t)p.n_splits * (uint64_t)p.wg)))
+        return s;
     const long limit = fcl_device_loop_limit(ctx);
     if (mask && limit > 0 && kv.l_max / p.wg > limit / 2)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: a mask over %lld keys needs more loop iterations than device "
@@ -463,13 +468,13 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     cl_int err = CL_SUCCESS;
     const cl_mem dummy = O->buffer; /* bound to absent inputs; never read */
     const int slots = p.n_splits * (p.warps > 0 ? p.warps : 1); /* split states per row */
-    const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)slots * (size_t)(p.hdp + 8);
+    const uint64_t part_floats = (uint64_t)(B * Hq * Lq) * (uint64_t)slots * (uint64_t)(p.hdp + 8);
     /* kept by the context: a generation loop allocates nothing per step */
     cl_mem part = p.direct ? dummy
                            : fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
     if (part && mask)
-        mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (size_t)B * sizeof(cl_int), &s);
+        mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (uint64_t)B * sizeof(cl_int), &s);
     if (!part || (mask && !mask_lens))
         return s;
     const cl_mem lens_buf = mask ? mask_lens : lens ? lens->buffer : dummy;

@@ -168,7 +168,7 @@ static fcl_status tiles_per_launch(fcl_context ctx, const char *op, const char *
 }
 
 /* The context's scratch buffer `slot` of at least n floats, or NULL with a message. */
-static cl_mem scratch(fcl_context ctx, int slot, size_t n, fcl_status *s)
+static cl_mem scratch(fcl_context ctx, int slot, uint64_t n, fcl_status *s)
 {
     return fcl_scratch_buffer(ctx, slot, n * sizeof(float), s);
 }
@@ -285,16 +285,16 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     cl_mem mem[5] = {NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch */
     struct fcl_tensor_s o_view, lse_view;
     fcl_tensor O = f->O, lse = f->LSE;
-    if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (size_t)rows_q, &s)))
+    if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (uint64_t)rows_q, &s)))
         return s;
-    if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (size_t)(rows_k * 2 * hdp), &s)))
+    if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (uint64_t)(rows_k * 2 * hdp), &s)))
         return s;
-    if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (size_t)(rows_q * hdp), &s)))
+    if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (uint64_t)(rows_q * hdp), &s)))
         return s;
     if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
-        const size_t o_floats = (size_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
+        const uint64_t o_floats = (uint64_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
         if (!(mem[3] = scratch(ctx, FCL_SCRATCH_BWD_O, o_floats, &s)) ||
-            !(mem[4] = scratch(ctx, FCL_SCRATCH_BWD_LSE, (size_t)rows_q, &s)) ||
+            !(mem[4] = scratch(ctx, FCL_SCRATCH_BWD_LSE, (uint64_t)rows_q, &s)) ||
             (s = recompute_forward(ctx, job, mem[3], mem[4], &o_view, &lse_view)) != FCL_SUCCESS)
             return s;
         lse = &lse_view;

@@ -357,7 +357,7 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
     cl_mem state = NULL;
     if (n_chunks > 1 &&
-        !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, (size_t)(state_rows * (hdp + 2)) * sizeof(float), &s)))
+        !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, (uint64_t)(state_rows * (hdp + 2)) * sizeof(float), &s)))
         return s;
     /* Absent optional tensors are bound to O's buffer; the kernel never touches them. */
     const cl_mem dummy = job->O->buffer;
