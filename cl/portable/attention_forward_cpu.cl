@@ -7,16 +7,18 @@
  * every step is vertical SIMD across rows and nothing ever needs a horizontal reduction:
  *
  *   Q        transposed once into qt[d][rv] (pre-scaled);
- *   K, V     each key tile (BN keys) is converted to float once into kt[n][d] and vt[n][d],
- *            SIMD elements at a time (zeros outside the group's keys, past head_dim, and for V of
- *            keys the mask drops, which may hold anything);
+ *   K, V     packed once per call by attention_pack_kv (below) into float rows of `state`,
+ *            [K | V] per key, contiguous per (batch or sequence, KV head): zeros past head_dim
+ *            and past the keys, and V of keys the mask drops, which may hold anything, as zeros.
+ *            The cache rows of K and V lie H x D elements apart (a power of two: the rows of a
+ *            head fell into a few cache sets and missed); packed they stream by in order;
  *   S = QK^T st[rv][n] += kt[n][d] (broadcast) * qt[d][rv]: RV x BN independent accumulators;
  *   softmax  per lane: the row maxima are element-wise maxima over the tile's keys, the row
  *            sums element-wise sums, the exponentials vector exp2;
  *   O += PV  acc[d][rv] += vt[n][d] (broadcast) * p[n][rv], DB head dims at a time (DB x RV
  *            accumulators in registers while the tile's keys stream by); the rescale by the
  *            rows' factor is skipped when no row's maximum moved.
- * Each K and V element is read and converted once per work-item and then feeds RV vector FMAs.
+ * Each packed K and V element is read once per work-item, broadcast, and feeds RV vector FMAs.
  * The rows' outputs leave transposed back at the end. No barriers, no local memory, no key
  * chunks: the host takes this kernel only on devices without a loop cap (CPUs).
  *
@@ -30,6 +32,16 @@
 #define ROWS (SIMD * RV)
 #define BLOCK_M ROWS
 #define BLOCK_N BN
+
+/* The packed K/V rows (`state`): [K | V] floats per key; row j of KV head hk of batch b (dense,
+ * packed) or of the sequence starting at key row k_first (varlen): the rows of each KV head (and
+ * batch) are followed by BN zero rows, which the last key tile may read. */
+#define PACKED_LD (2 * HEAD_DIM_PAD)
+#if LAYOUT == 1
+#define PACKED_ROW(b, hk, Hkv, j) ((long)(hk) * (total_k + BN) + k_first + (j))
+#else
+#define PACKED_ROW(b, hk, Hkv, j) (((long)(b) * (Hkv) + (hk)) * (sk_arg + BN) + (j))
+#endif
 
 /* The small loops over row vectors, keys and dims of a step: unrolled, so that their vectors stay
  * in registers. */
@@ -89,25 +101,16 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         }
     }
 
-    const long kbase = ko + b * k_sb + hk * k_sh;
-    const long vbase = vo + b * v_sb + hk * v_sh;
-    const int dim_steps = (head_dim + DB - 1) / DB * DB; /* PV dims: vt is zero past head_dim */
-    simd_f kt[BN][HEAD_DIM_PAD / SIMD], vt[BN][HEAD_DIM_PAD / SIMD];
+    const int dim_steps = (head_dim + DB - 1) / DB * DB; /* PV dims: packed V is zero past head_dim */
+    __global const float *const kv = state + PACKED_ROW(b, hk, get_global_size(1) / group, 0) * PACKED_LD;
     const int j_first = g_lo - (g_lo + k_align) % BN; /* g_lo rounded down to the grid */
     for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BN) {
-        bool kept_all = true;
-        for (int n = 0; n < BN; n++) {
-            const int j = j0 + n;
-            const bool in = j >= g_lo && j <= g_hi;
-#if HAS_MASK /* a dropped key's V may hold anything: it must not reach O, even times 0 */
-            const bool kept = in && mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
-#else
-            const bool kept = in;
+        __global const float *const kt = kv + (long)j0 * PACKED_LD, *const vt = kt + HEAD_DIM_PAD;
+        bool kept_all = j0 >= g_lo && j0 + BN - 1 <= g_hi;
+#if HAS_MASK
+        for (int n = 0; n < BN && kept_all; n++)
+            kept_all = mask[mo + b * mask_sb + (long)(j0 + n) * mask_ss] > 0.5f;
 #endif
-            kept_all = kept_all && kept;
-            simd_stage_row(kt[n], K, kbase + (long)j * k_ss, in, head_dim);
-            simd_stage_row(vt[n], V, vbase + (long)j * v_ss, kept, head_dim);
-        }
 
         simd_f st[RV][BN];
         UNROLLED
@@ -121,7 +124,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 const simd_f q = qt[d][rv];
                 UNROLLED
                 for (int n = 0; n < BN; n++)
-                    st[rv][n] = fma((simd_f)(SIMD_FLOATS(kt[n])[d]), q, st[rv][n]);
+                    st[rv][n] = fma((simd_f)(kt[n * PACKED_LD + d]), q, st[rv][n]);
             }
 
         /* logits, visibility, the rows' new maxima and the probabilities */
@@ -144,8 +147,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 x -= slope * fabs(pos[rv] - (float)j);
 #endif
                 if (!whole) {
-#if HAS_MASK
-                    const bool kept = mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
+#if HAS_MASK /* keys outside [g_lo, g_hi] are not visible anyway (and may lie past the mask) */
+                    const bool kept = j >= g_lo && j <= g_hi && mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
 #else
                     const bool kept = true;
 #endif
@@ -184,7 +187,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int n = 0; n < BN; n++)
                 UNROLLED
                 for (int dd = 0; dd < DB; dd++) {
-                    const simd_f v = (simd_f)(SIMD_FLOATS(vt[n])[d0 + dd]);
+                    const simd_f v = (simd_f)(vt[n * PACKED_LD + d0 + dd]);
                     UNROLLED
                     for (int rv = 0; rv < RV; rv++)
                         a[dd][rv] = fma(v, p[n][rv], a[dd][rv]);
@@ -214,4 +217,36 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] = fcl_row_lse(mu.s[e], lsum);
         }
     }
+}
+
+/* Packs K and V (see PACKED_ROW) for attention_forward: work-item (j, hk, b) writes key row j of
+ * KV head hk of batch or sequence b as floats, [K | V], zeros past head_dim; past the sequence's
+ * keys (and, for varlen, past every sequence: the BN rows at the end) zero rows; V as zeros where
+ * the key mask drops the key. Grid: (sk_arg + BN rounded up, Hkv, batches or sequences). */
+__kernel void attention_pack_kv(FORWARD_KERNEL_ARGS)
+{
+    const int j = get_global_id(0), hk = get_global_id(1), b = get_global_id(2), h = 0;
+    (void)h; /* FORWARD_SEQUENCE_SETUP's state_base */
+    FORWARD_SEQUENCE_SETUP
+#if LAYOUT == 1 /* a sequence's own rows; the zero rows after the last key row of all */
+    if (j >= sk + BN || (j >= sk && k_first + j < total_k))
+        return;
+#else
+    if (j >= sk + BN)
+        return;
+#endif
+    const bool in = j < sk;
+#if HAS_MASK
+    const bool kept = in && mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;
+#else
+    const bool kept = in;
+#endif
+    simd_f row[HEAD_DIM_PAD / SIMD];
+    __global float *const dst = state + PACKED_ROW(b, hk, get_global_size(1), j) * PACKED_LD;
+    simd_stage_row(row, K, ko + b * k_sb + hk * k_sh + (long)j * k_ss, in, head_dim);
+    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++)
+        simd_store(row[c], dst + c * SIMD);
+    simd_stage_row(row, V, vo + b * v_sb + hk * v_sh + (long)j * v_ss, kept, head_dim);
+    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++)
+        simd_store(row[c], dst + HEAD_DIM_PAD + c * SIMD);
 }

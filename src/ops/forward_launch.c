@@ -13,6 +13,7 @@
 /* The kernel variant chosen for one launch: its work-group shape and key tile. */
 typedef struct forward_variant {
     cl_kernel kernel;
+    cl_kernel pack;          /* the CPU kernel's K/V packing kernel, run first (else NULL) */
     int block_m, block_n;
     size_t wg_size;
     int chunked;             /* the rows kernel: keys in chunks under a loop cap (others never chunk) */
@@ -207,6 +208,8 @@ static fcl_status get_cpu_kernel(fcl_context ctx, const fcl_forward_job *job, in
                     t->db);
     size_t wg;
     fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+    if (s == FCL_SUCCESS)
+        s = fcl_get_kernel(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, "attention_pack_kv", &v->pack);
     if (s != FCL_SUCCESS)
         return s;
     v->chunked = 0;
@@ -342,7 +345,7 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
 {
     const fcl_attn_resolved *r = &job->params;
     const int hdp = fcl_pad_head_dim(job->D);
-    forward_variant v;
+    forward_variant v = {0};
     fcl_status s = get_forward_kernel(ctx, job, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
@@ -355,9 +358,14 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
         return s;
     const int64_t n_chunks = span > 0 ? (span + chunk_keys - 1) / chunk_keys : 1;
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
+    /* the state buffer: the rows kernel's chunk state, or the CPU kernel's packed K/V rows (each
+     * KV head's rows, [K | V] floats, followed by block_n zero rows; see attention_forward_cpu.cl) */
+    const int64_t packed_rows =
+        job->Hkv * (job->layout == FCL_LAYOUT_VARLEN ? job->total_k + v.block_n : job->grid_b * (job->sk + v.block_n));
+    const uint64_t state_bytes = v.pack ? (uint64_t)packed_rows * 2 * (uint64_t)hdp * sizeof(float)
+                                 : n_chunks > 1 ? (uint64_t)(state_rows * (hdp + 2)) * sizeof(float) : 0;
     cl_mem state = NULL;
-    if (n_chunks > 1 &&
-        !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, (uint64_t)(state_rows * (hdp + 2)) * sizeof(float), &s)))
+    if (state_bytes > 0 && !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, state_bytes, &s)))
         return s;
     /* Absent optional tensors are bound to O's buffer; the kernel never touches them. */
     const cl_mem dummy = job->O->buffer;
@@ -380,24 +388,37 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     const cl_float floats[2] = {r->scale, r->softcap};
     const cl_int totals[2] = {(cl_int)job->total_q, (cl_int)job->total_k};
     cl_int err = CL_SUCCESS;
-    cl_uint arg = 0;
-    for (int i = 0; i < 10 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_mem), &bufs[i]);
-    const cl_uint chunk_arg = arg; /* key_lo, key_hi, load_state, save_state: set per launch */
-    arg += 4;
-    for (int i = 0; i < 7 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &ints[i]);
-    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_float), &floats[i]);
-    for (int t = 0; t < 5; t++) /* Q, K, V, O: offset + batch, seq, head; LSE: offset + batch, head, seq */
-        for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
-            err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &views[t][i]);
-    for (int i = 0; i < 6 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &sides[i]);
-    for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &seqs[i]);
-    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &totals[i]);
+    const cl_uint chunk_arg = 10; /* key_lo, key_hi, load_state, save_state: set per launch */
+    const cl_kernel kernels[2] = {kernel, v.pack};
+    for (int kk = 0; kk < 2 && kernels[kk]; kk++) {
+        const cl_kernel k = kernels[kk];
+        cl_uint arg = 0;
+        for (int i = 0; i < 10 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
+        arg += 4;
+        for (int i = 0; i < 7 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
+        for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_float), &floats[i]);
+        for (int t = 0; t < 5; t++) /* Q, K, V, O: offset + batch, seq, head; LSE: offset + batch, head, seq */
+            for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+                err = clSetKernelArg(k, arg++, sizeof(cl_long), &views[t][i]);
+        for (int i = 0; i < 6 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_long), &sides[i]);
+        for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_long), &seqs[i]);
+        for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_int), &totals[i]);
+    }
+    if (v.pack && err == CL_SUCCESS) { /* the CPU kernel's K/V rows, packed first */
+        const cl_int none[4] = {0, 0, 0, 0};
+        for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(v.pack, chunk_arg + i, sizeof(cl_int), &none[i]);
+        const size_t pg[3] = {(size_t)((job->sk + v.block_n + 15) / 16 * 16), (size_t)job->Hkv, (size_t)job->grid_b};
+        const size_t pl[3] = {16, 1, 1};
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, v.pack, 3, NULL, pg, pl, 0, NULL, NULL);
+    }
     size_t local[3] = {v.wg_size, 1, 1};
     size_t global[3] = {(size_t)((job->sq + v.block_m - 1) / v.block_m) * local[0], (size_t)job->Hq,
                         (size_t)job->grid_b};
