@@ -37,18 +37,18 @@ read -r -a devices <<<"${DEVICES:-pocl intel}"
 # case: name | flashcl-bench arguments | cpu_peer.py arguments ("" = derived from the bench's
 # JSON: padded varlen batches)
 cases=(
-  "encoder varlen|--op varlen --dtype f32 --seqs 16 --max-len 128 --hq 12 --d 32|"
+  "encoder varlen|--op varlen --dtype f32 --seqs 16 --max-len 128 --hq 12 --hkv 12 --d 32|"
   "encoder packed|--op packed_qkv --dtype f32 --seqs 16 --max-len 128 --hq 12 --d 32|"
-  "dense S256 D64|--op forward --dtype f32 --b 8 --sq 256 --hq 12 --d 64|--op forward --dtype f32 --b 8 --sq 256 --hq 12 --d 64"
-  "dense S512 D128|--op forward --dtype f32 --b 2 --sq 512 --hq 16 --d 128|--op forward --dtype f32 --b 2 --sq 512 --hq 16 --d 128"
-  "prefill S1024|--op forward --dtype f32 --b 1 --sq 1024 --hq 8 --d 64|--op forward --dtype f32 --b 1 --sq 1024 --hq 8 --d 64"
+  "dense S256 D64|--op forward --dtype f32 --b 8 --sq 256 --hq 12 --hkv 12 --d 64|--op forward --dtype f32 --b 8 --sq 256 --hq 12 --hkv 12 --d 64"
+  "dense S512 D128|--op forward --dtype f32 --b 2 --sq 512 --hq 16 --hkv 16 --d 128|--op forward --dtype f32 --b 2 --sq 512 --hq 16 --hkv 16 --d 128"
+  "prefill S1024|--op forward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64|--op forward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64"
   "prefill S2048 GQA causal|--op forward --dtype f32 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal|--op forward --dtype f32 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal"
   "prefill S2048 GQA causal bf16|--op forward --dtype bf16 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal|--op forward --dtype bf16 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal"
   "prefill S8192 causal|--op forward --dtype f32 --b 1 --sq 8192 --hq 8 --hkv 2 --d 64 --causal|--op forward --dtype f32 --b 1 --sq 8192 --hq 8 --hkv 2 --d 64 --causal"
   "decode L4k|--op decode --dtype f32 --b 1 --sq 1 --sk 4096 --hq 32 --hkv 8 --d 128|--op decode --dtype f32 --b 1 --sq 1 --sk 4096 --hq 32 --hkv 8 --d 128"
   "decode L16k|--op decode --dtype f32 --b 1 --sq 1 --sk 16384 --hq 32 --hkv 8 --d 128|--op decode --dtype f32 --b 1 --sq 1 --sk 16384 --hq 32 --hkv 8 --d 128"
   "decode L64k bf16|--op decode --dtype bf16 --b 1 --sq 1 --sk 65536 --hq 32 --hkv 8 --d 128|--op decode --dtype bf16 --b 1 --sq 1 --sk 65536 --hq 32 --hkv 8 --d 128"
-  "backward S1024|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --d 64|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --d 64"
+  "backward S1024|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64"
   "backward S2048 causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal"
 )
 [[ ${QUICK:-0} == 1 ]] && cases=("${cases[0]}" "${cases[4]}" "${cases[9]}" "${cases[11]}")
