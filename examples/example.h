@@ -74,6 +74,18 @@ static inline void host_attention_row(const float *q, const float *k, const floa
     free(s);
 }
 
+/* The largest |got[i] - want[i]| over n values, at least `so_far` (a NaN in got is returned as NaN).
+ * A plain loop: Debian 12's aarch64 gcc vectorises an fmax reduction over this into a crash. */
+static inline double max_abs_diff(double so_far, const float *got, const double *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)got[i] - want[i]);
+        if (!(e <= so_far))
+            so_far = e;
+    }
+    return so_far;
+}
+
 /* Prints the example's verdict; the exit code: 0 when max_err <= tol. */
 static inline int report(const char *name, double max_err, double tol)
 {

@@ -38,8 +38,7 @@ int main(void)
                 const size_t qi = (((size_t)b * S + i) * HQ + h) * D;
                 const size_t k0 = ((size_t)b * S * HKV + h / (HQ / HKV)) * D;
                 host_attention_row(q + qi, k + k0, v + k0, i + 1, (long)HKV * D, D, 1.0 / sqrt(D), ref);
-                for (int d = 0; d < D; d++)
-                    max_err = fmax(max_err, fabs(o[qi + d] - ref[d]));
+                max_err = max_abs_diff(max_err, o + qi, ref, D);
             }
 
     fcl_tensor_release(Q);

@@ -36,8 +36,7 @@ static double check(const float *q, const float *o, int rows, int first)
                 const int g = h / (HQ / HKV);
                 host_attention_row(q + qi, host_k[b][0][g], host_v[b][0][g], first + t + 1, (long)HKV * D, D,
                                    1.0 / sqrt(D), ref);
-                for (int d = 0; d < D; d++)
-                    max_err = fmax(max_err, fabs(o[qi + d] - ref[d]));
+                max_err = max_abs_diff(max_err, o + qi, ref, D);
             }
     return max_err;
 }

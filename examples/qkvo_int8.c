@@ -99,9 +99,7 @@ int main(void)
             host_attention_row(qf + i * DM + h * HD, kf + h * HD, vf + h * HD, i + 1, DM, HD, 1.0 / sqrt(HD),
                                a + i * DM + h * HD);
     host_project(a, &ho, ref);
-    double max_err = 0.0;
-    for (int i = 0; i < L * DM; i++)
-        max_err = fmax(max_err, fabs(o[i] - ref[i]));
+    const double max_err = max_abs_diff(0.0, o, ref, (size_t)L * DM);
 
     fcl_tensor_release(X);
     fcl_tensor_release(O);

@@ -41,8 +41,7 @@ int main(void)
             for (int h = 0; h < H; h++) {
                 const size_t qi = ((size_t)r * H + h) * D, k0 = ((size_t)cu[s] * H + h) * D;
                 host_attention_row(q + qi, k + k0, v + k0, cu[s + 1] - cu[s], (long)H * D, D, 1.0 / sqrt(D), ref);
-                for (int d = 0; d < D; d++)
-                    max_err = fmax(max_err, fabs(o[qi + d] - ref[d]));
+                max_err = max_abs_diff(max_err, o + qi, ref, D);
             }
 
     fcl_tensor_release(Q);
