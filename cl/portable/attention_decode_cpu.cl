@@ -29,8 +29,9 @@
 #endif
 #define CHUNKS (HEAD_DIM_PAD / SIMD)
 #ifndef AHEAD
-#define AHEAD (2 * SIMD) /* keys between a row's touch and its use */
+#define AHEAD (2 * SIMD) /* keys between a row's prefetch and its use */
 #endif
+#define LINE_ELEMS (64 / (int)sizeof(store_t)) /* elements per 64-byte cache line */
 #define CPU_LOOP _Pragma("unroll")
 
 /* SIMD elements of a K or V row from element index i, whose first is dim d0, as floats: one
@@ -96,15 +97,17 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
         for (int k = 0; k < SIMD; k++) {
             cache_rows(b, min(jb + k, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
                        bt_sb, bt_ss, page_size, num_pages, &ki[k], &vi[k]);
-            /* the rows AHEAD keys on, touched now: a KV head's rows lie a page or more apart, which
-             * the hardware prefetchers do not cross, so each row would be a demand miss; the
-             * touch (its value unused) lets the core keep several misses in flight */
+            /* the rows AHEAD keys on, prefetched now, every cache line of them: a KV head's rows
+             * lie a page or more apart, where the hardware prefetchers stop, so each row would be
+             * a demand miss of its own */
             if (jb + k + AHEAD <= j_hi) {
                 long tk, tv;
                 cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
                            bt_sb, bt_ss, page_size, num_pages, &tk, &tv);
-                (void)*(volatile __global const uchar *)(Kc + tk);
-                (void)*(volatile __global const uchar *)(Vc + tv);
+                for (int e = 0; e < head_dim; e += LINE_ELEMS) {
+                    FCL_PREFETCH(Kc + tk + e);
+                    FCL_PREFETCH(Vc + tv + e);
+                }
             }
             simd_f x0[ROWS_WG], x1[ROWS_WG];
             CPU_LOOP

@@ -190,6 +190,14 @@ inline float simd_sum(simd_f x)
 }
 #endif
 
+/* A software prefetch of the cache line at p (global memory), where the compiler offers one (the
+ * clang-based CPU compilers: PoCL's prefetch() is empty); nothing elsewhere. */
+#if defined(__clang__) && defined(FCL_CPU_PREFETCH) && FCL_CPU_PREFETCH
+#define FCL_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define FCL_PREFETCH(p) ((void)0)
+#endif
+
 #define FCL_LOG2E 1.4426950408889634f
 /* The attention kernels' logits are transformed beyond the scale (softcap and/or ALiBi). */
 #define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)

@@ -276,7 +276,7 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
                  p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
                  p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0);
         if (p->cpu)
-            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d", p->cpu);
+            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d -DFCL_CPU_PREFETCH=1", p->cpu);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
