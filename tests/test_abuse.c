@@ -37,6 +37,32 @@ static fcl_tensor wrap(fcl_context ctx, cl_mem m, fcl_dtype dt, int ndim, const 
     return t;
 }
 
+/* t's elements as float32 (malloc'd). */
+static float *read_all(fcl_tensor t)
+{
+    float *x = support_xmalloc(sizeof(float) * (size_t)fcl_tensor_numel(t));
+    support_read(t, x);
+    return x;
+}
+
+/* Fails unless a and b (n floats) are bit-identical. */
+static void assert_same_bits(const float *a, const float *b, size_t n, const char *what)
+{
+    double max_diff;
+    long first;
+    const size_t bad = support_bit_diff(a, b, n, &max_diff, &first);
+    cr_assert(bad == 0, "%s: %zu of %zu elements differ (first %ld: %g vs %g)", what, bad, n, first,
+              first >= 0 ? (double)a[first] : 0.0, first >= 0 ? (double)b[first] : 0.0);
+}
+
+static fcl_attn_params window(int wl, int wr)
+{
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.window_left = wl;
+    p.window_right = wr;
+    return p;
+}
+
 /* ------------------------------------------------------------------ 1, 2: tensor geometry */
 
 /* A view whose extent overflows int64 was accepted (shape {9,1,1,4}, strides {2^61,4,4,1} over
@@ -100,5 +126,294 @@ Test(abuse, element_count_overflow_rejected)
     cr_assert(st == FCL_ERR_SHAPE && t == NULL, "wrap 2^62 x 4 bytes: %s (%s)", fcl_status_string(st),
               fcl_last_error(ctx));
     clReleaseMemObject(m);
+    fcl_context_release(ctx);
+}
+
+/* ------------------------------------------------------------------ 3, 4: windows near INT_MAX */
+
+/* O and LSE of one decode call (len, or lens when len == -1) with window_left wl. */
+static void decode_run(fcl_context ctx, fcl_tensor Q, const fcl_kv_cache *cache, int64_t len, fcl_tensor lens,
+                       int wl, fcl_tensor O, fcl_tensor LSE, float **o, float **lse)
+{
+    fcl_attn_params p = window(wl, -1);
+    support_poison(O);
+    support_poison(LSE);
+    fcl_status st = fcl_attention_decode(ctx, &p, Q, cache, len, lens, NULL, O, LSE, NULL);
+    cr_assert(st == FCL_SUCCESS, "decode (window_left %d, len %lld): %s: %s", wl, (long long)len,
+              fcl_status_string(st), fcl_last_error(ctx));
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "fcl_finish: %s", fcl_last_error(ctx));
+    *o = read_all(O);
+    *lse = read_all(LSE);
+}
+
+/* Decode with window_left near INT_MAX and query rows before position 0 (len < Lq): p -
+ * window_left overflowed and the kernel crashed. Such a window is unbounded: the result must be
+ * window_left = -1's, bit for bit, for host and device lengths, contiguous and paged. */
+Test(abuse, decode_window_near_int_max)
+{
+    fcl_context ctx = support_context();
+    const int64_t kshape[4] = {1, 16, 1, 8}, qshape[4] = {1, 2, 1, 8}, lshape[3] = {1, 1, 2};
+    const int64_t pshape[4] = {4, 4, 1, 8}, bshape[2] = {1, 4}, one[1] = {1};
+    fcl_tensor K = support_tensor_random(ctx, FCL_F32, 4, kshape, 11), V = support_tensor_random(ctx, FCL_F32, 4, kshape, 12);
+    fcl_tensor Kp = support_tensor_random(ctx, FCL_F32, 4, pshape, 13), Vp = support_tensor_random(ctx, FCL_F32, 4, pshape, 14);
+    const int32_t pages[4] = {2, 0, 3, 1};
+    fcl_tensor bt = support_i32_tensor(ctx, 2, bshape, pages);
+    fcl_tensor Q = support_tensor_random(ctx, FCL_F32, 4, qshape, 15);
+    fcl_tensor O = support_tensor_random(ctx, FCL_F32, 4, qshape, 0), LSE = support_tensor_random(ctx, FCL_F32, 3, lshape, 0);
+    const fcl_kv_cache caches[2] = {{K, V, NULL}, {Kp, Vp, bt}};
+    const int64_t lens_host[] = {0, 1, 2, 9, 16};
+    const int wls[] = {INT_MAX, INT_MAX - 1, 16, 100000};
+    for (int c = 0; c < 2; c++)
+        for (size_t li = 0; li < sizeof lens_host / sizeof *lens_host; li++)
+            for (int dev = 0; dev < 2; dev++) {
+                const int32_t lv = (int32_t)lens_host[li];
+                fcl_tensor lens = dev ? support_i32_tensor(ctx, 1, one, &lv) : NULL;
+                const int64_t len = dev ? -1 : lens_host[li];
+                float *o0, *l0;
+                decode_run(ctx, Q, &caches[c], len, lens, -1, O, LSE, &o0, &l0);
+                for (size_t w = 0; w < sizeof wls / sizeof *wls; w++) {
+                    float *o1, *l1;
+                    decode_run(ctx, Q, &caches[c], len, lens, wls[w], O, LSE, &o1, &l1);
+                    char what[128];
+                    snprintf(what, sizeof what, "%s cache, len %lld (%s), window_left %d", c ? "paged" : "contiguous",
+                             (long long)lens_host[li], dev ? "device" : "host", wls[w]);
+                    assert_same_bits(o1, o0, 16, what);
+                    assert_same_bits(l1, l0, 2, what);
+                    free(o1);
+                    free(l1);
+                }
+                free(o0);
+                free(l0);
+                fcl_tensor_release(lens);
+            }
+    fcl_tensor_release(K);
+    fcl_tensor_release(V);
+    fcl_tensor_release(Kp);
+    fcl_tensor_release(Vp);
+    fcl_tensor_release(bt);
+    fcl_tensor_release(Q);
+    fcl_tensor_release(O);
+    fcl_tensor_release(LSE);
+    fcl_context_release(ctx);
+}
+
+/* One dense forward's O and LSE with params p. */
+static void forward_run(fcl_context ctx, const fcl_attn_params *p, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
+                        fcl_tensor O, fcl_tensor LSE, float **o, float **lse)
+{
+    support_poison(O);
+    support_poison(LSE);
+    fcl_status st = fcl_attention_forward(ctx, p, Q, K, V, O, LSE, NULL);
+    cr_assert(st == FCL_SUCCESS, "forward (windows %d, %d): %s: %s", p->window_left, p->window_right,
+              fcl_status_string(st), fcl_last_error(ctx));
+    *o = read_all(O);
+    *lse = read_all(LSE);
+}
+
+/* The windows that must equal unbounded ones (-1) for a problem of sq queries and sk keys, and
+ * the pairs (wl, wr) to compare: each side near INT_MAX alone and both, with the other side -1
+ * or a bounded value that stays. */
+typedef struct window_case {
+    int wl, wr, ref_wl, ref_wr;
+} window_case;
+
+static const window_case window_cases[] = {
+    {INT_MAX, -1, -1, -1},          {-1, INT_MAX, -1, -1},          {INT_MAX, INT_MAX, -1, -1},
+    {INT_MAX - 1, 2, -1, 2},        {1, INT_MAX - 2, 1, -1},        {INT_MAX, 0, -1, 0},
+    {1000000, 1000000, -1, -1},
+};
+
+#define N_WINDOW_CASES (sizeof window_cases / sizeof *window_cases)
+
+/* Dense forward with windows near INT_MAX, Sq > Sk and Sq < Sk: i_last + shift + window_right
+ * overflowed (rows saw no key: O = 0, LSE = -inf). */
+static void forward_windows_case(void)
+{
+    fcl_context ctx = support_context();
+    const int sizes[2][2] = {{7, 3}, {3, 9}};
+    for (int z = 0; z < 2; z++) {
+        const int64_t qs[4] = {2, sizes[z][0], 2, 8}, ks[4] = {2, sizes[z][1], 1, 8}, ls[3] = {2, 2, sizes[z][0]};
+        fcl_tensor Q = support_tensor_random(ctx, FCL_F32, 4, qs, 21), K = support_tensor_random(ctx, FCL_F32, 4, ks, 22);
+        fcl_tensor V = support_tensor_random(ctx, FCL_F32, 4, ks, 23), O = support_tensor_random(ctx, FCL_F32, 4, qs, 0);
+        fcl_tensor LSE = support_tensor_random(ctx, FCL_F32, 3, ls, 0);
+        const size_t no = (size_t)fcl_tensor_numel(O), nl = (size_t)fcl_tensor_numel(LSE);
+        for (size_t c = 0; c < N_WINDOW_CASES; c++) {
+            const fcl_attn_params p = window(window_cases[c].wl, window_cases[c].wr);
+            const fcl_attn_params r = window(window_cases[c].ref_wl, window_cases[c].ref_wr);
+            float *o0, *l0, *o1, *l1;
+            forward_run(ctx, &r, Q, K, V, O, LSE, &o0, &l0);
+            forward_run(ctx, &p, Q, K, V, O, LSE, &o1, &l1);
+            char what[128];
+            snprintf(what, sizeof what, "Sq %d, Sk %d, windows (%d, %d)", sizes[z][0], sizes[z][1], p.window_left,
+                     p.window_right);
+            assert_same_bits(o1, o0, no, what);
+            assert_same_bits(l1, l0, nl, what);
+            free(o0);
+            free(l0);
+            free(o1);
+            free(l1);
+        }
+        fcl_tensor_release(Q);
+        fcl_tensor_release(K);
+        fcl_tensor_release(V);
+        fcl_tensor_release(O);
+        fcl_tensor_release(LSE);
+    }
+    fcl_context_release(ctx);
+}
+
+Test(abuse, forward_window_near_int_max) { forward_windows_case(); }
+
+/* The same with the keys in chunks (one launch each: the loop-capped devices' path). */
+Test(abuse, forward_window_near_int_max_chunked)
+{
+    support_fix_tiles(1);
+    support_force_chunks(1);
+    forward_windows_case();
+}
+
+/* Varlen forward: two sequences (Sq > Sk and Sq < Sk). */
+Test(abuse, varlen_window_near_int_max)
+{
+    fcl_context ctx = support_context();
+    const int32_t cq[3] = {0, 6, 8}, ck[3] = {0, 2, 9};
+    const int64_t qs[3] = {8, 2, 8}, ks[3] = {9, 1, 8}, ls[2] = {2, 8}, n3[1] = {3};
+    fcl_tensor Q = support_tensor_random(ctx, FCL_F32, 3, qs, 31), K = support_tensor_random(ctx, FCL_F32, 3, ks, 32);
+    fcl_tensor V = support_tensor_random(ctx, FCL_F32, 3, ks, 33), O = support_tensor_random(ctx, FCL_F32, 3, qs, 0);
+    fcl_tensor LSE = support_tensor_random(ctx, FCL_F32, 2, ls, 0);
+    fcl_tensor tq = support_i32_tensor(ctx, 1, n3, cq), tk = support_i32_tensor(ctx, 1, n3, ck);
+    for (size_t c = 0; c < N_WINDOW_CASES; c++) {
+        const fcl_attn_params p = window(window_cases[c].wl, window_cases[c].wr);
+        const fcl_attn_params r = window(window_cases[c].ref_wl, window_cases[c].ref_wr);
+        float *o[2], *l[2];
+        for (int k = 0; k < 2; k++) {
+            support_poison(O);
+            support_poison(LSE);
+            fcl_status st = fcl_attention_varlen_forward(ctx, k ? &p : &r, Q, K, V, tq, tk, 6, 7, O, LSE, NULL);
+            cr_assert(st == FCL_SUCCESS, "varlen: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+            o[k] = read_all(O);
+            l[k] = read_all(LSE);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "varlen, windows (%d, %d)", p.window_left, p.window_right);
+        assert_same_bits(o[1], o[0], 8 * 16, what);
+        assert_same_bits(l[1], l[0], 16, what);
+        for (int k = 0; k < 2; k++) {
+            free(o[k]);
+            free(l[k]);
+        }
+    }
+    fcl_tensor_release(Q);
+    fcl_tensor_release(K);
+    fcl_tensor_release(V);
+    fcl_tensor_release(O);
+    fcl_tensor_release(LSE);
+    fcl_tensor_release(tq);
+    fcl_tensor_release(tk);
+    fcl_context_release(ctx);
+}
+
+/* Packed fused-QKV forward and backward: 7 rows in two sequences. */
+Test(abuse, packed_window_near_int_max)
+{
+    fcl_context ctx = support_context();
+    const int64_t qkv[4] = {7, 3, 2, 8}, os[3] = {7, 2, 8}, ls[2] = {2, 7}, bs[2] = {7, 2};
+    const int32_t bounds[14] = {0, 3, 0, 3, 0, 3, 3, 7, 3, 7, 3, 7, 3, 7};
+    fcl_tensor QKV = support_tensor_random(ctx, FCL_F32, 4, qkv, 41), O = support_tensor_random(ctx, FCL_F32, 3, os, 0);
+    fcl_tensor LSE = support_tensor_random(ctx, FCL_F32, 2, ls, 0), dO = support_tensor_random(ctx, FCL_F32, 3, os, 42);
+    fcl_tensor dQKV = support_tensor_random(ctx, FCL_F32, 4, qkv, 0);
+    fcl_tensor sb = support_i32_tensor(ctx, 2, bs, bounds);
+    for (size_t c = 0; c < N_WINDOW_CASES; c++) {
+        const fcl_attn_params p = window(window_cases[c].wl, window_cases[c].wr);
+        const fcl_attn_params r = window(window_cases[c].ref_wl, window_cases[c].ref_wr);
+        float *o[2], *l[2], *g[2];
+        for (int k = 0; k < 2; k++) {
+            support_poison(O);
+            support_poison(LSE);
+            support_poison(dQKV);
+            fcl_status st = fcl_attention_packed_qkv_forward(ctx, k ? &p : &r, QKV, sb, O, LSE, NULL);
+            cr_assert(st == FCL_SUCCESS, "packed: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+            st = fcl_attention_packed_qkv_backward(ctx, k ? &p : &r, QKV, O, dO, LSE, sb, dQKV, NULL);
+            cr_assert(st == FCL_SUCCESS, "packed backward: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+            o[k] = read_all(O);
+            l[k] = read_all(LSE);
+            g[k] = read_all(dQKV);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "packed, windows (%d, %d)", p.window_left, p.window_right);
+        assert_same_bits(o[1], o[0], 7 * 16, what);
+        assert_same_bits(l[1], l[0], 14, what);
+        assert_same_bits(g[1], g[0], 7 * 3 * 16, what);
+        for (int k = 0; k < 2; k++) {
+            free(o[k]);
+            free(l[k]);
+            free(g[k]);
+        }
+    }
+    fcl_tensor_release(QKV);
+    fcl_tensor_release(O);
+    fcl_tensor_release(LSE);
+    fcl_tensor_release(dO);
+    fcl_tensor_release(dQKV);
+    fcl_tensor_release(sb);
+    fcl_context_release(ctx);
+}
+
+/* Dense and varlen backward (given and recomputed O and LSE). */
+Test(abuse, backward_window_near_int_max)
+{
+    fcl_context ctx = support_context();
+    const int64_t qs[4] = {1, 7, 2, 8}, ks[4] = {1, 3, 2, 8}, ls[3] = {1, 2, 7};
+    fcl_tensor Q = support_tensor_random(ctx, FCL_F32, 4, qs, 51), K = support_tensor_random(ctx, FCL_F32, 4, ks, 52);
+    fcl_tensor V = support_tensor_random(ctx, FCL_F32, 4, ks, 53), dO = support_tensor_random(ctx, FCL_F32, 4, qs, 54);
+    fcl_tensor O = support_tensor_random(ctx, FCL_F32, 4, qs, 0), LSE = support_tensor_random(ctx, FCL_F32, 3, ls, 0);
+    fcl_tensor dQ = support_tensor_random(ctx, FCL_F32, 4, qs, 0), dK = support_tensor_random(ctx, FCL_F32, 4, ks, 0);
+    fcl_tensor dV = support_tensor_random(ctx, FCL_F32, 4, ks, 0);
+    /* the varlen form of the same data: [total, H, D] views of the dense tensors */
+    const int64_t vq[3] = {7, 2, 8}, vk[3] = {3, 2, 8}, n2[1] = {2};
+    fcl_tensor vQ = support_view(Q, 3, vq, NULL, 0), vK = support_view(K, 3, vk, NULL, 0);
+    fcl_tensor vV = support_view(V, 3, vk, NULL, 0), vdO = support_view(dO, 3, vq, NULL, 0);
+    fcl_tensor vdQ = support_view(dQ, 3, vq, NULL, 0), vdK = support_view(dK, 3, vk, NULL, 0);
+    fcl_tensor vdV = support_view(dV, 3, vk, NULL, 0);
+    const int32_t cq[2] = {0, 7}, ck[2] = {0, 3};
+    fcl_tensor tq = support_i32_tensor(ctx, 1, n2, cq), tk = support_i32_tensor(ctx, 1, n2, ck);
+    const fcl_tensor grads[3] = {dQ, dK, dV};
+    const size_t ng[3] = {7 * 16, 3 * 16, 3 * 16};
+    for (size_t c = 0; c < N_WINDOW_CASES; c++) {
+        const fcl_attn_params p = window(window_cases[c].wl, window_cases[c].wr);
+        const fcl_attn_params r = window(window_cases[c].ref_wl, window_cases[c].ref_wr);
+        for (int form = 0; form < 3; form++) { /* dense given O/LSE, dense recomputed, varlen */
+            float *g[2][3];
+            for (int k = 0; k < 2; k++) {
+                const fcl_attn_params *pp = k ? &p : &r;
+                fcl_status st = fcl_attention_forward(ctx, pp, Q, K, V, O, LSE, NULL);
+                cr_assert(st == FCL_SUCCESS, "forward: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+                for (int i = 0; i < 3; i++)
+                    support_poison(grads[i]);
+                if (form == 0)
+                    st = fcl_attention_backward(ctx, pp, Q, K, V, O, dO, LSE, dQ, dK, dV, NULL);
+                else if (form == 1)
+                    st = fcl_attention_backward(ctx, pp, Q, K, V, NULL, dO, NULL, dQ, dK, dV, NULL);
+                else
+                    st = fcl_attention_varlen_backward(ctx, pp, vQ, vK, vV, NULL, vdO, NULL, tq, tk, 7, 3, vdQ, vdK,
+                                                       vdV, NULL);
+                cr_assert(st == FCL_SUCCESS, "backward form %d: %s: %s", form, fcl_status_string(st),
+                          fcl_last_error(ctx));
+                for (int i = 0; i < 3; i++)
+                    g[k][i] = read_all(grads[i]);
+            }
+            for (int i = 0; i < 3; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "backward form %d, d%c, windows (%d, %d)", form, "QKV"[i],
+                         p.window_left, p.window_right);
+                assert_same_bits(g[1][i], g[0][i], ng[i], what);
+                free(g[0][i]);
+                free(g[1][i]);
+            }
+        }
+    }
+    const fcl_tensor all[] = {Q, K, V, dO, O, LSE, dQ, dK, dV, vQ, vK, vV, vdO, vdQ, vdK, vdV, tq, tk};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        fcl_tensor_release(all[i]);
     fcl_context_release(ctx);
 }

@@ -63,7 +63,8 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
         .do_dims = {0, 1, 2}, .dq_dims = {0, 1, 2}, .dk_dims = {0, 1, 2}, .dv_dims = {0, 1, 2},
     };
     fcl_forward_job *f = &job.fwd;
-    if ((s = fcl_resolve_attn_params(ctx, op, params, f->grid_b, f->sk, f->grid_b, f->Hq, f->D, &f->params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, f->grid_b, f->sk, f->grid_b, f->Hq, f->D, f->sq, f->sk,
+                                       &f->params)))
         return s;
     return fcl_backward_launch(ctx, &job, event);
 }
@@ -93,7 +94,7 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
         .do_dims = {-1, 0, 1}, .dq_dims = {-1, 0, 1}, .dk_dims = {-1, 0, 1}, .dv_dims = {-1, 0, 1},
     };
     fcl_forward_job *f = &job.fwd;
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Tk, f->grid_b, f->Hq, f->D, &f->params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Tk, f->grid_b, f->Hq, f->D, f->sq, f->sk, &f->params)))
         return s;
     return fcl_backward_launch(ctx, &job, event);
 }
@@ -128,7 +129,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
         .dO = dO, .dQ = &dq, .dK = &dk, .dV = &dv,
         .do_dims = {-1, 0, 1}, .dq_dims = {-1, 0, 2}, .dk_dims = {-1, 0, 2}, .dv_dims = {-1, 0, 2},
     };
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, &job.fwd.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, L, L, &job.fwd.params)))
         return s;
     /* the three gradient slices as [L, H, D] views must not share an element */
     struct fcl_tensor_s slice[3] = {dq, dk, dv};

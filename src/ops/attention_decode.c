@@ -77,7 +77,7 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
     if (params && params->window_right > 0)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: window_right %d: decode is causal (use -1 or 0)", op,
                         params->window_right);
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, kv->l_max, B, Hq, D, r)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, kv->l_max, B, Hq, D, Lq, kv->l_max, r)))
         return s;
     if (B > 65535 || Lq * Hq > INT32_MAX / 4)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: B %lld or Lq %lld x Hq beyond the supported range", op,

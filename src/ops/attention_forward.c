@@ -20,7 +20,8 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
         .Q = Q, .K = K, .V = V, .O = O, .LSE = LSE,
         .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2}, .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2},
     };
-    if ((s = fcl_resolve_attn_params(ctx, op, params, job.grid_b, job.sk, job.grid_b, job.Hq, job.D, &job.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, job.grid_b, job.sk, job.grid_b, job.Hq, job.D, job.sq, job.sk,
+                                       &job.params)))
         return s;
     return fcl_forward_launch(ctx, &job, event);
 }

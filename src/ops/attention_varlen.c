@@ -30,7 +30,8 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
         .q_dims = {-1, 0, 1}, .k_dims = {-1, 0, 1}, .v_dims = {-1, 0, 1}, .o_dims = {-1, 0, 1},
         .lse_dims = {-1, 0, 1}, .seq_q = cu_seqlens_q, .seq_k = cu_seqlens_k,
     };
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, job.total_k, job.grid_b, job.Hq, job.D, &job.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, job.total_k, job.grid_b, job.Hq, job.D, job.sq, job.sk,
+                                       &job.params)))
         return s;
     return fcl_forward_launch(ctx, &job, event);
 }

@@ -98,7 +98,7 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
     fcl_forward_job job = {.op = op, .layout = FCL_LAYOUT_DENSE, .dtype = X->dtype, .D = D / H, .Hq = H, .Hkv = H,
                            .grid_b = 1, .sq = Lq, .sk = Lk, .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2},
                            .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}};
-    fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, &job.params);
+    fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &job.params);
     if (s != FCL_SUCCESS)
         return s;
     const size_t bytes = (size_t)(Lq * D) * fcl_dtype_size(X->dtype);

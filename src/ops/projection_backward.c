@@ -103,7 +103,7 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                 .sq = Lq, .sk = Lk, .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2}, .v_dims = {0, 1, 2},
                 .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}},
         .do_dims = {0, 1, 2}, .dq_dims = {0, 1, 2}, .dk_dims = {0, 1, 2}, .dv_dims = {0, 1, 2}};
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, &job.fwd.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &job.fwd.params)))
         return s;
 
     /* scratch: Q, A, dA, dQ [Lq, D]; K, V, dK, dV [Lk, D] (one buffer), LSE [1, H, Lq] */
