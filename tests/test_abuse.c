@@ -28,6 +28,48 @@ static cl_mem new_buffer(fcl_context ctx, size_t bytes)
     return m;
 }
 
+/* The whole buffer's bytes (malloc'd, *n long). */
+static unsigned char *buffer_bytes(fcl_context ctx, cl_mem m, size_t *n)
+{
+    cr_assert(clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof *n, n, NULL) == CL_SUCCESS);
+    unsigned char *b = support_xmalloc(*n);
+    cr_assert(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, *n, b, 0, NULL, NULL) == CL_SUCCESS);
+    return b;
+}
+
+/* Fills the whole buffer with a salted byte pattern and returns a copy of it (*n long). */
+static unsigned char *buffer_sentinel(fcl_context ctx, cl_mem m, size_t *n, unsigned salt)
+{
+    cr_assert(clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof *n, n, NULL) == CL_SUCCESS);
+    unsigned char *b = support_xmalloc(*n);
+    for (size_t i = 0; i < *n; i++)
+        b[i] = (unsigned char)((i * 151u + 7u + salt * 31u) ^ (i >> 7));
+    cr_assert(clEnqueueWriteBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, *n, b, 0, NULL, NULL) == CL_SUCCESS);
+    return b;
+}
+
+/* Fails unless m still holds the n bytes of `before` (after finishing the queue). */
+static void assert_buffer_unchanged(fcl_context ctx, cl_mem m, const unsigned char *before, size_t n,
+                                    const char *what)
+{
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "fcl_finish: %s", fcl_last_error(ctx));
+    size_t now_n;
+    unsigned char *now = buffer_bytes(ctx, m, &now_n);
+    cr_assert(now_n == n && memcmp(now, before, n) == 0, "%s was written by a rejected call", what);
+    free(now);
+}
+
+/* A rejected call: the exact status, a sentence naming `token`, no event. */
+static void assert_rejected(fcl_context ctx, fcl_status got, fcl_status want, cl_event ev, const char *token)
+{
+    cr_assert(got == want, "status %s, expected %s (%s)", fcl_status_string(got), fcl_status_string(want),
+              fcl_last_error(ctx));
+    support_assert_sentence(fcl_last_error(ctx));
+    if (token)
+        SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), token);
+    cr_assert(ev == NULL, "a rejected call returned an event");
+}
+
 static fcl_tensor wrap(fcl_context ctx, cl_mem m, fcl_dtype dt, int ndim, const int64_t *shape,
                        const int64_t *strides, int64_t offset)
 {
@@ -129,7 +171,7 @@ Test(abuse, element_count_overflow_rejected)
     fcl_context_release(ctx);
 }
 
-/* ------------------------------------------------------------------ 3, 4: windows near INT_MAX */
+/* ------------------------------------------------------------------ 3, 4: windows near INT MAX */
 
 /* O and LSE of one decode call (len, or lens when len == -1) with window_left wl. */
 static void decode_run(fcl_context ctx, fcl_tensor Q, const fcl_kv_cache *cache, int64_t len, fcl_tensor lens,
@@ -414,6 +456,38 @@ Test(abuse, backward_window_near_int_max)
     }
     const fcl_tensor all[] = {Q, K, V, dO, O, LSE, dQ, dK, dV, vQ, vK, vV, vdO, vdQ, vdK, vdV, tq, tk};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        fcl_tensor_release(all[i]);
+    fcl_context_release(ctx);
+}
+
+/* ------------------------------------------------------------------ 5: kv-cache position */
+
+/* pos + L_new overflowed: pos INT64_MAX with L_new 2 and L_max 8 was accepted and row 1 went to
+ * position 0. */
+Test(abuse, kv_append_position_overflow_rejected)
+{
+    fcl_context ctx = support_context();
+    const int64_t cs[4] = {1, 8, 1, 8}, ns[4] = {1, 2, 1, 8};
+    fcl_tensor Kc = support_tensor_random(ctx, FCL_F32, 4, cs, 61), Vc = support_tensor_random(ctx, FCL_F32, 4, cs, 62);
+    fcl_tensor Kn = support_tensor_random(ctx, FCL_F32, 4, ns, 63), Vn = support_tensor_random(ctx, FCL_F32, 4, ns, 64);
+    const fcl_kv_cache cache = {Kc, Vc, NULL};
+    size_t nk, nv;
+    unsigned char *k0 = buffer_sentinel(ctx, fcl_tensor_buffer(Kc), &nk, 1);
+    unsigned char *v0 = buffer_sentinel(ctx, fcl_tensor_buffer(Vc), &nv, 2);
+    const int64_t positions[] = {INT64_MAX, INT64_MAX - 1, INT64_MAX - 7, 7, -2, INT64_MIN};
+    for (size_t c = 0; c < sizeof positions / sizeof *positions; c++) {
+        cl_event ev = NULL;
+        fcl_status st = fcl_kv_cache_append(ctx, &cache, Kn, Vn, positions[c], NULL, &ev);
+        assert_rejected(ctx, st, FCL_ERR_INVALID_ARGUMENT, ev, "pos");
+        assert_buffer_unchanged(ctx, fcl_tensor_buffer(Kc), k0, nk, "cache.k");
+        assert_buffer_unchanged(ctx, fcl_tensor_buffer(Vc), v0, nv, "cache.v");
+    }
+    fcl_status st = fcl_kv_cache_append(ctx, &cache, Kn, Vn, 6, NULL, NULL); /* the last valid position */
+    cr_assert(st == FCL_SUCCESS, "pos 6: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    free(k0);
+    free(v0);
+    const fcl_tensor all[] = {Kc, Vc, Kn, Vn};
+    for (size_t i = 0; i < 4; i++)
         fcl_tensor_release(all[i]);
     fcl_context_release(ctx);
 }

@@ -94,7 +94,7 @@ static fcl_status validate(fcl_context ctx, const fcl_kv_cache *cache, fcl_tenso
         if (positions->shape[0] != B)
             return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: positions has %lld entries; expected B = %lld", op,
                             (long long)positions->shape[0], (long long)B);
-    } else if (pos < 0 || pos + L_new > kv->l_max) {
+    } else if (pos < 0 || pos > kv->l_max - L_new) { /* not pos + L_new: pos may be near INT64_MAX */
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: pos %lld + L_new %lld exceeds the cache length %lld "
                         "(or pos < 0)", op, (long long)pos, (long long)L_new, (long long)kv->l_max);
     }
