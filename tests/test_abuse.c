@@ -491,3 +491,69 @@ Test(abuse, kv_append_position_overflow_rejected)
         fcl_tensor_release(all[i]);
     fcl_context_release(ctx);
 }
+
+/* ------------------------------------------------------------------ 6: projection layouts */
+
+/* y[m, n] = sum_k x[m, k] w[n, k] in float64, host arrays dense. */
+static void host_linear(const float *x, const float *w, int M, int N, int K, double *y)
+{
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0.0;
+            for (int k = 0; k < K; k++)
+                s += (double)x[m * K + k] * w[n * K + k];
+            y[m * N + n] = s;
+        }
+}
+
+/* Views flashcl accepts but CLBlast does not take (row stride 0: broadcast; row stride below
+ * the row length: overlapping rows) failed with FCL_ERR_OPENCL on the CLBlast path, and
+ * fcl_project_kv had written K when V's GEMM failed. Both outputs must be right. */
+Test(abuse, projection_views_clblast_refuses)
+{
+    fcl_context ctx = support_context();
+    enum { L = 4, D = 8 };
+    const int64_t row[1] = {D}, w2[2] = {D, D}, a2[2] = {L, D}, bcast[2] = {0, 1}, slide[2] = {1, 1};
+    const int64_t n_slide[1] = {L + D - 1};
+    float hrow[D], hw[D * D], hslide[L + D - 1];
+    support_random(hrow, D, 71, -1.0f, 1.0f, FCL_F32);
+    support_random(hw, D * D, 72, -1.0f, 1.0f, FCL_F32);
+    support_random(hslide, L + D - 1, 73, -1.0f, 1.0f, FCL_F32);
+    fcl_tensor trow = support_tensor(ctx, FCL_F32, 1, row, hrow), tw = support_tensor(ctx, FCL_F32, 2, w2, hw);
+    fcl_tensor tslide = support_tensor(ctx, FCL_F32, 1, n_slide, hslide);
+    fcl_tensor wb = support_view(trow, 2, w2, bcast, 0);     /* every weight row is hrow */
+    fcl_tensor xb = support_view(trow, 2, a2, bcast, 0);     /* every activation row is hrow */
+    fcl_tensor xs = support_view(tslide, 2, a2, slide, 0);   /* row m is hslide[m .. m + D) */
+    fcl_tensor K = support_tensor_random(ctx, FCL_F32, 2, a2, 0), V = support_tensor_random(ctx, FCL_F32, 2, a2, 0);
+    /* host copies of the logical operands */
+    float x_b[L * D], x_s[L * D], w_b[D * D];
+    for (int m = 0; m < L; m++)
+        for (int k = 0; k < D; k++) {
+            x_b[m * D + k] = hrow[k];
+            x_s[m * D + k] = hslide[m + k];
+        }
+    for (int n = 0; n < D; n++)
+        memcpy(&w_b[n * D], hrow, sizeof hrow);
+    const struct { fcl_tensor x; const float *hx; } acts[3] = {{xb, x_b}, {xs, x_s}, {tw, NULL}};
+    for (int a = 0; a < 2; a++) {
+        const fcl_weight wk = {tw, NULL, NULL}, wv = {wb, NULL, NULL};
+        support_poison(K);
+        support_poison(V);
+        fcl_status st = fcl_project_kv(ctx, acts[a].x, &wk, &wv, K, V, NULL);
+        cr_assert(st == FCL_SUCCESS, "fcl_project_kv (activations %s): %s: %s", a ? "overlapping rows" : "broadcast",
+                  fcl_status_string(st), fcl_last_error(ctx));
+        float k[L * D], v[L * D];
+        support_read(K, k);
+        support_read(V, v);
+        double rk[L * D], rv[L * D];
+        host_linear(acts[a].hx, hw, L, D, D, rk);
+        host_linear(acts[a].hx, w_b, L, D, D, rv);
+        /* float32 sums of 8 products of values in [-1, 1): far below the rule's 1e-5 */
+        cr_assert(support_max_err_f(k, rk, L * D) <= 1e-5, "K off by %g", support_max_err_f(k, rk, L * D));
+        cr_assert(support_max_err_f(v, rv, L * D) <= 1e-5, "V off by %g", support_max_err_f(v, rv, L * D));
+    }
+    const fcl_tensor all[] = {trow, tw, tslide, wb, xb, xs, K, V};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        fcl_tensor_release(all[i]);
+    fcl_context_release(ctx);
+}

@@ -565,6 +565,8 @@ typedef struct fcl_weight {
  * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
  * "clblast-sgemm" (F32 / F32 where CLBlast is built in) or "flashcl" (flashcl's own kernel: F16,
  * BF16, I8 weights, mixed dtypes, loop-capped devices such as llvmpipe, or FLASHCL_GEMM=own).
+ * The CLBlast path applies to operands whose row strides are at least their row lengths; a
+ * GEMM with another view (a repeated row of stride 0, overlapping rows) runs flashcl's kernel.
  * Every path accumulates in FP32: CLBlast's HGEMM, which accumulates in half precision, is never
  * used. Static string; NULL for a NULL ctx.
  */
