@@ -557,3 +557,77 @@ Test(abuse, projection_views_clblast_refuses)
         fcl_tensor_release(all[i]);
     fcl_context_release(ctx);
 }
+
+/* ------------------------------------------------------------------ 7: disk cache */
+
+/* The one *.clbin entry of dir, as a malloc'd path (fails the test unless exactly one). */
+static char *only_entry(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d != NULL, "opendir %s", dir);
+    char *found = NULL;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t len = strlen(e->d_name);
+        if (len > 6 && strcmp(e->d_name + len - 6, ".clbin") == 0) {
+            n++;
+            free(found);
+            found = support_xmalloc(strlen(dir) + len + 2);
+            sprintf(found, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    cr_assert(n == 1, "%d cache entries in %s; expected 1", n, dir);
+    return found;
+}
+
+/* One kv_cache_append (one small program) on a new context; its cache counters into *stats. */
+static void append_once(fcl_cache_stats *stats)
+{
+    fcl_context ctx = support_context();
+    const int64_t cs[4] = {1, 4, 1, 4}, ns[4] = {1, 1, 1, 4};
+    fcl_tensor Kc = support_tensor_random(ctx, FCL_F32, 4, cs, 81), Vc = support_tensor_random(ctx, FCL_F32, 4, cs, 82);
+    fcl_tensor Kn = support_tensor_random(ctx, FCL_F32, 4, ns, 83), Vn = support_tensor_random(ctx, FCL_F32, 4, ns, 84);
+    const fcl_kv_cache cache = {Kc, Vc, NULL};
+    fcl_status st = fcl_kv_cache_append(ctx, &cache, Kn, Vn, 1, NULL, NULL);
+    cr_assert(st == FCL_SUCCESS, "append: %s: %s", fcl_status_string(st), fcl_last_error(ctx));
+    cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
+    cr_assert(fcl_context_cache_stats(ctx, stats) == FCL_SUCCESS);
+    const fcl_tensor all[] = {Kc, Vc, Kn, Vn};
+    for (size_t i = 0; i < 4; i++)
+        fcl_tensor_release(all[i]);
+    fcl_context_release(ctx);
+}
+
+/* A folder planted under an entry's name was rejected on every run and never replaced (the
+ * rename onto a folder fails): the next store must replace it, so the run after hits. */
+Test(abuse, cache_folder_at_entry_name_is_replaced)
+{
+    char dir[] = "/tmp/flashcl-abuse-cache.XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    setenv("FLASHCL_CACHE_DIR", dir, 1);
+    setenv("FLASHCL_CACHE_PROGRAMS", "1", 1);
+    fcl_cache_stats s;
+    append_once(&s);
+    cr_assert(s.disk_writes == 1 && s.disk_hits == 0, "first run: %llu writes, %llu hits",
+              (unsigned long long)s.disk_writes, (unsigned long long)s.disk_hits);
+    char *entry = only_entry(dir);
+    cr_assert(unlink(entry) == 0);
+    cr_assert(mkdir(entry, 0755) == 0);
+    char inner[4096];
+    snprintf(inner, sizeof inner, "%s/planted", entry);
+    FILE *f = fopen(inner, "w");
+    cr_assert(f != NULL);
+    fputs("not a program\n", f);
+    fclose(f);
+    append_once(&s);
+    cr_assert(s.disk_rejects == 1 && s.disk_writes == 1, "second run: %llu rejects, %llu writes",
+              (unsigned long long)s.disk_rejects, (unsigned long long)s.disk_writes);
+    struct stat st;
+    cr_assert(stat(entry, &st) == 0 && S_ISREG(st.st_mode), "the planted folder is still at %s", entry);
+    append_once(&s);
+    cr_assert(s.disk_hits == 1 && s.disk_rejects == 0 && s.compiles == 0, "third run: %llu hits, %llu rejects",
+              (unsigned long long)s.disk_hits, (unsigned long long)s.disk_rejects);
+    free(entry);
+    support_remove_tree(dir);
+}
