@@ -631,3 +631,196 @@ Test(abuse, cache_folder_at_entry_name_is_replaced)
     free(entry);
     support_remove_tree(dir);
 }
+
+/* ------------------------------------------------------------------ 8: validation gaps */
+
+/* A queue of another cl_context was accepted; every later call failed with CL_INVALID_CONTEXT. */
+Test(abuse, create_from_cl_rejects_foreign_queue)
+{
+    fcl_context base = support_context();
+    cl_device_id dev = fcl_context_cl_device(base);
+    cl_int err;
+    cl_context other = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    cr_assert(err == CL_SUCCESS);
+    cl_command_queue q = clCreateCommandQueue(other, dev, 0, &err);
+    cr_assert(err == CL_SUCCESS);
+    fcl_context ctx = (fcl_context)&err;
+    fcl_status st = fcl_context_create_from_cl(fcl_context_cl_context(base), dev, q, &ctx);
+    cr_assert(st == FCL_ERR_INVALID_ARGUMENT && ctx == NULL, "%s (%s)", fcl_status_string(st), fcl_last_error(NULL));
+    SUPPORT_ASSERT_TOKENS(fcl_last_error(NULL), "queue", "context");
+    /* the queue's own context is fine */
+    st = fcl_context_create_from_cl(other, dev, q, &ctx);
+    cr_assert(st == FCL_SUCCESS, "%s (%s)", fcl_status_string(st), fcl_last_error(NULL));
+    fcl_context_release(ctx);
+    clReleaseCommandQueue(q);
+    clReleaseContext(other);
+    fcl_context_release(base);
+}
+
+/* Outputs over side inputs were accepted: forward O over key_mask, packed O over seq_bounds,
+ * decode O over alibi_slopes (and the like). Each is one buffer wrapped twice. */
+Test(abuse, outputs_over_side_inputs_rejected)
+{
+    fcl_context ctx = support_context();
+    const int64_t qs[4] = {1, 3, 2, 8}, ks[4] = {1, 5, 2, 8}, ls[3] = {1, 2, 3};
+    fcl_tensor Q = support_tensor_random(ctx, FCL_F32, 4, qs, 91), K = support_tensor_random(ctx, FCL_F32, 4, ks, 92);
+    fcl_tensor V = support_tensor_random(ctx, FCL_F32, 4, ks, 93);
+    cl_mem ob = new_buffer(ctx, 48 * 4), lb = new_buffer(ctx, 6 * 4);
+    fcl_tensor O = wrap(ctx, ob, FCL_F32, 4, qs, NULL, 0), LSE = wrap(ctx, lb, FCL_F32, 3, ls, NULL, 0);
+    const int64_t n5[1] = {5}, n2[1] = {2};
+    size_t no, nl;
+    unsigned char *o0 = buffer_sentinel(ctx, ob, &no, 3), *l0 = buffer_sentinel(ctx, lb, &nl, 4);
+    struct { fcl_tensor mask, alibi; const char *token; } fwd[4] = {
+        {wrap(ctx, ob, FCL_F32, 1, n5, NULL, 7), NULL, "key_mask"},
+        {NULL, wrap(ctx, ob, FCL_F32, 1, n2, NULL, 40), "alibi_slopes"},
+        {wrap(ctx, lb, FCL_F32, 1, n5, NULL, 1), NULL, "key_mask"},
+        {NULL, wrap(ctx, lb, FCL_F32, 1, n2, NULL, 4), "alibi_slopes"},
+    };
+    for (int c = 0; c < 4; c++) {
+        fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+        p.key_mask = fwd[c].mask;
+        p.alibi_slopes = fwd[c].alibi;
+        cl_event ev = NULL;
+        fcl_status st = fcl_attention_forward(ctx, &p, Q, K, V, O, LSE, &ev);
+        assert_rejected(ctx, st, FCL_ERR_INVALID_ARGUMENT, ev, fwd[c].token);
+        assert_buffer_unchanged(ctx, ob, o0, no, "O");
+        assert_buffer_unchanged(ctx, lb, l0, nl, "LSE");
+        fcl_tensor_release(fwd[c].mask);
+        fcl_tensor_release(fwd[c].alibi);
+    }
+    /* LSE over an input of the forward */
+    {
+        const int64_t k1[4] = {1, 1, 1, 4}, q1[4] = {1, 1, 1, 4}, l1[3] = {1, 1, 1};
+        fcl_tensor Kl = wrap(ctx, lb, FCL_F32, 4, k1, NULL, 2); /* elements 2..5; LSE is element 3 */
+        fcl_tensor Q1 = support_tensor_random(ctx, FCL_F32, 4, q1, 94), O1 = support_tensor_random(ctx, FCL_F32, 4, q1, 0);
+        fcl_tensor V1 = support_tensor_random(ctx, FCL_F32, 4, k1, 95), L1 = wrap(ctx, lb, FCL_F32, 3, l1, NULL, 3);
+        fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+        cl_event ev = NULL;
+        fcl_status st = fcl_attention_forward(ctx, &p, Q1, Kl, V1, O1, L1, &ev);
+        assert_rejected(ctx, st, FCL_ERR_INVALID_ARGUMENT, ev, "LSE");
+        assert_buffer_unchanged(ctx, lb, l0, nl, "LSE");
+        const fcl_tensor all[] = {Kl, Q1, O1, V1, L1};
+        for (size_t i = 0; i < 5; i++)
+            fcl_tensor_release(all[i]);
+    }
+    /* packed: O over seq_bounds (an I32 view of O's buffer) */
+    {
+        const int64_t qkv[4] = {3, 3, 2, 8}, os[3] = {3, 2, 8}, bs[2] = {3, 2};
+        fcl_tensor QKV = support_tensor_random(ctx, FCL_F32, 4, qkv, 96);
+        fcl_tensor Op = wrap(ctx, ob, FCL_F32, 3, os, NULL, 0), sb = wrap(ctx, ob, FCL_I32, 2, bs, NULL, 10);
+        fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+        cl_event ev = NULL;
+        fcl_status st = fcl_attention_packed_qkv_forward(ctx, &p, QKV, sb, Op, NULL, &ev);
+        assert_rejected(ctx, st, FCL_ERR_INVALID_ARGUMENT, ev, "seq_bounds");
+        assert_buffer_unchanged(ctx, ob, o0, no, "O");
+        fcl_tensor_release(QKV);
+        fcl_tensor_release(Op);
+        fcl_tensor_release(sb);
+    }
+    /* varlen: O over cu_seqlens_k */
+    {
+        const int64_t vq[3] = {3, 2, 8}, vk[3] = {5, 2, 8}, n2b[1] = {2};
+        fcl_tensor vQ = support_view(Q, 3, vq, NULL, 0), vK = support_view(K, 3, vk, NULL, 0);
+        fcl_tensor vV = support_view(V, 3, vk, NULL, 0), vO = wrap(ctx, ob, FCL_F32, 3, vq, NULL, 0);
+        const int32_t cq[2] = {0, 3};
+        fcl_tensor tq = support_i32_tensor(ctx, 1, n2b, cq), tk = wrap(ctx, ob, FCL_I32, 1, n2b, NULL, 20);
+        fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+        cl_event ev = NULL;
+        fcl_status st = fcl_attention_varlen_forward(ctx, &p, vQ, vK, vV, tq, tk, 3, 5, vO, NULL, &ev);
+        assert_rejected(ctx, st, FCL_ERR_INVALID_ARGUMENT, ev, "cu_seqlens_k");
+        assert_buffer_unchanged(ctx, ob, o0, no, "O");
+        const fcl_tensor all[] = {vQ, vK, vV, vO, tq, tk};
+        for (size_t i = 0; i < 6; i++)
+            fcl_tensor_release(all[i]);
+    }
+    /* decode: O over alibi_slopes */
+    {
+        const int64_t dq[4] = {1, 1, 2, 8}, dk[4] = {1, 4, 2, 8};
+        fcl_tensor dQ = support_tensor_random(ctx, FCL_F32, 4, dq, 97), dO = wrap(ctx, ob, FCL_F32, 4, dq, NULL, 0);
+        fcl_tensor Kc = support_tensor_random(ctx, FCL_F32, 4, dk, 98), Vc = support_tensor_random(ctx, FCL_F32, 4, dk, 99);
+        fcl_tensor al = wrap(ctx, ob, FCL_F32, 1, n2, NULL, 3);
+        const fcl_kv_cache cache = {Kc, Vc, NULL};
+        fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+        p.alibi_slopes = al;
+        cl_event ev = NULL;
+        fcl_status st = fcl_attention_decode(ctx, &p, dQ, &cache, 4, NULL, NULL, dO, NULL, &ev);
+        assert_rejected(ctx, st, FCL_ERR_INVALID_ARGUMENT, ev, "alibi_slopes");
+        assert_buffer_unchanged(ctx, ob, o0, no, "O");
+        const fcl_tensor all[] = {dQ, dO, Kc, Vc, al};
+        for (size_t i = 0; i < 5; i++)
+            fcl_tensor_release(all[i]);
+    }
+    free(o0);
+    free(l0);
+    const fcl_tensor all[] = {Q, K, V, O, LSE};
+    for (size_t i = 0; i < 5; i++)
+        fcl_tensor_release(all[i]);
+    clReleaseMemObject(ob);
+    clReleaseMemObject(lb);
+    fcl_context_release(ctx);
+}
+
+/* A view's offset past INT64_MAX once added to its base's offset. */
+Test(abuse, view_offset_overflow_rejected)
+{
+    fcl_context ctx = support_context();
+    cl_mem m = new_buffer(ctx, 64);
+    const int64_t n8[1] = {8}, n1[1] = {1};
+    fcl_tensor base = wrap(ctx, m, FCL_F32, 1, n8, NULL, 3);
+    const int64_t offsets[] = {INT64_MAX, INT64_MAX - 2, INT64_MAX - 3};
+    for (size_t c = 0; c < sizeof offsets / sizeof *offsets; c++) {
+        fcl_tensor t = NULL;
+        fcl_status st = fcl_tensor_view(base, 1, n1, NULL, offsets[c], &t);
+        cr_assert(st == FCL_ERR_LAYOUT && t == NULL, "offset %lld: %s (%s)", (long long)offsets[c],
+                  fcl_status_string(st), fcl_last_error(ctx));
+        support_assert_sentence(fcl_last_error(ctx));
+    }
+    fcl_tensor_release(base);
+    clReleaseMemObject(m);
+    fcl_context_release(ctx);
+}
+
+/* fcl_pad_head_dim computed D + 31 for head_dim INT64_MAX (undefined behaviour, caught by the
+ * sanitizer build): the path getters take any head_dim. */
+Test(abuse, path_getters_take_any_head_dim)
+{
+    fcl_context ctx = support_context();
+    const int64_t dims[] = {INT64_MAX, INT64_MAX - 30, (int64_t)INT_MAX + 1, INT_MAX, 257, 0, -1, INT64_MIN};
+    for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
+        cr_assert(fcl_attention_forward_path(ctx, FCL_F32, dims[i]) != NULL);
+        cr_assert(fcl_attention_backward_path(ctx, FCL_F16, dims[i]) != NULL);
+        cr_assert(fcl_attention_decode_path(ctx, FCL_BF16, dims[i]) != NULL);
+    }
+    fcl_context_release(ctx);
+}
+
+/* Scratch larger than the device can allocate gave FCL_ERR_OPENCL (CL_INVALID_BUFFER_SIZE):
+ * it is FCL_ERR_OUT_OF_MEMORY, before anything is enqueued. Ctx is a broadcast view of 2^29
+ * rows (one row stored), so its K and V scratch would be 256 GiB. */
+Test(abuse, scratch_beyond_device_is_out_of_memory)
+{
+    fcl_context ctx = support_context();
+    enum { D = 64 };
+    const int64_t xs[2] = {1, D}, ws[2] = {D, D}, cs[2] = {(int64_t)1 << 29, D}, bc[2] = {0, 1};
+    fcl_tensor X = support_tensor_random(ctx, FCL_F32, 2, xs, 101), row = support_tensor_random(ctx, FCL_F32, 2, xs, 102);
+    fcl_tensor C = support_view(row, 2, cs, bc, 0);
+    fcl_tensor w[4];
+    for (int i = 0; i < 4; i++)
+        w[i] = support_tensor_random(ctx, FCL_F32, 2, ws, 103 + (uint64_t)i);
+    const fcl_weight wq = {w[0], NULL, NULL}, wk = {w[1], NULL, NULL}, wv = {w[2], NULL, NULL}, wo = {w[3], NULL, NULL};
+    cl_mem ob = new_buffer(ctx, D * 4);
+    fcl_tensor O = wrap(ctx, ob, FCL_F32, 2, xs, NULL, 0);
+    size_t no;
+    unsigned char *o0 = buffer_sentinel(ctx, ob, &no, 5);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    cl_event ev = NULL;
+    fcl_status st = fcl_attention_qkvo_forward(ctx, &p, 1, X, C, &wq, &wk, &wv, &wo, O, &ev);
+    assert_rejected(ctx, st, FCL_ERR_OUT_OF_MEMORY, ev, NULL);
+    assert_buffer_unchanged(ctx, ob, o0, no, "O");
+    free(o0);
+    const fcl_tensor all[] = {X, row, C, w[0], w[1], w[2], w[3], O};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        fcl_tensor_release(all[i]);
+    clReleaseMemObject(ob);
+    fcl_context_release(ctx);
+}

@@ -82,8 +82,9 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out);
 
 /*
  * Wraps the caller's OpenCL objects. `cl_ctx` and `device` are required; `queue` may be
- * NULL (a new in-order queue is created) or an in-order queue on `device`. All three are
- * retained and released by fcl_context_release.
+ * NULL (a new in-order queue is created) or an in-order queue of `cl_ctx` on `device`, which
+ * must be one of cl_ctx's devices (else FCL_ERR_INVALID_ARGUMENT). All three are retained and
+ * released by fcl_context_release.
  */
 fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
                                       fcl_context *out);

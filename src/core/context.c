@@ -141,6 +141,21 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out)
     return finish_create(ctx, out);
 }
 
+/* Whether `device` is one of cl_ctx's devices (0 also when cl_ctx cannot be queried). */
+static int context_has_device(cl_context cl_ctx, cl_device_id device)
+{
+    size_t bytes = 0;
+    if (clGetContextInfo(cl_ctx, CL_CONTEXT_DEVICES, 0, NULL, &bytes) != CL_SUCCESS || bytes == 0)
+        return 0;
+    cl_device_id *devs = malloc(bytes);
+    int found = 0;
+    if (devs && clGetContextInfo(cl_ctx, CL_CONTEXT_DEVICES, bytes, devs, NULL) == CL_SUCCESS)
+        for (size_t i = 0; i < bytes / sizeof *devs && !found; i++)
+            found = devs[i] == device;
+    free(devs);
+    return found;
+}
+
 fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
                                       fcl_context *out)
 {
@@ -154,13 +169,21 @@ fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl
     cl_int err = clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL);
     if (err != CL_SUCCESS)
         return fcl_fail_cl(NULL, err, "clGetDeviceInfo(CL_DEVICE_PLATFORM) on the given device");
+    if (!context_has_device(cl_ctx, device))
+        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: device is not a device of cl_ctx "
+                        "(or cl_ctx is not a valid context)");
     if (queue) {
         cl_device_id qdev;
+        cl_context qctx;
         cl_command_queue_properties qprops;
         err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
+        err |= clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
         err |= clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
         if (err != CL_SUCCESS)
             return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue is not a valid command queue");
+        if (qctx != cl_ctx)
+            return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue belongs to another "
+                            "context than cl_ctx");
         if (qdev != device)
             return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue belongs to another device");
         if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)

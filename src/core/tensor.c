@@ -184,6 +184,9 @@ fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, cons
     *out = NULL;
     if (offset < 0)
         return fcl_fail(base->ctx, FCL_ERR_LAYOUT, "fcl_tensor_view: offset %lld is negative", (long long)offset);
+    if (offset > INT64_MAX - base->offset)
+        return fcl_fail(base->ctx, FCL_ERR_LAYOUT, "fcl_tensor_view: offset %lld past base's offset %lld overflows "
+                        "int64", (long long)offset, (long long)base->offset);
     return new_tensor(base->ctx, base->buffer, "fcl_tensor_view", base->dtype, ndim, shape, strides,
                       base->offset + offset, out);
 }

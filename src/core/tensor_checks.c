@@ -97,6 +97,23 @@ int fcl_overlaps(fcl_tensor a, fcl_tensor b)
     return alo < bhi && blo < ahi;
 }
 
+fcl_status fcl_check_outputs_apart(fcl_context ctx, const char *op, int n_out, const fcl_tensor *outs,
+                                   const char *const *out_names, int n_in, const fcl_tensor *ins,
+                                   const char *const *in_names)
+{
+    for (int i = 0; i < n_out; i++) {
+        for (int k = i + 1; k < n_out; k++)
+            if (fcl_overlaps(outs[i], outs[k]))
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: outputs %s and %s overlap in the same buffer", op,
+                                out_names[i], out_names[k]);
+        for (int k = 0; k < n_in; k++)
+            if (fcl_overlaps(outs[i], ins[k]))
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: output %s overlaps input %s in the same buffer",
+                                op, out_names[i], in_names[k]);
+    }
+    return FCL_SUCCESS;
+}
+
 fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim)
 {
     fcl_status s = fcl_check_tensor(ctx, op, t, name, ndim);

@@ -82,12 +82,12 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
     if (B > 65535 || Lq * Hq > INT32_MAX / 4)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: B %lld or Lq %lld x Hq beyond the supported range", op,
                         (long long)B, (long long)Lq);
-    const fcl_tensor outs[2] = {O, LSE}, ins[6] = {Q, cache->k, cache->v, cache->block_table, lens, mask};
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 6; k++)
-            if (fcl_overlaps(outs[i], ins[k]) || fcl_overlaps(O, LSE))
-                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: O or LSE overlaps an input or each other", op);
-    return FCL_SUCCESS;
+    const fcl_tensor outs[2] = {O, LSE};
+    const fcl_tensor ins[7] = {Q, cache->k, cache->v, cache->block_table, lens, mask, r->alibi};
+    static const char *const out_names[2] = {"O", "LSE"};
+    static const char *const in_names[7] = {"Q", "cache.k", "cache.v", "cache.block_table", "lens", "mask",
+                                            "alibi_slopes"};
+    return fcl_check_outputs_apart(ctx, op, 2, outs, out_names, 7, ins, in_names);
 }
 
 /* The launch geometry: tiles (teams, keys per batch, rows per work-group), key splits. */

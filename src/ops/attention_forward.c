@@ -21,7 +21,8 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
         .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2}, .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2},
     };
     if ((s = fcl_resolve_attn_params(ctx, op, params, job.grid_b, job.sk, job.grid_b, job.Hq, job.D, job.sq, job.sk,
-                                       &job.params)))
+                                       &job.params)) ||
+        (s = fcl_check_forward_outputs(ctx, op, O, LSE, Q, K, V, params, NULL, NULL, NULL, NULL)))
         return s;
     return fcl_forward_launch(ctx, &job, event);
 }

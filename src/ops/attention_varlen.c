@@ -31,7 +31,9 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
         .lse_dims = {-1, 0, 1}, .seq_q = cu_seqlens_q, .seq_k = cu_seqlens_k,
     };
     if ((s = fcl_resolve_attn_params(ctx, op, params, 0, job.total_k, job.grid_b, job.Hq, job.D, job.sq, job.sk,
-                                       &job.params)))
+                                       &job.params)) ||
+        (s = fcl_check_forward_outputs(ctx, op, O, LSE, Q, K, V, params, cu_seqlens_q, "cu_seqlens_q", cu_seqlens_k,
+                                       "cu_seqlens_k")))
         return s;
     return fcl_forward_launch(ctx, &job, event);
 }

@@ -180,9 +180,10 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
         return s;
     const int64_t Lk = src->shape[0], Dc = src->shape[1];
     const fcl_weight *ws[2] = {wk, wv};
+    const fcl_tensor ins[3] = {src, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
     if ((s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, X->dtype)) ||
-        (s = fcl_proj_check_out(ctx, op, O, "O", &src, 1, ws, 2)))
+        (s = fcl_proj_check_out(ctx, op, O, "O", ins, 3, ws, 2)))
         return s;
     attend_plan plan;
     if ((s = plan_attend(ctx, op, params, num_heads, X, Lk, D, &plan)))
@@ -213,9 +214,9 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
     if (s || (s = fcl_proj_check_act(ctx, op, K, "K", -1, D, X->dtype)) ||
         (s = fcl_proj_check_act(ctx, op, V, "V", K->shape[0], D, X->dtype)))
         return s;
-    const fcl_tensor ins[2] = {K, V};
+    const fcl_tensor ins[4] = {K, V, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
     attend_plan plan;
-    if ((s = fcl_proj_check_out(ctx, op, O, "O", ins, 2, NULL, 0)) ||
+    if ((s = fcl_proj_check_out(ctx, op, O, "O", ins, 4, NULL, 0)) ||
         (s = plan_attend(ctx, op, params, num_heads, X, K->shape[0], D, &plan)))
         return s;
     return attend_and_project(ctx, &plan, X, K, V, wq, wo, O, event);

@@ -11,7 +11,7 @@
 
 int fcl_pad_head_dim(int64_t D)
 {
-    return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
+    return D <= 16 ? 16 : D > FCL_MAX_HEAD_DIM ? FCL_MAX_HEAD_DIM + 32 : (int)((D + 31) / 32 * 32);
 }
 
 typedef struct tuning_entry {
