@@ -4,14 +4,24 @@
  * This is the one header users include. Conventions that hold for every call:
  *
  *  - Every call returns fcl_status (0 = success, negative = error) unless it is a getter.
- *    On an error nothing has been enqueued, no output has been written, and
- *    fcl_last_error(ctx) holds a sentence naming the argument and values that were wrong.
- *    No call aborts, prints or exits.
+ *    A call its checks reject (any bad input, and scratch beyond the device's largest
+ *    allocation) has enqueued nothing and written no output, and fcl_last_error(ctx) holds a
+ *    sentence naming the argument and values that were wrong. A failure the OpenCL
+ *    implementation reports while an op enqueues its commands (FCL_ERR_OPENCL, FCL_ERR_BUILD
+ *    of a later kernel, FCL_ERR_OUT_OF_MEMORY) may come after some of them were enqueued; the
+ *    op's outputs are then unspecified. No call aborts, prints or exits.
  *  - Handles (fcl_context, fcl_tensor) are opaque; each *_create has a *_release that
  *    accepts NULL.
- *  - Threading: a context and the tensors made from it must not be used by two threads at
- *    once (serialise calls or use one context per thread). Different contexts are
- *    independent and may be used concurrently.
+ *  - Threading: any call may come from any thread. A context serialises the calls on it and
+ *    on its tensors with a lock: an op's checks, kernel builds (seconds at first use on some
+ *    CPU implementations) and enqueues, and the blocking tensor copies run one at a time per
+ *    context (uncontended, a lock and unlock per call: about 45 ns on the 2-core CI machine);
+ *    fcl_finish waits without holding it. The device runs one in-order queue per context
+ *    either way: threads that want their host work and device work to proceed independently
+ *    use a context each. fcl_last_error(ctx) is per thread. A release must not race with
+ *    other calls on the object it releases. Different contexts are independent, but loading
+ *    cached program binaries and releasing programs are serialised per device (PoCL 3.1, its
+ *    kernel cache off, aborted when several contexts did either at once).
  *  - Ops enqueue on the context's in-order queue and return without waiting; fcl_finish()
  *    waits. When `event` is not NULL it receives a new cl_event of the op's last command,
  *    owned by the caller (clReleaseEvent).
@@ -90,16 +100,17 @@ fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl
                                       fcl_context *out);
 
 /* Releases the context, its queue (after finishing it), programs and scratch. NULL is a no-op.
- * Tensors made from the context must be released first. */
+ * Tensors made from the context must be released first, and no other thread may be using it. */
 void fcl_context_release(fcl_context ctx);
 
 /* Waits for everything enqueued on the context's queue. */
 fcl_status fcl_finish(fcl_context ctx);
 
 /*
- * The last error message of `ctx` ("" when none), valid until the next call on ctx.
- * With ctx == NULL: the last message of a call that had no context to hold it (a failed
- * fcl_context_create, a NULL context argument), kept per thread.
+ * The last error message of a call on `ctx` made by the calling thread ("" when none), valid
+ * until that thread's next call on ctx; a thread keeps the messages of its 8 most recently
+ * failing contexts. With ctx == NULL: the thread's last message of a call that had no context
+ * to hold it (a failed fcl_context_create, a NULL context argument).
  */
 const char *fcl_last_error(fcl_context ctx);
 
@@ -360,8 +371,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * that kernel does not exist: first value 0; decode: the tiles of a KV head with at least as
  * many query rows (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power
  * of two, keys and work-items as the work-group's shape gives them; a KV head with fewer query
- * rows runs fewer rows per work-group). Neither call enqueues anything. Not thread-safe with other calls on the
- * same context.
+ * rows runs fewer rows per work-group). Neither call enqueues anything.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);

@@ -3,6 +3,8 @@
 #include "core/device_select.h"
 #include "core/internal.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,8 +97,54 @@ fcl_status fcl_query_device_info(fcl_context ctx)
     return FCL_SUCCESS;
 }
 
-/* Allocates the context shell; fills capabilities and the disk cache folder. On failure the
- * message is moved to the thread's slot (the context is gone). */
+static atomic_uint_fast64_t next_context_id = 1;
+
+/* A zeroed context with its id and its recursive lock, or NULL. */
+static fcl_context new_context(void)
+{
+    fcl_context ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    pthread_mutexattr_t attr;
+    int ok = pthread_mutexattr_init(&attr) == 0;
+    if (ok) {
+        ok = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+             pthread_mutex_init(&ctx->lock, &attr) == 0;
+        pthread_mutexattr_destroy(&attr);
+    }
+    if (!ok) {
+        free(ctx);
+        return NULL;
+    }
+    ctx->id = atomic_fetch_add(&next_context_id, 1);
+    return ctx;
+}
+
+#define PROGRAM_LOCK_STRIPES 8
+static pthread_mutex_t program_locks[PROGRAM_LOCK_STRIPES] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+
+pthread_mutex_t *fcl_device_program_lock(cl_device_id device)
+{
+    return &program_locks[((uintptr_t)device >> 4) % PROGRAM_LOCK_STRIPES];
+}
+
+fcl_context fcl_context_lock(fcl_context ctx)
+{
+    if (ctx)
+        pthread_mutex_lock(&ctx->lock);
+    return ctx;
+}
+
+void fcl_context_unlock(fcl_context *held)
+{
+    if (*held)
+        pthread_mutex_unlock(&(*held)->lock);
+}
+
+/* Fills the context's capabilities and the disk cache folder. On failure the message is moved
+ * to the thread's context-free slot (the context is gone). */
 static fcl_status finish_create(fcl_context ctx, fcl_context *out)
 {
     fcl_status s = fcl_query_device_info(ctx);
@@ -107,7 +155,7 @@ static fcl_status finish_create(fcl_context ctx, fcl_context *out)
             s = fcl_fail_cl(ctx, err, "clCreateCommandQueue");
     }
     if (s != FCL_SUCCESS) {
-        fcl_fail(NULL, s, "%s", ctx->error);
+        fcl_fail(NULL, s, "%s", fcl_last_error(ctx));
         fcl_context_release(ctx);
         return s;
     }
@@ -126,7 +174,7 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out)
     fcl_status s = fcl_select_device(selector, &choice);
     if (s != FCL_SUCCESS)
         return s;
-    fcl_context ctx = calloc(1, sizeof *ctx);
+    fcl_context ctx = new_context();
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_OUT_OF_MEMORY, "out of host memory creating a context");
     cl_int err;
@@ -135,6 +183,7 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out)
     ctx->device = choice.device;
     ctx->cl_ctx = clCreateContext(props, 1, &choice.device, NULL, NULL, &err);
     if (err != CL_SUCCESS) {
+        pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return fcl_fail_cl(NULL, err, "clCreateContext");
     }
@@ -189,7 +238,7 @@ fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl
         if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
             return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue must be in-order");
     }
-    fcl_context ctx = calloc(1, sizeof *ctx);
+    fcl_context ctx = new_context();
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_OUT_OF_MEMORY, "out of host memory creating a context");
     clRetainContext(cl_ctx);
@@ -229,13 +278,16 @@ void fcl_context_release(fcl_context ctx)
         clFinish(ctx->queue);
         clReleaseCommandQueue(ctx->queue);
     }
+    pthread_mutex_lock(fcl_device_program_lock(ctx->device));
     release_programs(ctx);
+    pthread_mutex_unlock(fcl_device_program_lock(ctx->device));
     fcl_scratch_release(ctx);
     if (ctx->cl_ctx)
         clReleaseContext(ctx->cl_ctx);
     if (ctx->device)
         clReleaseDevice(ctx->device);
     free(ctx->cache_dir);
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -244,7 +296,7 @@ fcl_status fcl_finish(fcl_context ctx)
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_finish: ctx is NULL");
     fcl_clear_error(ctx);
-    cl_int err = clFinish(ctx->queue);
+    cl_int err = clFinish(ctx->queue); /* without the lock: other threads may enqueue meanwhile */
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "clFinish");
 }
 
@@ -258,6 +310,7 @@ fcl_status fcl_context_device_info(fcl_context ctx, fcl_device_info *out)
 
 fcl_status fcl_context_cache_stats(fcl_context ctx, fcl_cache_stats *out)
 {
+    FCL_LOCK(ctx);
     if (!ctx || !out)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_context_cache_stats: %s is NULL", !ctx ? "ctx" : "out");
     *out = ctx->stats;

@@ -137,6 +137,7 @@ static fcl_status new_tensor(fcl_context ctx, cl_mem buffer, const char *what, f
 
 fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const int64_t *shape, fcl_tensor *out)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_create: ctx is NULL");
     fcl_clear_error(ctx);
@@ -164,6 +165,7 @@ fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const i
 fcl_status fcl_tensor_wrap(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset, fcl_tensor *out)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_wrap: ctx is NULL");
     fcl_clear_error(ctx);
@@ -176,6 +178,7 @@ fcl_status fcl_tensor_wrap(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int 
 fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
                            int64_t offset, fcl_tensor *out)
 {
+    FCL_LOCK(base ? base->ctx : NULL);
     if (!base)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_view: base is NULL");
     fcl_clear_error(base->ctx);
@@ -277,6 +280,7 @@ static void next_element(fcl_tensor t, int64_t *idx, int64_t *off, size_t es)
 static fcl_status host_copy(fcl_tensor t, void *host, size_t host_es, size_t count, int convert, int to_device,
                             const char *what)
 {
+    FCL_LOCK(t ? t->ctx : NULL);
     if (!t)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", what);
     fcl_context ctx = t->ctx;

@@ -231,6 +231,7 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
 
 const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return NULL;
 #ifdef FLASHCL_HAVE_CLBLAST

@@ -48,6 +48,7 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
                                   fcl_tensor V, fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor dQ,
                                   fcl_tensor dK, fcl_tensor dV, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
@@ -75,6 +76,7 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
                                          int max_seqlen_k, fcl_tensor dQ, fcl_tensor dK, fcl_tensor dV,
                                          cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_varlen_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
@@ -103,6 +105,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
                                              fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor seq_bounds,
                                              fcl_tensor dQKV, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_packed_qkv_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);

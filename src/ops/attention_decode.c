@@ -378,6 +378,7 @@ static int mma_warps(fcl_context ctx, fcl_dtype dt, int hdp, int wide, int mask,
 
 const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
@@ -391,6 +392,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
                                 const fcl_kv_cache *cache, int64_t len, fcl_tensor lens, fcl_tensor mask,
                                 fcl_tensor O, fcl_tensor LSE, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);

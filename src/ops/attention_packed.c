@@ -8,6 +8,7 @@ static const char *const op = "fcl_attention_packed_qkv_forward";
 fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor QKV,
                                             fcl_tensor seq_bounds, fcl_tensor O, fcl_tensor LSE, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);

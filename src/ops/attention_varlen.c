@@ -13,6 +13,7 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
                                         int max_seqlen_q, int max_seqlen_k, fcl_tensor O, fcl_tensor LSE,
                                         cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
@@ -63,6 +64,7 @@ static fcl_status check_prefix(fcl_context ctx, const char *name, const int32_t 
 fcl_status fcl_varlen_validate(fcl_context ctx, fcl_tensor cu_seqlens_q, fcl_tensor cu_seqlens_k, int64_t total_q,
                                int64_t total_k, int max_seqlen_q, int max_seqlen_k)
 {
+    FCL_LOCK(ctx);
     static const char *const vop = "fcl_varlen_validate";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", vop);

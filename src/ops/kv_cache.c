@@ -113,6 +113,7 @@ static fcl_status validate(fcl_context ctx, const fcl_kv_cache *cache, fcl_tenso
 fcl_status fcl_kv_cache_append(fcl_context ctx, const fcl_kv_cache *cache, fcl_tensor K_new, fcl_tensor V_new,
                                int64_t pos, fcl_tensor positions, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);

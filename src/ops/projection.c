@@ -48,6 +48,7 @@ int64_t fcl_proj_weight_rows(const fcl_weight *w)
 fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk, const fcl_weight *wv, fcl_tensor K,
                           fcl_tensor V, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_project_kv";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
@@ -167,6 +168,7 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
                                       fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
                                       const fcl_weight *wv, const fcl_weight *wo, fcl_tensor O, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_qkvo_forward";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
@@ -205,6 +207,7 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
                                                   fcl_tensor X, fcl_tensor K, fcl_tensor V, const fcl_weight *wq,
                                                   const fcl_weight *wo, fcl_tensor O, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_q_with_kv_cached_forward";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);

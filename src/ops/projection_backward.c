@@ -89,6 +89,7 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                                        fcl_tensor dCtx, const fcl_weight_grad *gq, const fcl_weight_grad *gk,
                                        const fcl_weight_grad *gv, const fcl_weight_grad *go, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);

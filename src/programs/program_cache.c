@@ -90,13 +90,18 @@ static cl_program load_from_disk(fcl_context ctx, const uint8_t key[32], const c
     }
     cl_int status = CL_SUCCESS, err;
     const unsigned char *bins[1] = {bin};
+    pthread_mutex_t *lock = fcl_device_program_lock(ctx->device); /* one load at a time (PoCL) */
+    pthread_mutex_lock(lock);
     cl_program prog = clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &len, bins, &status, &err);
     free(bin);
     if (err == CL_SUCCESS && status == CL_SUCCESS)
         err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
-    if (err != CL_SUCCESS || status != CL_SUCCESS) {
-        if (prog)
-            clReleaseProgram(prog);
+    if ((err != CL_SUCCESS || status != CL_SUCCESS) && prog) {
+        clReleaseProgram(prog);
+        prog = NULL;
+    }
+    pthread_mutex_unlock(lock);
+    if (!prog) {
         ctx->stats.disk_rejects++;
         return NULL;
     }

@@ -160,6 +160,7 @@ static void values_text(const int *v, int n, char *buf, size_t len)
 
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values)
 {
+    FCL_LOCK(ctx);
     if (!ctx || !kernel || !values)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s is NULL",
                         !ctx ? "ctx" : !kernel ? "kernel" : "values");
