@@ -5,6 +5,8 @@
  * sentence, give no event and leave every byte of the outputs' buffers as it was; accepted
  * ones must give what the equivalent well-formed call gives, bit for bit.
  */
+#include "cache/disk_cache.h" /* white box: the entry layout, to forge one */
+#include "cache/sha256.h"
 #include "support.h"
 #include "support_varlen.h"
 
@@ -627,6 +629,65 @@ Test(abuse, cache_folder_at_entry_name_is_replaced)
     cr_assert(stat(entry, &st) == 0 && S_ISREG(st.st_mode), "the planted folder is still at %s", entry);
     append_once(&s);
     cr_assert(s.disk_hits == 1 && s.disk_rejects == 0 && s.compiles == 0, "third run: %llu hits, %llu rejects",
+              (unsigned long long)s.disk_hits, (unsigned long long)s.disk_rejects);
+    free(entry);
+    support_remove_tree(dir);
+}
+
+/* Forges the cache entry at path as an attacker would: `payload` (n bytes) under the file's own
+ * header, with the length and SHA-256 the header needs (cache/disk_cache.h's layout). */
+static void forge_entry(const char *path, const unsigned char *payload, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f != NULL, "open %s", path);
+    unsigned char hdr[FCL_DISK_CACHE_HEADER_SIZE];
+    cr_assert(fread(hdr, 1, sizeof hdr, f) == sizeof hdr);
+    for (int i = 0; i < 8; i++)
+        hdr[48 + i] = (unsigned char)((uint64_t)n >> (8 * i));
+    fcl_sha256_digest(payload, n, hdr + 56);
+    cr_assert(fseek(f, 0, SEEK_SET) == 0);
+    cr_assert(fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr && fwrite(payload, 1, n, f) == n);
+    cr_assert(ftruncate(fileno(f), (off_t)(sizeof hdr + n)) == 0);
+    fclose(f);
+}
+
+/* An entry forged with a valid checksum (Mesa 22's Rusticl panicked, "unknown version", on a
+ * binary whose version field was not 1): the binary's header is checked before the
+ * implementation sees it, and a program without kernels is rejected after the build. Both
+ * forgeries must be rejected and recompiled, on every implementation, and the genuine entry
+ * stored then must be used. */
+Test(abuse, cache_forged_binary_rejected)
+{
+    char dir[] = "/tmp/flashcl-abuse-forge.XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    setenv("FLASHCL_CACHE_DIR", dir, 1);
+    setenv("FLASHCL_CACHE_PROGRAMS", "1", 1);
+    fcl_cache_stats s;
+    append_once(&s);
+    cr_assert(s.disk_writes == 1, "first run: %llu writes", (unsigned long long)s.disk_writes);
+    char *entry = only_entry(dir);
+    for (int forgery = 0; forgery < 2; forgery++) {
+        FILE *f = fopen(entry, "rb");
+        cr_assert(f != NULL);
+        cr_assert(fseek(f, 0, SEEK_END) == 0);
+        const size_t n = (size_t)ftell(f) - FCL_DISK_CACHE_HEADER_SIZE;
+        unsigned char *payload = support_xmalloc(n);
+        cr_assert(fseek(f, FCL_DISK_CACHE_HEADER_SIZE, SEEK_SET) == 0 && fread(payload, 1, n, f) == n);
+        fclose(f);
+        if (forgery == 0) /* the first word: Rusticl's version, PoCL's and ELF's magic */
+            payload[0] ^= 0x5a;
+        else
+            support_random((float *)payload, n / sizeof(float), 111, -1e30f, 1e30f, FCL_F32);
+        forge_entry(entry, payload, n);
+        free(payload);
+        append_once(&s);
+        cr_assert(s.disk_rejects == 1 && s.compiles == 1 && s.disk_writes == 1,
+                  "forgery %d: %llu rejects, %llu compiles, %llu writes", forgery,
+                  (unsigned long long)s.disk_rejects, (unsigned long long)s.compiles,
+                  (unsigned long long)s.disk_writes);
+    }
+    append_once(&s); /* the genuine binary stored after the last forgery passes the checks */
+    cr_assert(s.disk_hits == 1 && s.disk_rejects == 0 && s.compiles == 0, "last run: %llu hits, %llu rejects",
               (unsigned long long)s.disk_hits, (unsigned long long)s.disk_rejects);
     free(entry);
     support_remove_tree(dir);
