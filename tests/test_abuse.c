@@ -841,6 +841,59 @@ Test(abuse, view_offset_overflow_rejected)
     fcl_context_release(ctx);
 }
 
+/* Outputs that address an element twice (a stride of 0) were accepted, and work-items raced for
+ * those elements (oclgrind's data-race check found it in attention_backward_dq when fuzzing):
+ * FCL_ERR_LAYOUT naming the output, every buffer untouched; a permuted but distinct layout
+ * stays accepted. */
+Test(abuse, outputs_repeating_elements_rejected)
+{
+    fcl_context ctx = support_context();
+    const int64_t qs[4] = {1, 3, 2, 8}, ks[4] = {1, 5, 2, 8}, rep[4] = {48, 0, 8, 1};
+    fcl_tensor Q = support_tensor_random(ctx, FCL_F32, 4, qs, 121), K = support_tensor_random(ctx, FCL_F32, 4, ks, 122);
+    fcl_tensor V = support_tensor_random(ctx, FCL_F32, 4, ks, 123), dO = support_tensor_random(ctx, FCL_F32, 4, qs, 124);
+    fcl_tensor O = support_tensor_random(ctx, FCL_F32, 4, qs, 0), dK = support_tensor_random(ctx, FCL_F32, 4, ks, 0);
+    fcl_tensor dV = support_tensor_random(ctx, FCL_F32, 4, ks, 0);
+    cl_mem ob = new_buffer(ctx, 48 * 4);
+    fcl_tensor Orep = wrap(ctx, ob, FCL_F32, 4, qs, rep, 0); /* every row is row 0 */
+    size_t n;
+    unsigned char *o0 = buffer_sentinel(ctx, ob, &n, 6);
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    cl_event ev = NULL;
+    fcl_status st = fcl_attention_forward(ctx, &p, Q, K, V, Orep, NULL, &ev);
+    assert_rejected(ctx, st, FCL_ERR_LAYOUT, ev, "O");
+    SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "repeats");
+    assert_buffer_unchanged(ctx, ob, o0, n, "O");
+    cr_assert(fcl_attention_forward(ctx, &p, Q, K, V, O, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    st = fcl_attention_backward(ctx, &p, Q, K, V, NULL, dO, NULL, Orep, dK, dV, &ev);
+    assert_rejected(ctx, st, FCL_ERR_LAYOUT, ev, "dQ");
+    assert_buffer_unchanged(ctx, ob, o0, n, "dQ");
+    /* the cache of an append, and a projection output */
+    const int64_t cs[4] = {1, 6, 1, 8}, ns[4] = {1, 2, 1, 8}, crep[4] = {48, 0, 8, 1};
+    fcl_tensor Kc = wrap(ctx, ob, FCL_F32, 4, cs, crep, 0), Vc = support_tensor_random(ctx, FCL_F32, 4, cs, 125);
+    fcl_tensor Kn = support_tensor_random(ctx, FCL_F32, 4, ns, 126), Vn = support_tensor_random(ctx, FCL_F32, 4, ns, 127);
+    const fcl_kv_cache cache = {Kc, Vc, NULL};
+    st = fcl_kv_cache_append(ctx, &cache, Kn, Vn, 1, NULL, &ev);
+    assert_rejected(ctx, st, FCL_ERR_LAYOUT, ev, "cache.k");
+    assert_buffer_unchanged(ctx, ob, o0, n, "cache.k");
+    const int64_t xs[2] = {4, 8}, ws[2] = {8, 8}, xrep[2] = {0, 1};
+    fcl_tensor X = support_tensor_random(ctx, FCL_F32, 2, xs, 128), W = support_tensor_random(ctx, FCL_F32, 2, ws, 129);
+    fcl_tensor Kp = wrap(ctx, ob, FCL_F32, 2, xs, xrep, 0), Vp = support_tensor_random(ctx, FCL_F32, 2, xs, 0);
+    const fcl_weight w = {W, NULL, NULL};
+    st = fcl_project_kv(ctx, X, &w, &w, Kp, Vp, &ev);
+    assert_rejected(ctx, st, FCL_ERR_LAYOUT, ev, "K");
+    assert_buffer_unchanged(ctx, ob, o0, n, "K");
+    /* [B, H, S, D] storage of O: permuted strides, every element once */
+    const int64_t perm[4] = {48, 8, 24, 1};
+    fcl_tensor Operm = wrap(ctx, ob, FCL_F32, 4, qs, perm, 0);
+    cr_assert(fcl_attention_forward(ctx, &p, Q, K, V, Operm, NULL, NULL) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    free(o0);
+    const fcl_tensor all[] = {Q, K, V, dO, O, dK, dV, Orep, Kc, Vc, Kn, Vn, X, W, Kp, Vp, Operm};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        fcl_tensor_release(all[i]);
+    clReleaseMemObject(ob);
+    fcl_context_release(ctx);
+}
+
 /* fcl_pad_head_dim computed D + 31 for head_dim INT64_MAX (undefined behaviour, caught by the
  * sanitizer build): the path getters take any head_dim. */
 Test(abuse, path_getters_take_any_head_dim)

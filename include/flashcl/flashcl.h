@@ -10,6 +10,9 @@
  *    implementation reports while an op enqueues its commands (FCL_ERR_OPENCL, FCL_ERR_BUILD
  *    of a later kernel, FCL_ERR_OUT_OF_MEMORY) may come after some of them were enqueued; the
  *    op's outputs are then unspecified. No call aborts, prints or exits.
+ *  - An output must address each of its elements once (no stride 0 over a dim of more than
+ *    one element, no overlapping dims: FCL_ERR_LAYOUT) and share no element with another
+ *    output or any input, side inputs included (FCL_ERR_INVALID_ARGUMENT).
  *  - Handles (fcl_context, fcl_tensor) are opaque; each *_create has a *_release that
  *    accepts NULL.
  *  - Threading: any call may come from any thread. A context serialises the calls on it and

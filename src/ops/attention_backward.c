@@ -28,7 +28,8 @@ static fcl_status begin(fcl_context ctx, const char *op, fcl_tensor *O, fcl_tens
 /* Messages name the stand-in by the tensor the caller gave. */
 #define O_NAME(O, stand_in) ((O) == (stand_in) ? "dO" : "O")
 
-/* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input. */
+/* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input, or
+ * repeats an element. */
 static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                               fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor dQ, fcl_tensor dK,
                               fcl_tensor dV, const fcl_attn_params *params, fcl_tensor cu_q, fcl_tensor cu_k)
@@ -41,7 +42,11 @@ static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl
     const fcl_tensor inputs[10] = {Q, K, V, O, dO, LSE, params ? params->key_mask : NULL,
                                    params ? params->alibi_slopes : NULL, cu_q, cu_k};
     static const char *const names[3] = {"dQ", "dK", "dV"};
-    return fcl_check_grads(ctx, op, 3, grads, like, names, 10, inputs);
+    if ((s = fcl_check_grads(ctx, op, 3, grads, like, names, 10, inputs)))
+        return s;
+    for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
+        s = fcl_check_distinct(ctx, op, grads[i], names[i]);
+    return s;
 }
 
 fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q, fcl_tensor K,
@@ -146,5 +151,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
     if (fcl_overlaps(&slice[0], &slice[1]) || fcl_overlaps(&slice[1], &slice[2]) || fcl_overlaps(&slice[0], &slice[2]))
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: the dQ, dK and dV slices of dQKV overlap (dim 1 "
                         "stride %lld)", op, (long long)dQKV->strides[1]);
+    if ((s = fcl_check_distinct(ctx, op, dQKV, "dQKV"))) /* after the slices: their overlap is named so */
+        return s;
     return fcl_backward_launch(ctx, &job, event);
 }

@@ -98,6 +98,8 @@ static fcl_status validate(fcl_context ctx, const fcl_kv_cache *cache, fcl_tenso
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: pos %lld + L_new %lld exceeds the cache length %lld "
                         "(or pos < 0)", op, (long long)pos, (long long)L_new, (long long)kv->l_max);
     }
+    if ((s = fcl_check_distinct(ctx, op, cache->k, "cache.k")) || (s = fcl_check_distinct(ctx, op, cache->v, "cache.v")))
+        return s;
     const fcl_tensor news[2] = {K_new, V_new}, caches[2] = {cache->k, cache->v};
     for (int i = 0; i < 2; i++)
         for (int c = 0; c < 2; c++)

@@ -29,6 +29,9 @@ fcl_status fcl_proj_check_act(fcl_context ctx, const char *op, fcl_tensor t, con
 fcl_status fcl_proj_check_out(fcl_context ctx, const char *op, fcl_tensor out, const char *name, const fcl_tensor *ins,
                             int n, const fcl_weight *const *ws, int nw)
 {
+    fcl_status s = fcl_check_distinct(ctx, op, out, name);
+    if (s != FCL_SUCCESS)
+        return s;
     for (int i = 0; i < n; i++)
         if (fcl_overlaps(out, ins[i]))
             return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s overlaps an input in the same buffer", op, name);
