@@ -237,23 +237,34 @@ unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt)
     return p;
 }
 
+/* Sets or restores one environment variable around support_fix_tiles. */
+static void pin_env(int on, const char *name, const char *value, char *saved, size_t n, int *had)
+{
+    if (on) {
+        const char *old = getenv(name);
+        *had = old != NULL;
+        snprintf(saved, n, "%s", old ? old : "");
+        setenv(name, value, 1);
+    } else {
+        if (*had)
+            setenv(name, saved, 1);
+        else
+            unsetenv(name);
+        *had = 0;
+    }
+}
+
 void support_fix_tiles(int on)
 {
-    static char saved_path[64];
-    static int had_path;
+    static char saved_fwd[64], saved_bwd[64];
+    static int had_fwd, had_bwd;
+    /* the kernels that chunk: the rows forward and the portable backward, with these tiles */
+    pin_env(on, "FLASHCL_FORWARD_PATH", "rows", saved_fwd, sizeof saved_fwd, &had_fwd);
+    pin_env(on, "FLASHCL_BACKWARD_PATH", "portable", saved_bwd, sizeof saved_bwd, &had_bwd);
     if (on) {
-        const char *path = getenv("FLASHCL_FORWARD_PATH");
-        had_path = path != NULL;
-        snprintf(saved_path, sizeof saved_path, "%s", path ? path : "");
         setenv("FLASHCL_FORWARD_TILES", "16,16,1", 1);
         setenv("FLASHCL_BACKWARD_TILES", "16,16", 1);
-        setenv("FLASHCL_FORWARD_PATH", "rows", 1); /* the tiles above are the rows kernel's, the one that chunks */
     } else {
-        if (had_path)
-            setenv("FLASHCL_FORWARD_PATH", saved_path, 1);
-        else
-            unsetenv("FLASHCL_FORWARD_PATH");
-        had_path = 0;
         unsetenv("FLASHCL_FORWARD_TILES");
         unsetenv("FLASHCL_BACKWARD_TILES");
     }

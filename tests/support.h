@@ -49,10 +49,10 @@ fcl_tensor support_tensor_random(fcl_context ctx, fcl_dtype dt, int ndim, const 
 unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 
 /* The chunked-launch switches (see FLASHCL_LOOP_LIMIT in src/tuning/tuning.h): support_fix_tiles(1)
- * pins the rows forward kernel (FLASHCL_FORWARD_PATH=rows: the only one that chunks) with tiles
- * 16x16x1 and the backward tiles to 16x16 on every device, support_force_chunks(1) then caps the
- * loop iterations at 20000, i.e. a few tiles per launch; (0) undoes each (restoring the
- * caller's FLASHCL_FORWARD_PATH). */
+ * pins the kernels that chunk, the rows forward (FLASHCL_FORWARD_PATH=rows) with tiles 16x16x1
+ * and the portable backward (FLASHCL_BACKWARD_PATH=portable) with tiles 16x16, on every device;
+ * support_force_chunks(1) then caps the loop iterations at 20000, i.e. a few tiles per launch;
+ * (0) undoes each (restoring the caller's FLASHCL_FORWARD_PATH and FLASHCL_BACKWARD_PATH). */
 void support_fix_tiles(int on);
 void support_force_chunks(int on);
 

@@ -948,6 +948,49 @@ Test(decode, tensor_core_shapes)
     cr_assert(failed == 0, "%zu of %zu decode runs failed (path %s)", failed, runs, path);
 }
 
+/*
+ * The team-shuffle form on subgroups (fcl_attention_decode_path "subgroup-shuffle": a device whose
+ * subgroup size flashcl can fix, Intel's cl_intel_required_subgroup_size, with shuffles), forced
+ * with GPU team shapes through FLASHCL_DECODE_TILES: teams of 16 lanes (D 128: one subgroup of 16,
+ * or 2 teams in a 32-lane subgroup), 8 (D 64, D 40 padded), 4 (D 32) and 2 (D 16) inside the
+ * subgroup, 1 to 8 teams per work-group, 1 to 4 keys per team, rows 1 to 4, one split and many,
+ * every length form, paged, GQA with Lq > 1, MQA, window, soft-cap, ALiBi, masks with holes (the
+ * portable team form of such shapes runs in team_shapes, on every device).
+ * Skipped (reported as such) on devices without the subgroup form.
+ */
+Test(decode, subgroup_shuffle_form)
+{
+    static const dcase cases[] = {
+        {FCL_F16, 2, 32, 8, 128, 300, 1, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},
+        {FCL_BF16, 2, 10, 2, 64, 150, 2, F_LENS, 0, {150, 33, 0, 0}, U, 0, 0, AL_H, 0, 0, 0, 3},
+        {FCL_F32, 2, 8, 4, 40, 70, 1, F_LENS, 0, {70, 0, 0, 0}, U, 0, 0.3f, AL_BH, 0, 0, 1, 2},
+        {FCL_F16, 1, 8, 2, 128, 64, 1, F_MASK, M_HOLES, {64, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2},
+        {FCL_F32, 1, 4, 2, 32, 96, 3, F_HOST, 0, {93, 0, 0, 0}, 20, 5.0f, 0, AL_NONE, 16, 0, 0, 2},
+        {FCL_BF16, 2, 3, 3, 16, 70, 1, F_HOST, 0, S4, U, 5.0f, 0, AL_NONE, 0, 1, 1, 3},
+    };
+    static const char *const tiles[] = {"16,4,64,8,0", "32,4,128,4,1048576", "8,2,32,2,0", "64,1,128,2,16"};
+    fcl_context ctx = support_context();
+    setenv("FLASHCL_DECODE_TILES", tiles[0], 1);
+    const char *path = fcl_attention_decode_path(ctx, FCL_F16, 128);
+    unsetenv("FLASHCL_DECODE_TILES");
+    if (strcmp(path, "subgroup-shuffle") != 0) {
+        fcl_context_release(ctx);
+        cr_skip_test("no subgroup form on this device (decode path with GPU tiles: %s)", path);
+    }
+    size_t failed = 0, runs = 0;
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        const char *form = fcl_attention_decode_path(ctx, FCL_F16, 128);
+        cr_expect(strcmp(form, "subgroup-shuffle") == 0, "tiles %s: path %s", tiles[t], form);
+        const size_t f = run_table(ctx, cases, sizeof cases / sizeof cases[0], 9500 + 100 * t, &runs);
+        unsetenv("FLASHCL_DECODE_TILES");
+        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
+        failed += f;
+    }
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
+}
+
 /* ---------------------------------------------------------------- fcl_kv_cache_append */
 
 /* Places new rows (raw bytes of K_new/V_new [B, L_new, Hkv, D]) into the expected base images

@@ -1,278 +1,134 @@
 /*
- * Bad input for fcl_attention_forward (and the tensor-creation checks that stand in for
- * layouts the forward could otherwise receive). Every case changes exactly one thing from a
- * valid call (the "control" tests prove that call succeeds), then checks:
- *   - the exact status,
- *   - that fcl_last_error holds a non-empty sentence naming the values that were wrong,
- *   - that no event was returned,
- *   - and, after fcl_finish, that O and LSE are bit-identical to the poison put in before.
+ * Bad input for fcl_attention_forward as tables run by errors_run (support_errors.h: the
+ * default problem, the edits, and what every row checks), and the tensor-creation checks that
+ * stand in for layouts the forward could otherwise receive. Every row changes exactly one thing
+ * from the valid call that the control rows (want FCL_SUCCESS) prove succeeds and writes every
+ * element of O and LSE.
+ * One test per group of rows: a process (one context) runs many rows; a failing row names
+ * itself and the group goes on.
  */
 #include "support.h"
+#include "support_errors.h"
 
 #include <criterion/criterion.h>
-#include <ctype.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ message helpers */
+/* The Q-shaped and K-shaped tensors. */
+#define FQO (BIT(F_Q) | BIT(F_O))
+#define FKV (BIT(F_K) | BIT(F_V))
 
-/* Case-insensitive plain substring. */
-static int has_substr(const char *msg, const char *sub)
-{
-    size_t n = strlen(sub);
-    if (!msg)
-        return 0;
-    for (const char *p = msg; *p; p++) {
-        size_t i = 0;
-        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)sub[i]))
-            i++;
-        if (i == n)
-            return 1;
-    }
-    return 0;
-}
+/* ------------------------------------------------------------------ the forward */
 
-/* ------------------------------------------------------------------ fixture */
+static const errors_case controls[] = {
+    {.name = "control_valid_call_succeeds_and_writes_outputs", .want = FCL_SUCCESS},
+    /* NULL LSE; a [B, Sk] key mask, [Hq] ALiBi slopes, a window and softcap; then a shared
+     * [Sk] key mask, [B, Hq] slopes and causal on top: all valid, so the rejections below are
+     * about the one change */
+    {"control_valid_optional_inputs_accepted/null_lse", FCL_SUCCESS, .edit = {E_ABSENT(BIT(F_LSE))}},
+    {"control_valid_optional_inputs_accepted/mask_b_sk_alibi_hq_window_softcap", FCL_SUCCESS,
+     .edit = {E_SPEC(S_MASK, FCL_F32, 2, B0, SK0, 0, 0), E_SPEC(S_ALIBI, FCL_F32, 1, HQ0, 0, 0, 0), E_WINDOW_LEFT(2),
+              E_WINDOW_RIGHT(0), E_SOFTCAP(30.0f)}},
+    {"control_valid_optional_inputs_accepted/mask_sk_alibi_b_hq_causal", FCL_SUCCESS,
+     .edit = {E_SPEC(S_MASK, FCL_F32, 1, SK0, 0, 0, 0), E_SPEC(S_ALIBI, FCL_F32, 2, B0, HQ0, 0, 0), E_WINDOW_LEFT(2),
+              E_WINDOW_RIGHT(0), E_SOFTCAP(30.0f), E_CAUSAL}},
+};
 
-enum { TQ = 0, TK = 1, TV = 2, TO = 3 };
-static const char *const tname[4] = {"Q", "K", "V", "O"};
+static const errors_case null_arguments[] = {
+    {"null_context", FCL_ERR_INVALID_ARGUMENT, .edit = {E_NULL_CTX}, .any = {"ctx", "context"}},
+    {"null_q", FCL_ERR_INVALID_ARGUMENT, .edit = {E_PASS_NULL(BIT(F_Q))}, .tokens = {"Q"}},
+    {"null_k", FCL_ERR_INVALID_ARGUMENT, .edit = {E_PASS_NULL(BIT(F_K))}, .tokens = {"K"}},
+    {"null_v", FCL_ERR_INVALID_ARGUMENT, .edit = {E_PASS_NULL(BIT(F_V))}, .tokens = {"V"}},
+    {"null_o", FCL_ERR_INVALID_ARGUMENT, .edit = {E_PASS_NULL(BIT(F_O))}, .tokens = {"O"}},
+    {"null_params", FCL_ERR_INVALID_ARGUMENT, .edit = {E_NULL_PARAMS}, .subs = {"param"}},
+};
 
-/* Base valid problem: B 2, Sq 3, Sk 5, Hq 6, Hkv 3 (GQA), D 16, F32. */
-enum { B0 = 2, SQ0 = 3, SK0 = 5, HQ0 = 6, HKV0 = 3, D0 = 16 };
+static const errors_case shapes[] = {
+    {"batch_mismatch_q_k", FCL_ERR_SHAPE, .edit = {E_DIM(FKV, 0, 11)}, .tokens = {"11", "2"}},
+    /* LSE keeps Q's shape, so the one disagreement is O's Sq */
+    {"seqlen_mismatch_q_o", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_O), 1, 13)}, .tokens = {"13", "3"}},
+    {"seqlen_mismatch_k_v", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_V), 1, 17)}, .tokens = {"17", "5"}},
+    /* K has 3 KV heads; both would divide Hq = 6 */
+    {"kv_heads_mismatch_k_v", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_V), 2, 2)}, .tokens = {"2", "3"}},
+    {"q_heads_mismatch_q_o", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_O), 2, 12)}, .tokens = {"12", "6"}},
+    {"head_dim_mismatch_q_k", FCL_ERR_SHAPE, .edit = {E_DIM(FQO, 3, 96), E_DIM(FKV, 3, 64)}, .tokens = {"96", "64"}},
+    {"head_dim_mismatch_k_v", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_V), 3, 40)}, .tokens = {"40", "16"}},
+    {"head_dim_mismatch_q_o", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_O), 3, 24)}, .tokens = {"24", "16"}},
+    {"q_heads_not_multiple_of_kv_heads", FCL_ERR_SHAPE, .edit = {E_DIM(FKV, 2, 4)}, .tokens = {"6", "4"}},
+    {"q_ndim_3", FCL_ERR_SHAPE, .edit = {E_SPEC(F_Q, FCL_F32, 3, SQ0, HQ0, D0, 0)}, .tokens = {"Q", "3", "4"}},
+    {"head_dim_above_limit", FCL_ERR_UNSUPPORTED, .edit = {E_DIM(FQO | FKV, 3, FCL_MAX_HEAD_DIM + 1)},
+     .tokens = {"257", "256"}},
+};
 
-typedef struct spec {
-    fcl_dtype dtype[4];
-    int ndim[4];
-    int64_t shape[4][4];
-    int with_lse;
-    fcl_dtype lse_dtype;
-    int lse_ndim;
-    int64_t lse_shape[4];
-} spec;
+static const errors_case dtypes[] = {
+    {"mixed_dtypes_q_f16_k_f32", FCL_ERR_DTYPE, .edit = {E_DTYPE(FQO, FCL_F16)}, .tokens = {"f16", "f32"}},
+    {"o_dtype_differs", FCL_ERR_DTYPE, .edit = {E_DTYPE(BIT(F_O), FCL_BF16)}, .tokens = {"bf16", "f32"}},
+    {"q_dtype_i32", FCL_ERR_DTYPE, .edit = {E_DTYPE(FQO | FKV, FCL_I32)}, .tokens = {"i32"}},
+    {"q_dtype_i8", FCL_ERR_DTYPE, .edit = {E_DTYPE(FQO | FKV, FCL_I8)}, .tokens = {"i8"}},
+};
 
-static spec spec_default(void)
-{
-    spec s;
-    memset(&s, 0, sizeof s);
-    for (int t = 0; t < 4; t++) {
-        s.dtype[t] = FCL_F32;
-        s.ndim[t] = 4;
-        int kv = (t == TK || t == TV);
-        int64_t sh[4] = {B0, kv ? SK0 : SQ0, kv ? HKV0 : HQ0, D0};
-        memcpy(s.shape[t], sh, sizeof sh);
-    }
-    s.with_lse = 1;
-    s.lse_dtype = FCL_F32;
-    s.lse_ndim = 3;
-    s.lse_shape[0] = B0;
-    s.lse_shape[1] = HQ0;
-    s.lse_shape[2] = SQ0;
-    return s;
-}
+static const errors_case lse[] = {
+    /* [B, Sq, Hq] instead of [B, Hq, Sq] */
+    {"lse_wrong_shape_transposed", FCL_ERR_SHAPE, .edit = {E_DIM(BIT(F_LSE), 1, SQ0), E_DIM(BIT(F_LSE), 2, HQ0)},
+     .tokens = {"LSE"}},
+    {"lse_wrong_rank", FCL_ERR_SHAPE, .edit = {E_SPEC(F_LSE, FCL_F32, 2, B0 * HQ0, SQ0, 0, 0)}, .tokens = {"LSE"}},
+    {"lse_wrong_dtype_f16", FCL_ERR_DTYPE, .edit = {E_DTYPE(BIT(F_LSE), FCL_F16)}, .tokens = {"LSE", "f16"}},
+};
 
-typedef struct fixture {
-    fcl_context ctx;
-    fcl_tensor t[4];
-    fcl_tensor lse;
-    unsigned char *poison_o, *poison_lse;
-    size_t o_bytes, lse_bytes;
-} fixture;
+static const errors_case key_mask_alibi[] = {
+    {"key_mask_wrong_shape", FCL_ERR_SHAPE, .edit = {E_SPEC(S_MASK, FCL_F32, 2, B0, 19, 0, 0)},
+     .tokens = {"19", "5"}, .subs = {"mask"}},
+    {"key_mask_wrong_batch", FCL_ERR_SHAPE, .edit = {E_SPEC(S_MASK, FCL_F32, 2, 7, SK0, 0, 0)}, .tokens = {"7"},
+     .subs = {"mask"}},
+    {"key_mask_wrong_dtype", FCL_ERR_DTYPE, .edit = {E_SPEC(S_MASK, FCL_F16, 2, B0, SK0, 0, 0)}, .tokens = {"f16"},
+     .subs = {"mask"}},
+    {"alibi_wrong_shape", FCL_ERR_SHAPE, .edit = {E_SPEC(S_ALIBI, FCL_F32, 1, 9, 0, 0, 0)}, .tokens = {"9", "6"},
+     .subs = {"alibi"}},
+    {"alibi_wrong_batch", FCL_ERR_SHAPE, .edit = {E_SPEC(S_ALIBI, FCL_F32, 2, 7, HQ0, 0, 0)}, .tokens = {"7"},
+     .subs = {"alibi"}},
+    {"alibi_wrong_dtype", FCL_ERR_DTYPE, .edit = {E_SPEC(S_ALIBI, FCL_BF16, 1, HQ0, 0, 0, 0)}, .tokens = {"bf16"},
+     .subs = {"alibi"}},
+};
 
-static size_t tensor_bytes(fcl_tensor t)
-{
-    return (size_t)fcl_tensor_numel(t) * fcl_dtype_size(fcl_tensor_dtype(t));
-}
+static const errors_case scalar_params[] = {
+    {"window_left_below_minus_one", FCL_ERR_INVALID_ARGUMENT, .edit = {E_WINDOW_LEFT(-2)}, .tokens = {"-2"},
+     .subs = {"window"}},
+    {"window_right_below_minus_one", FCL_ERR_INVALID_ARGUMENT, .edit = {E_WINDOW_RIGHT(-3)}, .tokens = {"-3"},
+     .subs = {"window"}},
+    {"softcap_negative", FCL_ERR_INVALID_ARGUMENT, .edit = {E_SOFTCAP(-1.5f)}, .subs = {"softcap", "-1.5"}},
+    {"scale_nan", FCL_ERR_INVALID_ARGUMENT, .edit = {E_SCALE(NAN)}, .subs = {"scale"}},
+    {"scale_inf", FCL_ERR_INVALID_ARGUMENT, .edit = {E_SCALE(INFINITY)}, .subs = {"scale"}},
+    {"softcap_nan", FCL_ERR_INVALID_ARGUMENT, .edit = {E_SOFTCAP(NAN)}, .subs = {"softcap"}},
+    {"softcap_inf", FCL_ERR_INVALID_ARGUMENT, .edit = {E_SOFTCAP(INFINITY)}, .subs = {"softcap"}},
+};
 
-static fcl_tensor make_tensor(fcl_context ctx, fcl_dtype dt, int ndim, const int64_t *shape)
-{
-    fcl_tensor t = NULL;
-    fcl_status st = fcl_tensor_create(ctx, dt, ndim, shape, &t);
-    cr_assert(st == FCL_SUCCESS && t != NULL, "fcl_tensor_create(%s, ndim %d): %s: %s",
-              fcl_dtype_name(dt), ndim, fcl_status_string(st), fcl_last_error(ctx));
-    return t;
-}
+/* Tensors of another context, and an O that shares memory with an input (LSE left out). */
+static const errors_case ownership_aliasing[] = {
+    {"tensor_from_another_context/k", FCL_ERR_INVALID_ARGUMENT, .edit = {E_FOREIGN(BIT(F_K))}, .tokens = {"K"},
+     .subs = {"context"}},
+    {"tensor_from_another_context/key_mask", FCL_ERR_INVALID_ARGUMENT,
+     .edit = {E_SPEC(S_MASK, FCL_F32, 1, SK0, 0, 0, 0), E_FOREIGN(BIT(S_MASK))}, .tokens = {"key_mask"},
+     .subs = {"context"}},
+    /* one buffer holding Q's elements, then O's: O shifted one element back overlaps Q */
+    {"output_overlaps_input/o_on_last_element_of_q", FCL_ERR_INVALID_ARGUMENT,
+     .edit = {E_ABSENT(BIT(F_LSE)), E_PLACE(F_Q, 0), E_ON_LAST(F_O, F_Q)}, .tokens = {"O"}, .subs = {"overlap"}},
+    {"output_overlaps_input/o_is_q", FCL_ERR_INVALID_ARGUMENT, .edit = {E_ABSENT(BIT(F_LSE)), E_PASS_AS(F_O, F_Q)},
+     .tokens = {"O"}, .subs = {"overlap"}},
+    {"output_overlaps_input/o_is_k", FCL_ERR_SHAPE, .edit = {E_ABSENT(BIT(F_LSE)), E_PASS_AS(F_O, F_K)},
+     .also = FCL_ERR_INVALID_ARGUMENT},
+    /* control: O right after Q in the same buffer does not overlap */
+    {"output_overlaps_input/control_o_next_to_q", FCL_SUCCESS,
+     .edit = {E_ABSENT(BIT(F_LSE)), E_PLACE(F_Q, 0), E_NEXT_TO(F_O, F_Q)}},
+};
 
-/* A byte pattern that no kernel would write by accident. */
-static unsigned char *poison_bytes(size_t n, unsigned salt)
-{
-    unsigned char *p = malloc(n ? n : 1);
-    cr_assert(p != NULL);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)((i * 167u + 13u + salt * 29u) ^ (i >> 8));
-    return p;
-}
-
-static void fill_random(fcl_tensor t, uint64_t seed)
-{
-    size_t n = (size_t)fcl_tensor_numel(t);
-    float *h = malloc(sizeof(float) * n);
-    cr_assert(h != NULL);
-    fcl_dtype dt = fcl_tensor_dtype(t);
-    int is_float = dt == FCL_F32 || dt == FCL_F16 || dt == FCL_BF16;
-    support_random(h, n, seed, -1.0f, 1.0f, is_float ? dt : FCL_F32);
-    fcl_status st = fcl_tensor_write_f32(t, h, n);
-    free(h);
-    cr_assert(st == FCL_SUCCESS, "fcl_tensor_write_f32: %s", fcl_status_string(st));
-}
-
-static void fixture_init(fixture *f, const spec *s)
-{
-    memset(f, 0, sizeof *f);
-    f->ctx = support_context();
-    for (int t = 0; t < 4; t++)
-        f->t[t] = make_tensor(f->ctx, s->dtype[t], s->ndim[t], s->shape[t]);
-    for (int t = 0; t < 3; t++)
-        fill_random(f->t[t], 1000u + (unsigned)t);
-    if (s->with_lse)
-        f->lse = make_tensor(f->ctx, s->lse_dtype, s->lse_ndim, s->lse_shape);
-
-    f->o_bytes = tensor_bytes(f->t[TO]);
-    f->poison_o = poison_bytes(f->o_bytes, 1);
-    fcl_status st = fcl_tensor_write_raw(f->t[TO], f->poison_o, f->o_bytes);
-    cr_assert(st == FCL_SUCCESS, "poison O: %s: %s", fcl_status_string(st), fcl_last_error(f->ctx));
-    if (f->lse) {
-        f->lse_bytes = tensor_bytes(f->lse);
-        f->poison_lse = poison_bytes(f->lse_bytes, 2);
-        st = fcl_tensor_write_raw(f->lse, f->poison_lse, f->lse_bytes);
-        cr_assert(st == FCL_SUCCESS, "poison LSE: %s: %s", fcl_status_string(st),
-                  fcl_last_error(f->ctx));
-    }
-}
-
-/* fcl_finish, then O and LSE must still hold the poison, byte for byte. */
-static void fixture_assert_untouched(fixture *f)
-{
-    fcl_status st = fcl_finish(f->ctx);
-    cr_assert(st == FCL_SUCCESS, "fcl_finish after a rejected call: %s: %s", fcl_status_string(st),
-              fcl_last_error(f->ctx));
-    unsigned char *got = malloc(f->o_bytes ? f->o_bytes : 1);
-    cr_assert(got != NULL);
-    st = fcl_tensor_read_raw(f->t[TO], got, f->o_bytes);
-    cr_assert(st == FCL_SUCCESS, "read O: %s", fcl_status_string(st));
-    cr_assert(memcmp(got, f->poison_o, f->o_bytes) == 0, "O was written by a rejected call");
-    free(got);
-    if (f->lse) {
-        got = malloc(f->lse_bytes);
-        cr_assert(got != NULL);
-        st = fcl_tensor_read_raw(f->lse, got, f->lse_bytes);
-        cr_assert(st == FCL_SUCCESS, "read LSE: %s", fcl_status_string(st));
-        cr_assert(memcmp(got, f->poison_lse, f->lse_bytes) == 0, "LSE was written by a rejected call");
-        free(got);
-    }
-}
-
-static void fixture_fini(fixture *f)
-{
-    for (int t = 0; t < 4; t++)
-        fcl_tensor_release(f->t[t]);
-    fcl_tensor_release(f->lse);
-    free(f->poison_o);
-    free(f->poison_lse);
-    fcl_context_release(f->ctx);
-}
-
-/* Calls the forward with f's tensors and `p`, expects `want`; returns the context message. */
-static const char *call_expect(fixture *f, const fcl_attn_params *p, fcl_status want)
-{
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(f->ctx, p, f->t[TQ], f->t[TK], f->t[TV], f->t[TO], f->lse, &ev);
-    cr_assert(st == want, "fcl_attention_forward returned %s (%d), expected %s; message: \"%s\"",
-              fcl_status_string(st), (int)st, fcl_status_string(want), fcl_last_error(f->ctx));
-    cr_assert(ev == NULL, "a rejected call returned an event");
-    const char *msg = fcl_last_error(f->ctx);
-    support_assert_sentence(msg);
-    return msg;
-}
-
-/* Copy of the message of the last case (the context's copy lives until its next call). */
-static char g_msg_buf[1024];
-
-/* The whole case for a changed spec: build, call, expect `want`, check the outputs. */
-static const char *run_spec_case(const spec *s, const fcl_attn_params *p, fcl_status want, fixture *f)
-{
-    fixture_init(f, s);
-    const char *msg = call_expect(f, p, want);
-    snprintf(g_msg_buf, sizeof g_msg_buf, "%s", msg);
-    fixture_assert_untouched(f);
-    return g_msg_buf;
-}
-
-/* ------------------------------------------------------------------ controls */
-
-Test(forward_errors, control_valid_call_succeeds_and_writes_outputs)
-{
-    fixture f;
-    spec s = spec_default();
-    fixture_init(&f, &s);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, &ev);
-    cr_assert(st == FCL_SUCCESS, "valid forward: %s: %s", fcl_status_string(st), fcl_last_error(f.ctx));
-    cr_assert(ev != NULL, "a successful call with an event pointer returned no event");
-    cl_int ce = clWaitForEvents(1, &ev);
-    cr_assert(ce == CL_SUCCESS, "clWaitForEvents: %d", (int)ce);
-    clReleaseEvent(ev);
-    cr_assert(fcl_finish(f.ctx) == FCL_SUCCESS);
-    unsigned char *got = malloc(f.o_bytes);
-    cr_assert(got != NULL);
-    cr_assert(fcl_tensor_read_raw(f.t[TO], got, f.o_bytes) == FCL_SUCCESS);
-    cr_assert(memcmp(got, f.poison_o, f.o_bytes) != 0, "the valid call left O untouched");
-    free(got);
-    float lse[B0 * HQ0 * SQ0];
-    cr_assert(fcl_tensor_read_f32(f.lse, lse, (size_t)B0 * HQ0 * SQ0) == FCL_SUCCESS);
-    for (int i = 0; i < B0 * HQ0 * SQ0; i++)
-        cr_assert(isfinite(lse[i]), "LSE[%d] = %g after a valid call", i, (double)lse[i]);
-    fixture_fini(&f);
-}
-
-Test(forward_errors, control_valid_optional_inputs_accepted)
-{
-    /* NULL LSE, a [B, Sk] key mask, a shared [Sk] key mask, [Hq] and [B, Hq] ALiBi slopes,
-     * windows and softcap: all valid, so the rejections below are about the one change. */
-    fixture f;
-    spec s = spec_default();
-    fixture_init(&f, &s);
-    int64_t mb[2] = {B0, SK0}, ms[1] = {SK0}, ah[1] = {HQ0}, abh[2] = {B0, HQ0};
-    fcl_tensor mask_b = make_tensor(f.ctx, FCL_F32, 2, mb);
-    fcl_tensor mask_s = make_tensor(f.ctx, FCL_F32, 1, ms);
-    fcl_tensor al_h = make_tensor(f.ctx, FCL_F32, 1, ah);
-    fcl_tensor al_bh = make_tensor(f.ctx, FCL_F32, 2, abh);
-    float ones[B0 * SK0], slopes[B0 * HQ0];
-    for (int i = 0; i < B0 * SK0; i++)
-        ones[i] = 1.0f;
-    for (int i = 0; i < B0 * HQ0; i++)
-        slopes[i] = 0.125f * (float)(i + 1);
-    cr_assert(fcl_tensor_write_f32(mask_b, ones, B0 * SK0) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_write_f32(mask_s, ones, SK0) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_write_f32(al_h, slopes, HQ0) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_write_f32(al_bh, slopes, B0 * HQ0) == FCL_SUCCESS);
-
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    fcl_status st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], NULL, NULL);
-    cr_assert(st == FCL_SUCCESS, "NULL LSE: %s: %s", fcl_status_string(st), fcl_last_error(f.ctx));
-    p.key_mask = mask_b;
-    p.alibi_slopes = al_h;
-    p.window_left = 2;
-    p.window_right = 0;
-    p.softcap = 30.0f;
-    st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, NULL);
-    cr_assert(st == FCL_SUCCESS, "[B,Sk] mask + [Hq] alibi: %s: %s", fcl_status_string(st),
-              fcl_last_error(f.ctx));
-    p.key_mask = mask_s;
-    p.alibi_slopes = al_bh;
-    p.causal = 1;
-    st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, NULL);
-    cr_assert(st == FCL_SUCCESS, "[Sk] mask + [B,Hq] alibi: %s: %s", fcl_status_string(st),
-              fcl_last_error(f.ctx));
-    cr_assert(fcl_finish(f.ctx) == FCL_SUCCESS);
-    fcl_tensor_release(mask_b);
-    fcl_tensor_release(mask_s);
-    fcl_tensor_release(al_h);
-    fcl_tensor_release(al_bh);
-    fixture_fini(&f);
-}
+Test(forward_errors, controls) { ERRORS_RUN(ERRORS_FORWARD, controls); }
+Test(forward_errors, null_arguments) { ERRORS_RUN(ERRORS_FORWARD, null_arguments); }
+Test(forward_errors, shapes) { ERRORS_RUN(ERRORS_FORWARD, shapes); }
+Test(forward_errors, dtypes) { ERRORS_RUN(ERRORS_FORWARD, dtypes); }
+Test(forward_errors, lse) { ERRORS_RUN(ERRORS_FORWARD, lse); }
+Test(forward_errors, key_mask_alibi) { ERRORS_RUN(ERRORS_FORWARD, key_mask_alibi); }
+Test(forward_errors, scalar_params) { ERRORS_RUN(ERRORS_FORWARD, scalar_params); }
+Test(forward_errors, ownership_aliasing) { ERRORS_RUN(ERRORS_FORWARD, ownership_aliasing); }
 
 Test(forward_errors, params_default_matches_init)
 {
@@ -287,679 +143,122 @@ Test(forward_errors, params_default_matches_init)
     cr_assert(a.alibi_slopes == NULL && b.alibi_slopes == NULL);
 }
 
-/* ------------------------------------------------------------------ NULL arguments */
-
-Test(forward_errors, null_context)
-{
-    fixture f;
-    spec s = spec_default();
-    fixture_init(&f, &s);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(NULL, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, &ev);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "NULL ctx: got %s, expected FCL_ERR_INVALID_ARGUMENT",
-              fcl_status_string(st));
-    cr_assert(ev == NULL);
-    const char *msg = fcl_last_error(NULL);
-    support_assert_sentence(msg);
-    cr_assert(has_substr(msg, "ctx") || has_substr(msg, "context"),
-              "the NULL-ctx message \"%s\" does not name the context", msg);
-    fixture_assert_untouched(&f);
-    fixture_fini(&f);
-}
-
-static void null_tensor_case(int which)
-{
-    fixture f;
-    spec s = spec_default();
-    fixture_init(&f, &s);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    fcl_tensor a[4] = {f.t[TQ], f.t[TK], f.t[TV], f.t[TO]};
-    a[which] = NULL;
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(f.ctx, &p, a[0], a[1], a[2], a[3], f.lse, &ev);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "NULL %s: got %s (%s)", tname[which], fcl_status_string(st),
-              fcl_last_error(f.ctx));
-    cr_assert(ev == NULL);
-    const char *msg = fcl_last_error(f.ctx);
-    support_assert_sentence(msg);
-    SUPPORT_ASSERT_TOKENS(msg, tname[which]);
-    fixture_assert_untouched(&f);
-    fixture_fini(&f);
-}
-
-Test(forward_errors, null_q) { null_tensor_case(TQ); }
-Test(forward_errors, null_k) { null_tensor_case(TK); }
-Test(forward_errors, null_v) { null_tensor_case(TV); }
-Test(forward_errors, null_o) { null_tensor_case(TO); }
-
-Test(forward_errors, null_params)
-{
-    fixture f;
-    spec s = spec_default();
-    fixture_init(&f, &s);
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(f.ctx, NULL, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, &ev);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "NULL params: got %s (%s)", fcl_status_string(st),
-              fcl_last_error(f.ctx));
-    cr_assert(ev == NULL);
-    const char *msg = fcl_last_error(f.ctx);
-    support_assert_sentence(msg);
-    cr_assert(has_substr(msg, "param"), "the message \"%s\" does not name params", msg);
-    fixture_assert_untouched(&f);
-    fixture_fini(&f);
-}
-
-/* ------------------------------------------------------------------ shapes */
-
-Test(forward_errors, batch_mismatch_q_k)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TK][0] = 11;
-    s.shape[TV][0] = 11;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "11", "2");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, seqlen_mismatch_q_o)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TO][1] = 13;
-    /* LSE keeps Q's shape, so the one disagreement is O's Sq */
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "13", "3");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, seqlen_mismatch_k_v)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TV][1] = 17;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "17", "5");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, kv_heads_mismatch_k_v)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TV][2] = 2; /* K has 3 KV heads; both would divide Hq = 6 */
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "2", "3");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, q_heads_mismatch_q_o)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TO][2] = 12;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "12", "6");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, head_dim_mismatch_q_k)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TQ][3] = 96;
-    s.shape[TO][3] = 96;
-    s.shape[TK][3] = 64;
-    s.shape[TV][3] = 64;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "96", "64");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, head_dim_mismatch_k_v)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TV][3] = 40;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "40", "16");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, head_dim_mismatch_q_o)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TO][3] = 24;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "24", "16");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, q_heads_not_multiple_of_kv_heads)
-{
-    fixture f;
-    spec s = spec_default();
-    s.shape[TK][2] = 4;
-    s.shape[TV][2] = 4;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "6", "4");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, q_ndim_3)
-{
-    fixture f;
-    spec s = spec_default();
-    s.ndim[TQ] = 3;
-    int64_t q3[4] = {SQ0, HQ0, D0, 0};
-    memcpy(s.shape[TQ], q3, sizeof q3);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "Q", "3", "4");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, head_dim_above_limit)
-{
-    fixture f;
-    spec s = spec_default();
-    for (int t = 0; t < 4; t++)
-        s.shape[t][3] = FCL_MAX_HEAD_DIM + 1;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_UNSUPPORTED, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "257", "256");
-    fixture_fini(&f);
-}
-
-/* ------------------------------------------------------------------ dtypes */
-
-Test(forward_errors, mixed_dtypes_q_f16_k_f32)
-{
-    fixture f;
-    spec s = spec_default();
-    s.dtype[TQ] = FCL_F16;
-    s.dtype[TO] = FCL_F16;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_DTYPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "f16", "f32");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, o_dtype_differs)
-{
-    fixture f;
-    spec s = spec_default();
-    s.dtype[TO] = FCL_BF16;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_DTYPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "bf16", "f32");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, q_dtype_i32)
-{
-    fixture f;
-    spec s = spec_default();
-    for (int t = 0; t < 4; t++)
-        s.dtype[t] = FCL_I32;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_DTYPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "i32");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, q_dtype_i8)
-{
-    fixture f;
-    spec s = spec_default();
-    for (int t = 0; t < 4; t++)
-        s.dtype[t] = FCL_I8;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_DTYPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "i8");
-    fixture_fini(&f);
-}
-
-/* ------------------------------------------------------------------ LSE */
-
-Test(forward_errors, lse_wrong_shape_transposed)
-{
-    fixture f;
-    spec s = spec_default();
-    s.lse_shape[1] = SQ0; /* [B, Sq, Hq] instead of [B, Hq, Sq] */
-    s.lse_shape[2] = HQ0;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "LSE");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, lse_wrong_rank)
-{
-    fixture f;
-    spec s = spec_default();
-    s.lse_ndim = 2;
-    s.lse_shape[0] = B0 * HQ0;
-    s.lse_shape[1] = SQ0;
-    s.lse_shape[2] = 0;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_SHAPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "LSE");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, lse_wrong_dtype_f16)
-{
-    fixture f;
-    spec s = spec_default();
-    s.lse_dtype = FCL_F16;
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_DTYPE, &f);
-    SUPPORT_ASSERT_TOKENS(msg, "LSE", "f16");
-    fixture_fini(&f);
-}
-
-/* ------------------------------------------------------------------ key mask, ALiBi */
-
-/* Runs the default problem with one extra tensor as the key mask (as_mask) or ALiBi slopes. */
-static const char *run_param_tensor_case(fcl_dtype dt, int ndim, const int64_t *shape, int as_mask,
-                                         fcl_status want, fixture *f)
-{
-    spec s = spec_default();
-    fixture_init(f, &s);
-    fcl_tensor x = make_tensor(f->ctx, dt, ndim, shape);
-    fill_random(x, 77);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    if (as_mask)
-        p.key_mask = x;
-    else
-        p.alibi_slopes = x;
-    const char *msg = call_expect(f, &p, want);
-    snprintf(g_msg_buf, sizeof g_msg_buf, "%s", msg);
-    fixture_assert_untouched(f);
-    fcl_tensor_release(x);
-    return g_msg_buf;
-}
-
-Test(forward_errors, key_mask_wrong_shape)
-{
-    fixture f;
-    int64_t sh[2] = {B0, 19};
-    const char *msg = run_param_tensor_case(FCL_F32, 2, sh, 1, FCL_ERR_SHAPE, &f);
-    cr_assert(has_substr(msg, "mask"), "message \"%s\" does not name the key mask", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "19", "5");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, key_mask_wrong_batch)
-{
-    fixture f;
-    int64_t sh[2] = {7, SK0};
-    const char *msg = run_param_tensor_case(FCL_F32, 2, sh, 1, FCL_ERR_SHAPE, &f);
-    cr_assert(has_substr(msg, "mask"), "message \"%s\" does not name the key mask", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "7");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, key_mask_wrong_dtype)
-{
-    fixture f;
-    int64_t sh[2] = {B0, SK0};
-    const char *msg = run_param_tensor_case(FCL_F16, 2, sh, 1, FCL_ERR_DTYPE, &f);
-    cr_assert(has_substr(msg, "mask"), "message \"%s\" does not name the key mask", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "f16");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, alibi_wrong_shape)
-{
-    fixture f;
-    int64_t sh[1] = {9};
-    const char *msg = run_param_tensor_case(FCL_F32, 1, sh, 0, FCL_ERR_SHAPE, &f);
-    cr_assert(has_substr(msg, "alibi"), "message \"%s\" does not name the ALiBi slopes", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "9", "6");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, alibi_wrong_batch)
-{
-    fixture f;
-    int64_t sh[2] = {7, HQ0};
-    const char *msg = run_param_tensor_case(FCL_F32, 2, sh, 0, FCL_ERR_SHAPE, &f);
-    cr_assert(has_substr(msg, "alibi"), "message \"%s\" does not name the ALiBi slopes", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "7");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, alibi_wrong_dtype)
-{
-    fixture f;
-    int64_t sh[1] = {HQ0};
-    const char *msg = run_param_tensor_case(FCL_BF16, 1, sh, 0, FCL_ERR_DTYPE, &f);
-    cr_assert(has_substr(msg, "alibi"), "message \"%s\" does not name the ALiBi slopes", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "bf16");
-    fixture_fini(&f);
-}
-
-/* ------------------------------------------------------------------ scalar params */
-
-Test(forward_errors, window_left_below_minus_one)
-{
-    fixture f;
-    spec s = spec_default();
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    p.window_left = -2;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_INVALID_ARGUMENT, &f);
-    cr_assert(has_substr(msg, "window"), "message \"%s\" does not name the window", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "-2");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, window_right_below_minus_one)
-{
-    fixture f;
-    spec s = spec_default();
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    p.window_right = -3;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_INVALID_ARGUMENT, &f);
-    cr_assert(has_substr(msg, "window"), "message \"%s\" does not name the window", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "-3");
-    fixture_fini(&f);
-}
-
-Test(forward_errors, softcap_negative)
-{
-    fixture f;
-    spec s = spec_default();
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    p.softcap = -1.5f;
-    const char *msg = run_spec_case(&s, &p, FCL_ERR_INVALID_ARGUMENT, &f);
-    cr_assert(has_substr(msg, "softcap"), "message \"%s\" does not name softcap", msg);
-    cr_assert(has_substr(msg, "-1.5"), "message \"%s\" does not give the value -1.5", msg);
-    fixture_fini(&f);
-}
-
-static void bad_scalar_case(float scale, float softcap, const char *name, const char *what)
-{
-    fixture f;
-    spec s = spec_default();
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    p.scale = scale;
-    p.softcap = softcap;
-    fixture_init(&f, &s);
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, &ev);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "%s: got %s (%s)", what, fcl_status_string(st), fcl_last_error(f.ctx));
-    cr_assert(ev == NULL);
-    const char *msg = fcl_last_error(f.ctx);
-    support_assert_sentence(msg);
-    cr_assert(has_substr(msg, name), "%s: message \"%s\" does not name %s", what, msg, name);
-    fixture_assert_untouched(&f);
-    fixture_fini(&f);
-}
-
-Test(forward_errors, scale_nan) { bad_scalar_case(NAN, 0.0f, "scale", "scale NaN"); }
-Test(forward_errors, scale_inf) { bad_scalar_case(INFINITY, 0.0f, "scale", "scale inf"); }
-Test(forward_errors, softcap_nan) { bad_scalar_case(0.0f, NAN, "softcap", "softcap NaN"); }
-Test(forward_errors, softcap_inf) { bad_scalar_case(0.0f, INFINITY, "softcap", "softcap inf"); }
-
-/* ------------------------------------------------------------------ ownership, aliasing */
-
-Test(forward_errors, tensor_from_another_context)
-{
-    fixture f;
-    spec s = spec_default();
-    fixture_init(&f, &s);
-    fcl_context other = support_context();
-    fcl_tensor k2 = make_tensor(other, FCL_F32, 4, s.shape[TK]);
-    fill_random(k2, 5);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(f.ctx, &p, f.t[TQ], k2, f.t[TV], f.t[TO], f.lse, &ev);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "K of another context: got %s (%s)", fcl_status_string(st),
-              fcl_last_error(f.ctx));
-    cr_assert(ev == NULL);
-    const char *msg = fcl_last_error(f.ctx);
-    support_assert_sentence(msg);
-    SUPPORT_ASSERT_TOKENS(msg, "K");
-    fixture_assert_untouched(&f);
-    /* a key mask of another context, too */
-    int64_t ms[1] = {SK0};
-    fcl_tensor m2 = make_tensor(other, FCL_F32, 1, ms);
-    fill_random(m2, 6);
-    p.key_mask = m2;
-    st = fcl_attention_forward(f.ctx, &p, f.t[TQ], f.t[TK], f.t[TV], f.t[TO], f.lse, NULL);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "mask of another context: got %s (%s)", fcl_status_string(st),
-              fcl_last_error(f.ctx));
-    fixture_assert_untouched(&f);
-    fcl_tensor_release(m2);
-    fcl_tensor_release(k2);
-    fcl_context_release(other);
-    fixture_fini(&f);
-}
-
-Test(forward_errors, output_overlaps_input)
-{
-    /* one buffer holding Q's elements, then O's: O shifted one element back overlaps Q */
-    fcl_context ctx = support_context();
-    const int64_t n = B0 * SQ0 * HQ0 * D0;
-    int64_t all[1] = {2 * n};
-    fcl_tensor buf = make_tensor(ctx, FCL_F32, 1, all);
-    int64_t qs[4] = {B0, SQ0, HQ0, D0}, ks[4] = {B0, SK0, HKV0, D0};
-    fcl_tensor Q = NULL, O_ok = NULL, O_bad = NULL;
-    cr_assert(fcl_tensor_view(buf, 4, qs, NULL, 0, &Q) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_view(buf, 4, qs, NULL, n, &O_ok) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_view(buf, 4, qs, NULL, n - 1, &O_bad) == FCL_SUCCESS);
-    fcl_tensor K = make_tensor(ctx, FCL_F32, 4, ks), V = make_tensor(ctx, FCL_F32, 4, ks);
-    fill_random(K, 1);
-    fill_random(V, 2);
-    size_t bytes = (size_t)(2 * n) * sizeof(float);
-    unsigned char *before = poison_bytes(bytes, 3), *after = malloc(bytes);
-    cr_assert(after != NULL);
-    /* small finite values for Q's part so the control call is meaningful */
-    for (int64_t i = 0; i < n; i++) {
-        float x = (float)((i % 17) - 8) / 16.0f;
-        memcpy(before + i * 4, &x, 4);
-    }
-    cr_assert(fcl_tensor_write_raw(buf, before, bytes) == FCL_SUCCESS);
-    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
-    cl_event ev = NULL;
-    fcl_status st = fcl_attention_forward(ctx, &p, Q, K, V, O_bad, NULL, &ev);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "O overlapping Q by one element: got %s (%s)", fcl_status_string(st),
-              fcl_last_error(ctx));
-    cr_assert(ev == NULL);
-    support_assert_sentence(fcl_last_error(ctx));
-    st = fcl_attention_forward(ctx, &p, Q, K, V, Q, NULL, NULL);
-    cr_assert(st == FCL_ERR_INVALID_ARGUMENT, "O == Q: got %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
-    st = fcl_attention_forward(ctx, &p, Q, K, V, K, NULL, NULL);
-    cr_assert(st == FCL_ERR_SHAPE || st == FCL_ERR_INVALID_ARGUMENT, "O == K: got %s", fcl_status_string(st));
-    cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_read_raw(buf, after, bytes) == FCL_SUCCESS);
-    cr_assert(memcmp(before, after, bytes) == 0, "a rejected aliased call wrote into the buffer");
-    /* control: O right after Q in the same buffer does not overlap */
-    st = fcl_attention_forward(ctx, &p, Q, K, V, O_ok, NULL, NULL);
-    cr_assert(st == FCL_SUCCESS, "adjacent O: %s (%s)", fcl_status_string(st), fcl_last_error(ctx));
-    cr_assert(fcl_finish(ctx) == FCL_SUCCESS);
-    cr_assert(fcl_tensor_read_raw(buf, after, bytes) == FCL_SUCCESS);
-    cr_assert(memcmp(before, after, (size_t)n * 4) == 0, "the adjacent O call changed Q");
-    cr_assert(memcmp(before + n * 4, after + n * 4, (size_t)n * 4) != 0, "the adjacent O call wrote nothing");
-    free(before);
-    free(after);
-    fcl_tensor_release(Q);
-    fcl_tensor_release(O_ok);
-    fcl_tensor_release(O_bad);
-    fcl_tensor_release(K);
-    fcl_tensor_release(V);
-    fcl_tensor_release(buf);
-    fcl_context_release(ctx);
-}
-
 /* ------------------------------------------------------------------ layouts
  * A forward can only receive tensors that creation accepted, and creation refuses a
  * non-contiguous last dim and any view reaching past its buffer. */
 
-static void expect_view(fcl_context ctx, fcl_tensor base, int ndim, const int64_t *shape,
-                        const int64_t *strides, int64_t offset, fcl_status want, const char *what)
-{
-    fcl_tensor v = NULL;
-    fcl_status st = fcl_tensor_view(base, ndim, shape, strides, offset, &v);
-    cr_assert(st == want, "%s: fcl_tensor_view returned %s, expected %s (message \"%s\")", what,
-              fcl_status_string(st), fcl_status_string(want), fcl_last_error(ctx));
-    if (want == FCL_SUCCESS) {
-        cr_assert(v != NULL);
-        fcl_tensor_release(v);
-    } else {
-        cr_assert(v == NULL, "%s: a rejected view returned a tensor", what);
-        support_assert_sentence(fcl_last_error(ctx));
-    }
-}
+/* What a layout row views: fcl_tensor_view of a tensor, or fcl_tensor_wrap of a buffer. */
+enum {
+    PADDED, /* F32 [B0, SQ0, HQ0, 2 * D0]: rows padded to twice the head dim */
+    PLAIN,  /* F32 [B0, SQ0, HQ0, D0], PLAIN_N elements */
+    INNER,  /* a view of PLAIN's second half */
+    BUFFER, /* a cl_mem of 100 floats, wrapped as `dtype` */
+    NBASE
+};
+enum { PLAIN_N = B0 * SQ0 * HQ0 * D0 };
 
-static void expect_wrap(fcl_context ctx, cl_mem buf, int ndim, const int64_t *shape,
-                        const int64_t *strides, int64_t offset, fcl_status want, const char *what)
-{
-    fcl_tensor v = NULL;
-    fcl_status st = fcl_tensor_wrap(ctx, buf, FCL_F32, ndim, shape, strides, offset, &v);
-    cr_assert(st == want, "%s: fcl_tensor_wrap returned %s, expected %s (message \"%s\")", what,
-              fcl_status_string(st), fcl_status_string(want), fcl_last_error(ctx));
-    if (want == FCL_SUCCESS) {
-        cr_assert(v != NULL);
-        fcl_tensor_release(v);
-    } else {
-        cr_assert(v == NULL, "%s: a rejected wrap returned a tensor", what);
-        support_assert_sentence(fcl_last_error(ctx));
-    }
-}
+typedef struct layout_case {
+    const char *name;
+    int base;
+    fcl_status want;
+    int ndim;
+    int64_t shape[4];
+    int64_t offset; /* elements */
+    int has_strides;
+    int64_t strides[4];
+    fcl_dtype dtype; /* BUFFER only */
+    const char *tokens[2], *subs[1], *any[2];
+    fcl_status also;
+} layout_case;
 
-static cl_mem new_buffer(fcl_context ctx, size_t bytes)
-{
-    cl_int err = CL_SUCCESS;
-    cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE, bytes, NULL, &err);
-    cr_assert(err == CL_SUCCESS && m != NULL, "clCreateBuffer: %d", (int)err);
-    return m;
-}
+#define STRIDES(...) .has_strides = 1, .strides = {__VA_ARGS__}
 
-Test(forward_errors, view_noncontiguous_last_dim)
-{
-    fcl_context ctx = support_context();
-    int64_t bs[4] = {B0, SQ0, HQ0, 2 * D0};
-    fcl_tensor base = make_tensor(ctx, FCL_F32, 4, bs);
-    int64_t sh[4] = {B0, SQ0, HQ0, D0};
-    int64_t st_bad[4] = {SQ0 * HQ0 * 2 * D0, HQ0 * 2 * D0, 2 * D0, 2};
-    int64_t st_ok[4] = {SQ0 * HQ0 * 2 * D0, HQ0 * 2 * D0, 2 * D0, 1};
-    expect_view(ctx, base, 4, sh, st_ok, 0, FCL_SUCCESS, "control: stride-1 view into padded rows");
-    expect_view(ctx, base, 4, sh, st_bad, 0, FCL_ERR_LAYOUT, "last-dim stride 2");
-    const char *msg = fcl_last_error(ctx);
-    cr_assert(has_substr(msg, "stride"), "message \"%s\" does not mention the stride", msg);
-    SUPPORT_ASSERT_TOKENS(msg, "2");
-    int64_t st_zero[4] = {SQ0 * HQ0 * 2 * D0, HQ0 * 2 * D0, 2 * D0, 0};
-    expect_view(ctx, base, 4, sh, st_zero, 0, FCL_ERR_LAYOUT, "last-dim stride 0");
-    fcl_tensor_release(base);
-    fcl_context_release(ctx);
-}
-
-Test(forward_errors, wrap_noncontiguous_last_dim)
-{
-    fcl_context ctx = support_context();
-    cl_mem buf = new_buffer(ctx, 100 * sizeof(float));
-    int64_t sh[2] = {4, 10};
-    int64_t st_ok[2] = {20, 1}, st_bad[2] = {20, 2};
-    expect_wrap(ctx, buf, 2, sh, st_ok, 0, FCL_SUCCESS, "control: row stride 20");
-    expect_wrap(ctx, buf, 2, sh, st_bad, 0, FCL_ERR_LAYOUT, "last-dim stride 2");
-    const char *msg = fcl_last_error(ctx);
-    cr_assert(has_substr(msg, "stride"), "message \"%s\" does not mention the stride", msg);
-    clReleaseMemObject(buf);
-    fcl_context_release(ctx);
-}
-
-Test(forward_errors, view_past_buffer_end)
-{
-    fcl_context ctx = support_context();
-    int64_t bs[4] = {B0, SQ0, HQ0, D0}; /* 576 elements */
-    fcl_tensor base = make_tensor(ctx, FCL_F32, 4, bs);
-    const int64_t n = B0 * SQ0 * HQ0 * D0;
-    int64_t one[1] = {1}, all[1] = {n};
-    expect_view(ctx, base, 4, bs, NULL, 0, FCL_SUCCESS, "control: the whole tensor");
-    expect_view(ctx, base, 1, one, NULL, n - 1, FCL_SUCCESS, "control: the last element");
-    expect_view(ctx, base, 1, all, NULL, 0, FCL_SUCCESS, "control: flat");
-    expect_view(ctx, base, 1, one, NULL, n, FCL_ERR_LAYOUT, "offset == numel");
-    expect_view(ctx, base, 4, bs, NULL, 1, FCL_ERR_LAYOUT, "full shape, offset 1");
-    expect_view(ctx, base, 1, all, NULL, 1, FCL_ERR_LAYOUT, "flat, offset 1");
-    /* [B, H, S, D] permuted view whose strides reach one row too far */
-    int64_t psh[4] = {B0, HQ0, SQ0, D0};
-    int64_t pst_ok[4] = {SQ0 * HQ0 * D0, D0, HQ0 * D0, 1};
-    int64_t pst_bad[4] = {SQ0 * HQ0 * D0, D0, HQ0 * D0 + D0, 1};
-    expect_view(ctx, base, 4, psh, pst_ok, 0, FCL_SUCCESS, "control: permuted view");
-    expect_view(ctx, base, 4, psh, pst_bad, 0, FCL_ERR_LAYOUT, "permuted view with a stride too large");
+static const layout_case layouts[] = {
+    /* view_noncontiguous_last_dim */
+    {"view_noncontiguous_last_dim/control_stride_1_into_padded_rows", PADDED, FCL_SUCCESS, 4, {B0, SQ0, HQ0, D0},
+     .offset = 0,
+     STRIDES(SQ0 * HQ0 * 2 * D0, HQ0 * 2 * D0, 2 * D0, 1)},
+    {"view_noncontiguous_last_dim/last_dim_stride_2", PADDED, FCL_ERR_LAYOUT, 4, {B0, SQ0, HQ0, D0}, .offset = 0,
+     STRIDES(SQ0 * HQ0 * 2 * D0, HQ0 * 2 * D0, 2 * D0, 2), .tokens = {"2"}, .subs = {"stride"}},
+    {"view_noncontiguous_last_dim/last_dim_stride_0", PADDED, FCL_ERR_LAYOUT, 4, {B0, SQ0, HQ0, D0}, .offset = 0,
+     STRIDES(SQ0 * HQ0 * 2 * D0, HQ0 * 2 * D0, 2 * D0, 0)},
+    /* wrap_noncontiguous_last_dim */
+    {"wrap_noncontiguous_last_dim/control_row_stride_20", BUFFER, FCL_SUCCESS, 2, {4, 10}, .offset = 0, STRIDES(20, 1)},
+    {"wrap_noncontiguous_last_dim/last_dim_stride_2", BUFFER, FCL_ERR_LAYOUT, 2, {4, 10}, .offset = 0, STRIDES(20, 2),
+     .subs = {"stride"}},
+    /* view_past_buffer_end */
+    {"view_past_buffer_end/control_whole_tensor", PLAIN, FCL_SUCCESS, 4, {B0, SQ0, HQ0, D0}, .offset = 0},
+    {"view_past_buffer_end/control_last_element", PLAIN, FCL_SUCCESS, 1, {1}, .offset = PLAIN_N - 1},
+    {"view_past_buffer_end/control_flat", PLAIN, FCL_SUCCESS, 1, {PLAIN_N}, .offset = 0},
+    {"view_past_buffer_end/offset_numel", PLAIN, FCL_ERR_LAYOUT, 1, {1}, .offset = PLAIN_N},
+    {"view_past_buffer_end/full_shape_offset_1", PLAIN, FCL_ERR_LAYOUT, 4, {B0, SQ0, HQ0, D0}, .offset = 1},
+    {"view_past_buffer_end/flat_offset_1", PLAIN, FCL_ERR_LAYOUT, 1, {PLAIN_N}, .offset = 1},
+    /* [B, H, S, D] permuted views; the second's strides reach one row too far */
+    {"view_past_buffer_end/control_permuted", PLAIN, FCL_SUCCESS, 4, {B0, HQ0, SQ0, D0}, .offset = 0,
+     STRIDES(SQ0 * HQ0 * D0, D0, HQ0 * D0, 1)},
+    {"view_past_buffer_end/permuted_stride_too_large", PLAIN, FCL_ERR_LAYOUT, 4, {B0, HQ0, SQ0, D0}, .offset = 0,
+     STRIDES(SQ0 * HQ0 * D0, D0, HQ0 * D0 + D0, 1)},
     /* a view of a view: offsets add, so an offset fine for the inner view is past the end */
-    fcl_tensor inner = NULL;
-    int64_t half[1] = {n / 2};
-    cr_assert(fcl_tensor_view(base, 1, half, NULL, n / 2, &inner) == FCL_SUCCESS, "%s",
-              fcl_last_error(ctx));
-    expect_view(ctx, inner, 1, half, NULL, 0, FCL_SUCCESS, "control: view of view, offset 0");
-    expect_view(ctx, inner, 1, one, NULL, n / 2 - 1, FCL_SUCCESS, "control: view of view, last");
-    expect_view(ctx, inner, 1, one, NULL, n / 2, FCL_ERR_LAYOUT, "view of view past the end");
-    fcl_tensor_release(inner);
+    {"view_past_buffer_end/control_view_of_view_offset_0", INNER, FCL_SUCCESS, 1, {PLAIN_N / 2}, .offset = 0},
+    {"view_past_buffer_end/control_view_of_view_last", INNER, FCL_SUCCESS, 1, {1}, .offset = PLAIN_N / 2 - 1},
+    {"view_past_buffer_end/view_of_view_past_the_end", INNER, FCL_ERR_LAYOUT, 1, {1}, .offset = PLAIN_N / 2},
     /* negative offsets address before the buffer */
-    {
-        fcl_tensor v = NULL;
-        fcl_status st = fcl_tensor_view(base, 1, one, NULL, -1, &v);
-        cr_assert(st == FCL_ERR_LAYOUT || st == FCL_ERR_INVALID_ARGUMENT,
-                  "negative view offset: got %s", fcl_status_string(st));
-        cr_assert(v == NULL);
-    }
-    fcl_tensor_release(base);
-    fcl_context_release(ctx);
+    {"view_past_buffer_end/negative_offset", PLAIN, FCL_ERR_LAYOUT, 1, {1}, .offset = -1,
+     .also = FCL_ERR_INVALID_ARGUMENT},
+    /* wrap_past_buffer_end */
+    {"wrap_past_buffer_end/control_exactly_the_buffer", BUFFER, FCL_SUCCESS, 1, {100}, .offset = 0},
+    {"wrap_past_buffer_end/control_last_four_elements", BUFFER, FCL_SUCCESS, 1, {4}, .offset = 96},
+    {"wrap_past_buffer_end/control_strided_offset_5", BUFFER, FCL_SUCCESS, 2, {3, 4}, .offset = 5, STRIDES(10, 1)},
+    /* the message gives the buffer's size: 100 elements or 400 bytes */
+    {"wrap_past_buffer_end/offset_97_plus_4_elements", BUFFER, FCL_ERR_LAYOUT, 1, {4}, .offset = 97,
+     .any = {"100", "400"}},
+    {"wrap_past_buffer_end/101_elements_in_100", BUFFER, FCL_ERR_LAYOUT, 1, {101}, .offset = 0},
+    {"wrap_past_buffer_end/stride_40_offset_20", BUFFER, FCL_ERR_LAYOUT, 2, {3, 4}, .offset = 20, STRIDES(40, 1)},
+    {"wrap_past_buffer_end/offset_far_past_the_end", BUFFER, FCL_ERR_LAYOUT, 1, {4}, .offset = 1000},
+    {"wrap_past_buffer_end/negative_offset", BUFFER, FCL_ERR_LAYOUT, 1, {4}, .offset = -1,
+     .also = FCL_ERR_INVALID_ARGUMENT},
+    /* the buffer's size is counted in elements of the dtype: 100 floats = 200 halves */
+    {"wrap_past_buffer_end/control_200_f16_in_400_bytes", BUFFER, FCL_SUCCESS, 1, {200}, .offset = 0, .dtype = FCL_F16},
+    {"wrap_past_buffer_end/201_f16_in_400_bytes", BUFFER, FCL_ERR_LAYOUT, 1, {201}, .offset = 0, .dtype = FCL_F16},
+};
+
+/* The row's view or wrap: a control must give a tensor, a rejection the status, no tensor and
+ * a sentence naming the row's tokens / substrings. */
+static void run_layout(fcl_context ctx, fcl_tensor const *bases, cl_mem buf, const layout_case *row)
+{
+    fcl_tensor v = NULL;
+    const int64_t *strides = row->has_strides ? row->strides : NULL;
+    const char *call = row->base == BUFFER ? "fcl_tensor_wrap" : "fcl_tensor_view";
+    fcl_status st = row->base == BUFFER
+                        ? fcl_tensor_wrap(ctx, buf, row->dtype, row->ndim, row->shape, strides, row->offset, &v)
+                        : fcl_tensor_view(bases[row->base], row->ndim, row->shape, strides, row->offset, &v);
+    const char *msg = fcl_last_error(ctx);
+    if (errors_expect_status(row->name, call, st, row->want, row->also, msg) && row->want != FCL_SUCCESS)
+        errors_expect_message(row->name, msg, row->tokens, 2, row->subs, 1, row->any, 2);
+    if (row->want == FCL_SUCCESS)
+        cr_expect(v != NULL, "[%s] a successful %s returned no tensor", row->name, call);
+    else
+        cr_expect(v == NULL, "[%s] a rejected %s returned a tensor", row->name, call);
+    fcl_tensor_release(v);
 }
 
-Test(forward_errors, wrap_past_buffer_end)
+Test(forward_errors, layouts)
 {
     fcl_context ctx = support_context();
-    cl_mem buf = new_buffer(ctx, 100 * sizeof(float));
-    int64_t four[1] = {4}, hundred[1] = {100}, sh[2] = {3, 4};
-    int64_t st_ok[2] = {10, 1}, st_bad[2] = {40, 1};
-    expect_wrap(ctx, buf, 1, hundred, NULL, 0, FCL_SUCCESS, "control: exactly the buffer");
-    expect_wrap(ctx, buf, 1, four, NULL, 96, FCL_SUCCESS, "control: the last four elements");
-    expect_wrap(ctx, buf, 2, sh, st_ok, 5, FCL_SUCCESS, "control: strided, offset 5");
-    expect_wrap(ctx, buf, 1, four, NULL, 97, FCL_ERR_LAYOUT, "offset 97 + 4 elements");
-    const char *msg = fcl_last_error(ctx);
-    cr_assert(support_has_token(msg, "100") || support_has_token(msg, "400"),
-              "message \"%s\" does not give the buffer's size (100 elements / 400 bytes)", msg);
-    int64_t h1[1] = {101};
-    expect_wrap(ctx, buf, 1, h1, NULL, 0, FCL_ERR_LAYOUT, "101 elements in 100");
-    expect_wrap(ctx, buf, 2, sh, st_bad, 20, FCL_ERR_LAYOUT, "stride 40, offset 20");
-    expect_wrap(ctx, buf, 1, four, NULL, 1000, FCL_ERR_LAYOUT, "offset far past the end");
-    {
-        fcl_tensor v = NULL;
-        fcl_status st = fcl_tensor_wrap(ctx, buf, FCL_F32, 1, four, NULL, -1, &v);
-        cr_assert(st == FCL_ERR_LAYOUT || st == FCL_ERR_INVALID_ARGUMENT,
-                  "negative wrap offset: got %s", fcl_status_string(st));
-        cr_assert(v == NULL);
-    }
-    /* the buffer's size is counted in elements of the dtype: 100 floats = 200 halves */
-    {
-        fcl_tensor v = NULL;
-        int64_t n200[1] = {200}, n201[1] = {201};
-        fcl_status st = fcl_tensor_wrap(ctx, buf, FCL_F16, 1, n200, NULL, 0, &v);
-        cr_assert(st == FCL_SUCCESS, "200 f16 in 400 bytes: %s: %s", fcl_status_string(st),
-                  fcl_last_error(ctx));
-        fcl_tensor_release(v);
-        v = NULL;
-        st = fcl_tensor_wrap(ctx, buf, FCL_F16, 1, n201, NULL, 0, &v);
-        cr_assert(st == FCL_ERR_LAYOUT, "201 f16 in 400 bytes: got %s", fcl_status_string(st));
-        cr_assert(v == NULL);
-    }
+    fcl_tensor bases[NBASE] = {NULL};
+    const int64_t padded[4] = {B0, SQ0, HQ0, 2 * D0}, plain[4] = {B0, SQ0, HQ0, D0}, half[1] = {PLAIN_N / 2};
+    cr_assert(fcl_tensor_create(ctx, FCL_F32, 4, padded, &bases[PADDED]) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tensor_create(ctx, FCL_F32, 4, plain, &bases[PLAIN]) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tensor_view(bases[PLAIN], 1, half, NULL, PLAIN_N / 2, &bases[INNER]) == FCL_SUCCESS, "%s",
+              fcl_last_error(ctx));
+    cl_int err = CL_SUCCESS;
+    cl_mem buf = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE, 100 * sizeof(float), NULL, &err);
+    cr_assert(err == CL_SUCCESS && buf != NULL, "clCreateBuffer: %d", (int)err);
+    for (size_t r = 0; r < sizeof layouts / sizeof layouts[0]; r++)
+        run_layout(ctx, bases, buf, &layouts[r]);
     clReleaseMemObject(buf);
+    for (int b = 0; b < NBASE; b++)
+        fcl_tensor_release(bases[b]);
     fcl_context_release(ctx);
 }
 

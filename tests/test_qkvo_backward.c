@@ -303,8 +303,11 @@ static int check_doubled(const char *name, const char *what, const float *a1, co
                          fcl_dtype dt)
 {
     double amax = 0.0;
-    for (size_t i = 0; i < n; i++)
-        amax = fmax(amax, fabs((double)a1[i]));
+    for (size_t i = 0; i < n; i++) { /* not fmax(): GCC 12.2 for aarch64 crashes vectorising that (ICE) */
+        const double v = fabs((double)a1[i]);
+        if (v > amax)
+            amax = v;
+    }
     const double u = unit_roundoff(dt);
     size_t bad = 0;
     long first = -1;

@@ -101,6 +101,8 @@ Test(tuning, bad_input_refused)
     static const int bwd_odd[5] = {64, 20, 64, 32, 0}, bwd_big[5] = {512, 32, 64, 32, 0};
     static const int bwd_zero[5] = {64, 32, 0, 32, 0}, bwd_kvlocal[5] = {64, 32, 64, 32, 17};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
+    static const int cpu_simd[4] = {12, 2, 8, 4}, cpu_rows[4] = {16, 9, 8, 4}, cpu_keys[4] = {16, 2, 65, 4};
+    static const int cpu_db[4] = {16, 2, 8, 3};
     /* decode: block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps; valid (for
      * the count cases), then each with one value out of range */
     static const int dec_good[8] = {8, 4, 8, 2, 64, 0, 0, 0};
@@ -142,6 +144,11 @@ Test(tuning, bad_input_refused)
         {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_wide, 4, "forward_blocked"},
+        {"forward_cpu", 64, good, 3, "4"},
+        {"forward_cpu", 64, cpu_simd, 4, "forward_cpu"},
+        {"forward_cpu", 64, cpu_rows, 4, "forward_cpu"},
+        {"forward_cpu", 64, cpu_keys, 4, "forward_cpu"},
+        {"forward_cpu", 64, cpu_db, 4, "forward_cpu"},
         {"decode", 64, dec_good, 7, "8"},
         {"decode", 64, dec_good, 3, "8"},
         {"forward", 64, dec_good, 8, "3"},
@@ -165,8 +172,8 @@ Test(tuning, bad_input_refused)
                   cases[i].token);
     }
     cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 8) == FCL_ERR_INVALID_ARGUMENT);
-    SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_mma", "forward_wgmma",
-                          "backward_mma", "decode");
+    SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_cpu", "forward_mma",
+                          "forward_wgmma", "backward_mma", "decode");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
     int out[FCL_TUNING_MAX_VALUES];
     cr_assert(fcl_tuning_get(ctx, "forward", 64, out, 4) == FCL_ERR_INVALID_ARGUMENT);
@@ -349,6 +356,41 @@ Test(tuning, blocked_slice_buffers)
     check_forward_tiles(ctx, FCL_F32, 64, "FLASHCL_BLOCKED_TILES", "32,16,4,2,32,16", 0);
     check_forward_tiles(ctx, FCL_F16, 96, "FLASHCL_BLOCKED_TILES", "32,16,4,2,16,4,0,2", 0);
     check_forward_tiles(ctx, FCL_F32, 64, "FLASHCL_BLOCKED_TILES", "32,24,4,3,16,8,0,2", 0);
+    fcl_context_release(ctx);
+}
+
+/* A CPU-kernel entry is used where that kernel runs (here forced, FLASHCL_FORWARD_PATH=cpu, on
+ * any device without a loop cap): fcl_tuning_get reads it back, and the forward with it is correct
+ * and the same bits as those tiles through FLASHCL_CPU_TILES; then the kernel's shapes through
+ * FLASHCL_CPU_TILES: 4-, 8- and 16-float vectors, one to three row vectors, tiles of 1, 3, 5 and
+ * 16 keys, 1 to 16 dims per P V step, at head dims 40 (padded to 64: dims past the head dim), 96
+ * and 16, within the float64 rule. */
+Test(tuning, cpu_entry)
+{
+    fcl_context ctx = support_context();
+    setenv("FLASHCL_FORWARD_PATH", "cpu", 1);
+    const int D = 64;
+    int table[4] = {0, 0, 0, 0};
+    cr_assert(fcl_tuning_get(ctx, "forward_cpu", D, table, 4) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_forward_path(ctx, FCL_F32, D), "cpu") != 0) { /* a loop-capped device */
+        cr_assert(table[1] == 0, "no CPU kernel here, yet fcl_tuning_get gave %d row vectors", table[1]);
+        fcl_context_release(ctx);
+        return;
+    }
+    cr_assert(table[0] == 4 || table[0] == 8 || table[0] == 16, "vector width %d", table[0]);
+    const int tuned[4] = {table[0], table[1] == 3 ? 2 : 3, table[2] == 4 ? 8 : 4, 2}; /* unlike the table's */
+    cr_assert(fcl_tuning_save(ctx, "forward_cpu", D, tuned, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[4];
+    cr_assert(fcl_tuning_get(ctx, "forward_cpu", D, now, 4) == FCL_SUCCESS);
+    cr_assert(memcmp(now, tuned, sizeof now) == 0, "stored %d,%d,%d,%d, got %d,%d,%d,%d", tuned[0], tuned[1],
+              tuned[2], tuned[3], now[0], now[1], now[2], now[3]);
+    char tiles[64];
+    snprintf(tiles, sizeof tiles, "%d,%d,%d,%d", tuned[0], tuned[1], tuned[2], tuned[3]);
+    check_forward_tiles(ctx, FCL_F32, D, "FLASHCL_CPU_TILES", tiles, 1);
+    check_forward_tiles(ctx, FCL_F16, 40, "FLASHCL_CPU_TILES", "4,3,5,1", 0);
+    check_forward_tiles(ctx, FCL_F32, 96, "FLASHCL_CPU_TILES", "8,1,3,16", 0);
+    check_forward_tiles(ctx, FCL_F16, 16, "FLASHCL_CPU_TILES", "16,2,16,8", 0);
+    check_forward_tiles(ctx, FCL_F32, 64, "FLASHCL_CPU_TILES", "16,1,1,4", 0);
     fcl_context_release(ctx);
 }
 

@@ -13,6 +13,7 @@
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
  *   bench_sgemm.c    CLBlast SGEMM on the same device (the ceiling)
  *   bench_report.c   the table and the JSON lines
+ *   bench_precompile.c --precompile: fcl_precompile for a deployment's shapes, dtypes, head dims
  *   bench_tune.c     --tune: the forward, backward and decode tile searches, stored through
  *                    fcl_tuning_save
  *   bench_util.c     clock, median, random numbers, host inputs, FLOP counts */
@@ -57,6 +58,12 @@ typedef struct bench_opts {
     int seqs, max_len;  /* varlen / packed_qkv packing; 0: device default */
     int weights;        /* qkvo: weight dtype (fcl_dtype), or -1 for the op's default */
     int tune;           /* --tune: search and store the forward tiles */
+    int tune_list;      /* --tune --list: print the stored tuned tiles */
+    int tune_reset;     /* --tune --reset: forget them */
+    const char *precompile; /* --precompile OPS: the comma list of op families to warm, else NULL */
+    const char *dtypes, *dims; /* --dtype / --d given as comma lists (--precompile only), else NULL */
+    int mask, alibi, bias;  /* --mask, --alibi, --bias (--precompile: warm those features) */
+    int page_size;          /* --page-size N (--precompile decode: a paged cache); 0 = contiguous */
 } bench_opts;
 
 /* What every op run gets. */
@@ -69,7 +76,7 @@ typedef struct bench_env {
     int reps_auto;      /* reps is the default: bench_time may stop early on slow devices */
     int check_rows;     /* -1 = default rule */
     int json;
-    int tune;           /* --tune: the header is the device line alone */
+    int tune;           /* --tune or --precompile: the header is the device line alone */
 } bench_env;
 
 /* One attention result line. */
@@ -109,8 +116,9 @@ typedef struct sgemm_result {
     int ok;
 } sgemm_result;
 
-/* bench_args.c: 0 on success, else prints usage/error to stderr and returns an exit code
- * (BENCH_EXIT_OK for --help). */
+/* bench_args.c: 0 on success, else prints the error (with the option's valid values) to stderr,
+ * or the usage / version to stdout, and returns an exit code (BENCH_EXIT_OK for --help and
+ * --version). */
 int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code);
 void bench_usage(FILE *f);
 /* Whether any option describing an attention case was given. */
@@ -207,6 +215,14 @@ int bench_time_op(const bench_env *env, bench_enqueue_fn fn, void *arg, const ch
 
 /* bench_sgemm.c: times CLBlastSgemm (row-major n x n x n) on the env's queue. */
 void bench_sgemm(const bench_env *env, long n, sgemm_result *r);
+
+/* bench_precompile.c: fcl_precompile for --precompile OPS over the dtypes (--dtype, a comma
+ * list; default f16), head dims (--d, a comma list; default 64,128), shapes (--b, --sq, --sk,
+ * --hq, --hkv, --page-size, --weights) and features (--causal, --softcap, --mask, --alibi,
+ * --bias); prints the time and the cache counters. Returns an exit code. */
+int bench_precompile(const bench_env *env, const bench_opts *o);
+/* The FCL_PRECOMPILE_* bits of an op family name of --precompile ("all": every one), else 0. */
+unsigned bench_precompile_bit(const char *name);
 
 /* bench_tune.c: for each head dim (--d, else 64 and 128), times every candidate tile setting of
  * the forward kernel that runs on this device (portable or tensor-core), of the tensor-core

@@ -57,6 +57,21 @@ void bench_usage(FILE *f)
         "                     4096, Hq 8, Hkv 2 on a CPU, one query row) is stored in the disk\n"
         "                     cache folder and used from then on (fcl_tuning_save). Progress on\n"
         "                     stderr, one result line per kernel and head dim\n"
+        "  --tune --list      print the tuned tiles stored for this device (as flashcl-info)\n"
+        "  --tune --reset     forget them (the built-in table decides again)\n"
+        "  --version          the version\n"
+        "  --precompile OPS   build every kernel variant that calls of the op families OPS\n"
+        "                     (comma list of forward, varlen, packed_qkv, decode, qkvo, backward:\n"
+        "                     the gradients of those chosen, or all) make, into the cache folder,\n"
+        "                     and run nothing else (fcl_precompile): for --dtype T[,T...]\n"
+        "                     (default f16) and head dims --d N[,N...] (default 64,128), --b,\n"
+        "                     --sq, --sk (forward: Sq, Sk; varlen, packed_qkv: every sequence's\n"
+        "                     lengths; decode: query rows per step and the cache length; qkvo:\n"
+        "                     Lq; default 1, 512, 512; decode alone: 1, 4096), --hq, --hkv\n"
+        "                     (default 8, --hq), --weights (qkvo, default f16), --page-size N\n"
+        "                     (decode: a paged cache), and the features --causal, --softcap X,\n"
+        "                     --mask (key mask; decode: its mask form), --alibi, --bias (qkvo).\n"
+        "                     Prints the time and the program-cache counters\n"
         "  -h, --help         this text\n"
         "\n"
         "  Time (ms): median wall clock of one call + fcl_finish; dev_ms / ms_event: median of\n"
@@ -72,7 +87,7 @@ void bench_usage(FILE *f)
         "  float64 reference: max error <= 3 * naive error + 1e-5; unchecked when that\n"
         "  group's Sq*Sk*D*(Hq/Hkv) > 2e9.\n"
         "  decode: --sq query rows (default 1, causal among themselves), --sk the cache\n"
-        "  length (a full contiguous cache, host length); the rate column is GB/s of K and V\n"
+        "  length (a full contiguous cache, host length); the GB/s column counts the K and V\n"
         "  bytes read (wall clock); 16 rows checked against the float64 reference (2x rule).\n"
         "  copy: clEnqueueCopyBuffer of 1 GiB (GPU) / 256 MiB, GB/s of bytes read + written.\n"
         "  qkvo: one self-attention layer, X [--sq, --d], --hq heads, biases; ms is the whole\n"
@@ -153,12 +168,50 @@ static int set_layout(const char *v, bench_opts *o)
     return 0;
 }
 
+unsigned bench_precompile_bit(const char *name)
+{
+    static const struct { const char *name; unsigned bit; } families[] = {
+        {"forward", FCL_PRECOMPILE_FORWARD}, {"varlen", FCL_PRECOMPILE_VARLEN},
+        {"packed_qkv", FCL_PRECOMPILE_PACKED_QKV}, {"decode", FCL_PRECOMPILE_DECODE},
+        {"qkvo", FCL_PRECOMPILE_QKVO}, {"backward", FCL_PRECOMPILE_BACKWARD}, {"all", FCL_PRECOMPILE_ALL}};
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        if (!strcmp(name, families[i].name))
+            return families[i].bit;
+    return 0;
+}
+
+/* A comma list of kind 0 (dtypes), 1 (head dims 1..256) or 2 (--precompile op families):
+ * 0 when every item is valid, else -1. */
+static int check_list(const char *v, int kind)
+{
+    char item[32];
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        long x;
+        if (len == 0 || len >= sizeof item)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if ((kind == 0 && bench_parse_dtype(item) < 0) || (kind == 1 && parse_int(item, 1, 256, &x)) ||
+            (kind == 2 && !bench_precompile_bit(item)))
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
 /* Applies "--name value"; returns 0, or -1 for a bad value. */
 static int apply_value(const char *name, const char *v, bench_opts *o)
 {
     long x;
     if (!strcmp(name, "op")) return set_op(v, o);
     if (!strcmp(name, "device")) { o->device = v; return *v ? 0 : -1; }
+    if (!strcmp(name, "dtype") && strchr(v, ',')) { o->dtypes = v; return check_list(v, 0); }
+    if (!strcmp(name, "d") && strchr(v, ',')) { o->dims = v; return check_list(v, 1); }
+    if (!strcmp(name, "precompile")) { o->precompile = v; return check_list(v, 2); }
+    if (!strcmp(name, "page-size")) return set_int(v, 1, &o->page_size);
     if (!strcmp(name, "dtype")) return (o->dtype = bench_parse_dtype(v)) < 0 ? -1 : 0;
     if (!strcmp(name, "b")) return set_int(v, 1, &o->b);
     if (!strcmp(name, "sq")) return set_int(v, 1, &o->sq);
@@ -193,8 +246,37 @@ static int apply_flag(const char *name, bench_opts *o)
     if (!strcmp(name, "causal")) o->causal = 1;
     else if (!strcmp(name, "json")) o->json = 1;
     else if (!strcmp(name, "tune")) o->tune = 1;
+    else if (!strcmp(name, "list")) o->tune_list = 1;
+    else if (!strcmp(name, "reset")) o->tune_reset = 1;
+    else if (!strcmp(name, "mask")) o->mask = 1;
+    else if (!strcmp(name, "alibi")) o->alibi = 1;
+    else if (!strcmp(name, "bias")) o->bias = 1;
     else return -1;
     return 0;
+}
+
+/* What a value option accepts, for its error message. */
+static const char *value_rule(const char *name)
+{
+    static const struct {
+        const char *name, *rule;
+    } rules[] = {
+        {"op", "forward, backward, decode, varlen, packed_qkv, qkvo, sgemm or copy"},
+        {"device", "a device selector: gpu, cpu, pocl, rusticl, intel, nvidia, or P:D as flashcl-info lists"},
+        {"dtype", "f32, f16 or bf16"},
+        {"weights", "f32, f16, bf16 or i8"},
+        {"layout", "bshd or bhsd"},
+        {"window", "L,R: two integers >= -1 (-1: unbounded side)"},
+        {"softcap", "a number >= 0 (0: off)"},
+        {"warmup", "an integer in [0, 2147483647]"},
+        {"back-to-back", "an integer in [0, 2147483647]"},
+        {"check-rows", "an integer in [0, 2147483647]"},
+        {"sgemm-n", "an integer in [1, 1048576]"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)
+        if (!strcmp(rules[i].name, name))
+            return rules[i].rule;
+    return "an integer in [1, 2147483647]"; /* b, sq, sk, hq, hkv, d, reps, seqs, max-len */
 }
 
 static void defaults(bench_opts *o)
@@ -209,7 +291,7 @@ static void defaults(bench_opts *o)
 static int fail(const char *msg, const char *arg, int *exit_code)
 {
     fprintf(stderr, "flashcl-bench: %s%s%s\n", msg, *arg ? ": " : "", arg);
-    bench_usage(stderr);
+    fprintf(stderr, "flashcl-bench: --help lists the options\n");
     *exit_code = BENCH_EXIT_USAGE;
     return -1;
 }
@@ -236,9 +318,9 @@ static int parse_one(int argc, char **argv, int i, bench_opts *o, int *exit_code
     if (!v)
         return fail("missing value for", a, exit_code);
     if (rc) {
-        char what[64];
-        snprintf(what, sizeof what, "bad value for --%s", name);
-        return fail(what, v, exit_code);
+        char what[192];
+        snprintf(what, sizeof what, "--%s takes %s, not \"%s\"", name, value_rule(name), v);
+        return fail(what, "", exit_code);
     }
     return eq ? 1 : 2;
 }
@@ -258,13 +340,26 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code)
             bench_usage(stdout);
             return -1;
         }
+        if (!strcmp(argv[i], "--version")) {
+            printf("flashcl-bench %s\n", fcl_version_string());
+            return -1;
+        }
         int used = parse_one(argc, argv, i, o, exit_code);
         if (used < 0)
             return -1;
         i += used;
     }
+    if ((o->tune_list || o->tune_reset) && !o->tune)
+        return fail("--list and --reset go with --tune", "", exit_code);
+    if (o->tune_list && o->tune_reset)
+        return fail("--tune takes --list or --reset, not both", "", exit_code);
     if (o->hq && o->hkv && o->hq % o->hkv)
         return fail("--hq must be a multiple of --hkv", "", exit_code);
+    if (!o->precompile && (o->dtypes || o->dims || o->mask || o->alibi || o->bias || o->page_size))
+        return fail("comma lists for --dtype and --d, --mask, --alibi, --bias and --page-size need --precompile",
+                    "", exit_code);
+    if (o->precompile && (o->op || o->tune))
+        return fail("--precompile takes its op families itself: no --op or --tune", "", exit_code);
     int packed = o->op && (!strcmp(o->op, "varlen") || !strcmp(o->op, "packed_qkv"));
     if ((o->seqs || o->max_len) && !packed)
         return fail("--seqs and --max-len need --op varlen or packed_qkv", "", exit_code);

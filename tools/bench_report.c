@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-26s %4s %9s %9s %9s %9s %9s %-3s %s\n"
+#define ROW_FMT "%-14s %-20.20s %-5s %3s %6s %6s %4s %4s %4s %-26s %4s %9s %9s %9s %9s %9s %9s %-3s %s\n"
 
 void bench_print_header(const bench_env *env)
 {
@@ -16,10 +16,10 @@ void bench_print_header(const bench_env *env)
     if (env->tune)
         return; /* the tuner prints its own lines */
     printf("# reps %d%s, warmup %d; ms: median wall time of call + fcl_finish; dev_ms: median\n"
-           "# device time of the op's (last) event; TFLOP/s from ms\n", env->reps,
+           "# device time of the op's (last) event; TFLOP/s and GB/s (decode: K and V read) from ms\n", env->reps,
            env->reps_auto ? " (fewer once a case's timed runs pass 4 s)" : "", env->warmup);
     printf(ROW_FMT, "op", "device", "dtype", "B", "Sq", "Sk", "Hq", "Hkv", "D", "flags", "reps",
-           "ms", "dev_ms", "TFLOP/s", "max_err", "bound", "ok", "rows");
+           "ms", "dev_ms", "TFLOP/s", "GB/s", "max_err", "bound", "ok", "rows");
 }
 
 /* "causal,w=L,R,cap=X,bhsd,tok=T" or "-" (tok: packed tokens of varlen / packed_qkv). */
@@ -38,8 +38,6 @@ static void flags_of(const bench_result *r, char *buf, size_t n)
         len += (size_t)snprintf(buf + len, n - len, "bhsd,");
     if (len < n && r->seqs)
         len += (size_t)snprintf(buf + len, n - len, "tok=%ld,", r->total_q);
-    if (len < n && r->gbps > 0)
-        len += (size_t)snprintf(buf + len, n - len, "rate=GB/s,");
     if (len < n && !strcmp(r->op, "qkvo"))
         len += (size_t)snprintf(buf + len, n - len, "weights=%s,", fcl_dtype_name((fcl_dtype)r->wdtype));
     if (len == 0)
@@ -138,8 +136,8 @@ static void print_result_json(const bench_env *env, const bench_result *r)
 void bench_print_result(const bench_env *env, const bench_result *r)
 {
     const bench_case *c = &r->c;
-    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], reps[16], ms[32], dms[32], tf[32], err[32],
-        bound[32], rows[48];
+    char b[16], sq[16], sk[16], hq[16], hkv[16], d[16], flags[64], reps[16], ms[32], dms[32], tf[32], gb[32],
+        err[32], bound[32], rows[48];
     if (env->json) {
         print_result_json(env, r);
         return;
@@ -154,7 +152,8 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     snprintf(reps, sizeof reps, "%d", r->reps);
     fmt_num(ms, sizeof ms, "%.3f", r->ms);
     fmt_num(dms, sizeof dms, "%.3f", r->ms_event);
-    fmt_num(tf, sizeof tf, "%.4g", r->gbps > 0 ? r->gbps : r->tflops); /* decode: GB/s (flag rate=GB/s) */
+    fmt_num(tf, sizeof tf, "%.4g", r->gbps > 0 ? NAN : r->tflops); /* decode: GB/s only */
+    fmt_num(gb, sizeof gb, "%.4g", r->gbps > 0 ? r->gbps : NAN);
     if (r->has_nan)
         snprintf(err, sizeof err, "NaN");
     else
@@ -162,7 +161,7 @@ void bench_print_result(const bench_env *env, const bench_result *r)
     fmt_num(bound, sizeof bound, "%.2e", r->err_bound);
     snprintf(rows, sizeof rows, "%ld/%ld", r->rows_checked, r->rows_total);
     printf(ROW_FMT, r->op, env->info.name, fcl_dtype_name(c->dtype), b, sq, sk, hq, hkv, d, flags,
-           reps, ms, dms, tf, err, bound, r->ok ? "yes" : "NO", rows);
+           reps, ms, dms, tf, gb, err, bound, r->ok ? "yes" : "NO", rows);
     fflush(stdout);
 }
 
@@ -193,6 +192,6 @@ void bench_print_sgemm(const bench_env *env, const sgemm_result *r)
     fmt_num(tf, sizeof tf, "%.4g", r->ok ? r->tflops : NAN);
     snprintf(status, sizeof status, "status %d", r->status);
     printf(ROW_FMT, "clblast_sgemm", env->info.name, "f32", "-", "-", "-", "-", "-", "-", shape, reps,
-           ms, dms, tf, "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
+           ms, dms, tf, "-", "-", "-", r->ok ? "yes" : "NO", r->ok ? "-" : status);
     fflush(stdout);
 }

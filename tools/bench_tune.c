@@ -1,6 +1,6 @@
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
  * NVIDIA tensor-core backward where it runs, and of decode. Candidates are applied through the
- * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES /
+ * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_CPU_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES /
  * FLASHCL_BACKWARD_MMA_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any
  * stored entry), each is timed and checked against the float64 reference (a backward candidate
  * on a smaller shape that the check covers, then timed on the big one; a decode candidate on
@@ -77,6 +77,16 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
             for (int n = 16; n <= 64; n *= 2)
                 for (int q = 0; q <= 16; q += 16) /* Q in registers; as much Q in local memory as fits */
                     add(s, mt[i][0], n, mt[i][1], 0, q);
+        return;
+    }
+    if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "cpu") == 0) {
+        *s = (tune_space){TUNE_FORWARD, "forward_cpu", "FLASHCL_CPU_TILES", 4, 0, {{0}}};
+        int cur[4] = {16, 2, 8, 4};
+        fcl_tuning_get(env->ctx, "forward_cpu", d, cur, 4); /* its vector width: the device's */
+        for (int rv = 1; rv <= 4; rv++)                     /* row vectors per work-item */
+            for (int bn = 4; bn <= 16; bn *= 2)             /* keys per tile */
+                for (int db = 2; db <= 8; db *= 2)          /* dims per P V step */
+                    add(s, cur[0], rv, bn, db, 0);
         return;
     }
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "blocked") == 0) {

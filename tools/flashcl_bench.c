@@ -1,6 +1,8 @@
 /* flashcl-bench: times flashcl ops on one device and checks them against the float64
  * reference; see bench_usage() for the options and bench.h for the file map. */
 #include "bench.h"
+#include "device_hint.h"
+#include "tuning_print.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +83,7 @@ static int run_pack(const bench_env *env, int qkv, const bench_case *c, int seqs
 static int usage_error(const char *msg)
 {
     fprintf(stderr, "flashcl-bench: %s\n", msg);
-    bench_usage(stderr);
+    fprintf(stderr, "flashcl-bench: --help lists the options\n");
     return BENCH_EXIT_USAGE;
 }
 
@@ -285,6 +287,21 @@ static int run_suite(const bench_env *env, const bench_opts *o)
     return worse(rc, op_sgemm(env, o));
 }
 
+/* --tune --list / --reset: the device's stored tuned tiles, printed or forgotten. */
+static int tune_list_or_reset(const bench_env *env, int reset)
+{
+    const char *dir = fcl_context_cache_dir(env->ctx);
+    if (reset) {
+        fcl_status st = fcl_tuning_reset(env->ctx);
+        if (st != FCL_SUCCESS)
+            return bench_lib_error(env, "--tune --reset", st);
+        printf("tuned tiles of %s (%s) forgotten in %s\n", env->info.name, env->info.platform_name, dir);
+        return BENCH_EXIT_OK;
+    }
+    printf("tuned tiles of %s (%s) in %s:\n", env->info.name, env->info.platform_name, dir ? dir : "(disk cache off)");
+    return tools_print_tuned(stdout, env->ctx, "  ") < 0 ? BENCH_EXIT_LIBRARY : BENCH_EXIT_OK;
+}
+
 static void init_env(bench_env *env, const bench_opts *o)
 {
     env->is_gpu = env->info.type == FCL_DEVICE_GPU || env->info.type == FCL_DEVICE_ACCELERATOR;
@@ -294,7 +311,7 @@ static void init_env(bench_env *env, const bench_opts *o)
     env->back_to_back = o->back_to_back;
     env->check_rows = o->check_rows;
     env->json = o->json;
-    env->tune = o->tune;
+    env->tune = o->tune || o->precompile; /* the header is the device line alone */
 }
 
 int main(int argc, char **argv)
@@ -302,6 +319,8 @@ int main(int argc, char **argv)
     bench_opts o;
     bench_env env;
     int rc;
+    /* one line at a time, also into a pipe or file: long cases show their progress */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (bench_parse_args(argc, argv, &o, &rc))
         return rc;
     const bench_op *op = o.op ? find_op(o.op) : NULL;
@@ -316,12 +335,20 @@ int main(int argc, char **argv)
     if (st) {
         fprintf(stderr, "flashcl-bench: opening the device: %s: %s\n", fcl_status_string(st),
                 fcl_last_error(env.ctx));
+        tools_device_hint(stderr, o.device, st);
         fcl_context_release(env.ctx);
         return BENCH_EXIT_LIBRARY;
     }
     init_env(&env, &o);
+    if (o.tune_list || o.tune_reset) {
+        rc = tune_list_or_reset(&env, o.tune_reset);
+        fcl_context_release(env.ctx);
+        return rc;
+    }
     bench_print_header(&env);
-    if (o.tune)
+    if (o.precompile)
+        rc = bench_precompile(&env, &o);
+    else if (o.tune)
         rc = bench_tune(&env, &o);
     else if (op)
         rc = op->run(&env, &o);

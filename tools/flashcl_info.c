@@ -1,6 +1,10 @@
 /* flashcl-info: every OpenCL platform and device as flashcl sees it (indices P:D are the
- * selector's), the device the default selector picks, the disk cache folder and the version.
+ * selector's), the device the default selector picks, its disk cache folder, kernels and tuned
+ * tiles, and the version.
  * Exit: 0, 1 when flashcl could not open a listed device, 2 on bad arguments. */
+#include "device_hint.h"
+#include "tuning_print.h"
+
 #include <flashcl/flashcl.h>
 
 #include <stdio.h>
@@ -133,6 +137,7 @@ static int print_default(cl_platform_id *plats, cl_uint np)
         st = fcl_context_device_info(ctx, &info);
     if (st != FCL_SUCCESS) {
         printf("none (%s: %s)\n", fcl_status_string(st), fcl_last_error(ctx));
+        tools_device_hint(stdout, NULL, st);
         printf("Disk cache: unknown (no context)\n");
         fcl_context_release(ctx);
         /* no device at all is not a failure; a FLASHCL_DEVICE that matches none is */
@@ -153,17 +158,24 @@ static int print_default(cl_platform_id *plats, cl_uint np)
     printf("Decode kernel (D 128, aligned cache, no mask): f32 %s, f16 %s, bf16 %s\n",
            fcl_attention_decode_path(ctx, FCL_F32, 128), fcl_attention_decode_path(ctx, FCL_F16, 128),
            fcl_attention_decode_path(ctx, FCL_BF16, 128));
+    printf("Tuned tiles (flashcl-bench --tune; --tune --reset forgets them):\n");
+    const int tuned = tools_print_tuned(stdout, ctx, "    ");
     fcl_context_release(ctx);
-    return 0;
+    return tuned < 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--version") && argc == 2) {
+        printf("flashcl-info %s\n", fcl_version_string());
+        return 0;
+    }
     if (argc > 1) {
         int help = !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help");
         fprintf(help ? stdout : stderr,
-                "usage: flashcl-info\n  Lists OpenCL platforms and devices (P:D selectors), the "
-                "default device (FLASHCL_DEVICE), the disk cache folder and the version.\n");
+                "usage: flashcl-info [--version]\n  Lists OpenCL platforms and devices (P:D selectors), "
+                "the default device (FLASHCL_DEVICE) with its disk cache folder, kernels and tuned "
+                "tiles, and the version.\n");
         return help ? 0 : 2;
     }
     printf("flashcl %s\n\n", fcl_version_string());

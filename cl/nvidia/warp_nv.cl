@@ -2,8 +2,11 @@
  * NVIDIA warp primitives through inline PTX, shared by the tensor-core kernels (mma_nv.cl) and
  * the decode kernel's team-shuffle form: shuffles, votes, a warp barrier and ex2.approx (compute
  * capability >= 7.0; every lane of the warp must call them: uniform control flow, full mask), and
- * asynchronous 16-byte copies into local memory (>= 8.0).
+ * asynchronous 16-byte copies into local memory (>= 8.0). cl/portable/subgroup.cl gives the same
+ * primitives on devices with subgroups.
  */
+
+#define WARP_LANES 32 /* lanes of a warp: lane = local id % WARP_LANES in 1-D work-groups */
 
 /* x from lane `lane ^ lane_mask` of the warp. */
 inline float shuffle_xor(float x, int lane_mask)

@@ -21,7 +21,8 @@
  *                   every item adds p * V for its own dims (no reduction). Two barriers per
  *                   batch (none when TEAM is 1, the CPU shape: one item per team owning every
  *                   dim, float8 arithmetic that the CPU compilers vectorise). With
- *                   TEAM_SHUFFLE (NVIDIA: a team is 2 to 32 lanes of one warp) there is no
+ *                   TEAM_SHUFFLE (NVIDIA, or a device with subgroups of a size the host fixed:
+ *                   a team is 2 to WARP_LANES lanes of one warp or subgroup) there is no
  *                   barrier in the batch loop either: the team sums its partials by recursive
  *                   halving through warp shuffles, each item then holds whole dot products and
  *                   runs the online softmax of its row for them (the row's maximum met by
@@ -52,14 +53,14 @@
  * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; DIMS (dims per work-item: 8 or a multiple,
  * dividing HEAD_DIM_PAD; TEAM = HEAD_DIM_PAD / DIMS); TEAMS; KEYS (keys per team and batch);
  * ROWS_WG (rows per work-group); WIDE (K/V rows read 8 elements at a time as 16-byte loads:
- * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element);
- * TEAM_SHUFFLE (needs warp_nv.cl; TEAM a power of two <= 32, ROWS_WG <= TEAM, ROWS_WG * KEYS a
- * power of two, the work-group a multiple of 32); LEN_DEVICE (len_b from `lens`, else the host
- * length); ASYNC_STAGES (0, or 2 to 4 with WIDE and warp_nv.cl); HAS_MASK; PAGED (K/V are pages
- * [num_pages, page_size, Hkv, D] addressed through the block table; else [B, L_max, Hkv, D]);
- * HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL (divides HEAD_DIM_PAD / 4); DIRECT_OUT (one
- * split: the partial kernels take O and LSE, DECODE_OUT_ARGS, and write them). Scores are kept
- * in log2 units.
+ * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element); TEAM_SHUFFLE
+ * (needs warp_nv.cl or subgroup.cl; TEAM a power of two <= WARP_LANES, ROWS_WG <= TEAM, ROWS_WG *
+ * KEYS a power of two, the work-group a multiple of WARP_LANES); FCL_SUBGROUP_SIZE (common.cl);
+ * LEN_DEVICE (len_b from `lens`, else the host length); ASYNC_STAGES (0, or 2 to 4 with WIDE and
+ * warp_nv.cl); HAS_MASK; PAGED (K/V are pages [num_pages, page_size, Hkv, D] addressed through
+ * the block table; else [B, L_max, Hkv, D]); HAS_SOFTCAP; HAS_ALIBI; COMBINE_LANES, COMBINE_DL
+ * (divides HEAD_DIM_PAD / 4); DIRECT_OUT (one split: the partial kernels take O and LSE,
+ * DECODE_OUT_ARGS, and write them). Scores are kept in log2 units.
  */
 
 #define TEAM (HEAD_DIM_PAD / DIMS)         /* work-items per team */
@@ -83,9 +84,11 @@
 #else        /* CPU shape: long loops, left to the compiler's vectoriser */
 #define UNROLL
 #endif
+/* The CPU shape's loops over the rows of a step: unrolled, so their accumulators stay in registers. */
+#define CPU_UNROLL _Pragma("unroll")
 #if TEAM_SHUFFLE
-#if TEAM > 32 || (TEAM & (TEAM - 1)) || ROWS_WG > TEAM || (PAIRS & (PAIRS - 1)) || WG_SIZE % 32
-#error "TEAM_SHUFFLE: TEAM a power of two <= 32, ROWS_WG <= TEAM, ROWS_WG * KEYS a power of two, WG_SIZE % 32 == 0"
+#if TEAM > WARP_LANES || (TEAM & (TEAM - 1)) || ROWS_WG > TEAM || (PAIRS & (PAIRS - 1)) || WG_SIZE % WARP_LANES
+#error "TEAM_SHUFFLE: TEAM a power of two <= WARP_LANES, ROWS_WG <= TEAM, ROWS_WG * KEYS a power of two, WG_SIZE % WARP_LANES == 0"
 #endif
 #define OWNP (PAIRS > TEAM ? PAIRS / TEAM : 1) /* pairs whose whole dot product one item gets */
 #define LPP (TEAM > PAIRS ? TEAM / PAIRS : 1)  /* items that get the same pair */
@@ -467,8 +470,8 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
 #define DIRECT_OUT_UNPACK
 #endif
 
-#if !DECODE_MMA /* the tensor-core program has its own partial kernel */
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+#if !DECODE_MMA && !DECODE_CPU /* the tensor-core and CPU programs have their own partial kernels */
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_SUBGROUP_ATTR
 void decode_partial(DECODE_PARTIAL_ARGS)
 {
     DECODE_PARTIAL_UNPACK
@@ -563,6 +566,7 @@ void decode_partial(DECODE_PARTIAL_ARGS)
 #endif
         /* partial (TEAM > 1) or whole dot products of this item's dims */
         float s[ROWS_WG][KEYS];
+#if TEAM > 1 /* few chunks: one chain of scalar FMAs (8 per chunk) per row */
         UNROLL
         for (int k = 0; k < KEYS; k++) {
             float8 kf[CH];
@@ -571,20 +575,33 @@ void decode_partial(DECODE_PARTIAL_ARGS)
                 kf[c] = unpack8(kr[k][c]);
             UNROLL
             for (int r = 0; r < ROWS_WG; r++) {
-#if TEAM > 1 /* few chunks: one chain of scalar FMAs (8 per chunk) */
                 float x = 0.0f;
                 UNROLL
                 for (int c = 0; c < CH; c++)
                     x = dot8_acc(q[r][c], kf[c], x);
                 s[r][k] = x;
-#else        /* many chunks: float8 FMAs (vectorised), summed at the end */
-                float8 x = q[r][0] * kf[0];
-                for (int c = 1; c < CH; c++)
-                    x = fma(q[r][c], kf[c], x);
-                s[r][k] = hsum8(x);
-#endif
             }
         }
+#else /* many chunks (CH even): float8 FMAs, two chains per row over the even and odd chunks so
+       * that 2 x ROWS_WG independent chains hide the FMA latency, summed at the end */
+        for (int k = 0; k < KEYS; k++) {
+            float8 x0[ROWS_WG], x1[ROWS_WG];
+            CPU_UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                x0[r] = x1[r] = (float8)(0.0f);
+            for (int c = 0; c < CH; c += 2) {
+                const float8 k0 = unpack8(kr[k][c]), k1 = unpack8(kr[k][c + 1]);
+                CPU_UNROLL
+                for (int r = 0; r < ROWS_WG; r++) {
+                    x0[r] = fma(q[r][c], k0, x0[r]);
+                    x1[r] = fma(q[r][c + 1], k1, x1[r]);
+                }
+            }
+            CPU_UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                s[r][k] = hsum8(x0[r] + x1[r]);
+        }
+#endif
 #if ASYNC_STAGES
         UNROLL
         for (int k = 0; k < KEYS; k++)
@@ -693,25 +710,59 @@ void decode_partial(DECODE_PARTIAL_ARGS)
             UNROLL
             for (int c = 0; c < CH; c++)
                 acc[r][c] *= alpha[r];
+#if HAS_MASK
+        float live[KEYS]; /* some row sees key k: its V is a valid row */
         UNROLL
         for (int k = 0; k < KEYS; k++) {
-#if HAS_MASK
-            float live = 0.0f; /* some row sees key k: its V is a valid row */
+            live[k] = 0.0f;
             UNROLL
             for (int r = 0; r < ROWS_WG; r++)
-                live = fmax(live, s[r][k]);
+                live[k] = fmax(live[k], s[r][k]);
+        }
+#define V_CHUNK(k, c) (live[k] > 0.0f ? unpack8(vr[k][c]) : (float8)(0.0f))
+#else
+#define V_CHUNK(k, c) unpack8(vr[k][c])
 #endif
+#if TEAM > 1
+        UNROLL
+        for (int k = 0; k < KEYS; k++)
             UNROLL
             for (int c = 0; c < CH; c++) {
-                float8 vf = unpack8(vr[k][c]);
-#if HAS_MASK
-                vf = live > 0.0f ? vf : (float8)(0.0f);
-#endif
+                const float8 vf = V_CHUNK(k, c);
                 UNROLL
                 for (int r = 0; r < ROWS_WG; r++)
                     acc[r][c] = fma((float8)(s[r][k]), vf, acc[r][c]);
             }
+#else /* a chunk's rows stay in registers while the batch's keys stream by, in two chains per
+       * row (even and odd keys) */
+        for (int c = 0; c < CH; c++) {
+            float8 a0[ROWS_WG], a1[ROWS_WG];
+            CPU_UNROLL
+            for (int r = 0; r < ROWS_WG; r++) {
+                a0[r] = acc[r][c];
+                a1[r] = (float8)(0.0f);
+            }
+            int k = 0;
+            for (; k + 1 < KEYS; k += 2) {
+                const float8 v0 = V_CHUNK(k, c), v1 = V_CHUNK(k + 1, c);
+                CPU_UNROLL
+                for (int r = 0; r < ROWS_WG; r++) {
+                    a0[r] = fma((float8)(s[r][k]), v0, a0[r]);
+                    a1[r] = fma((float8)(s[r][k + 1]), v1, a1[r]);
+                }
+            }
+            if (k < KEYS) {
+                const float8 v0 = V_CHUNK(k, c);
+                CPU_UNROLL
+                for (int r = 0; r < ROWS_WG; r++)
+                    a0[r] = fma((float8)(s[r][k]), v0, a0[r]);
+            }
+            CPU_UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                acc[r][c] = a0[r] + a1[r];
         }
+#endif
+#undef V_CHUNK
     }
 
 #if TEAM_SHUFFLE
@@ -719,7 +770,7 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     UNROLL
     for (int o = LPP; o < ROW_ITEMS; o *= 2)
         l_lane += shuffle_xor(l_lane, o);
-    const int src = lid % 32 - lane + min(lane, ROWS_WG - 1) * ROW_ITEMS;
+    const int src = lid % WARP_LANES - lane + min(lane, ROWS_WG - 1) * ROW_ITEMS;
     const float m_own[1] = {shuffle_idx(m_lane, src)}, l_own[1] = {shuffle_idx(l_lane, src)};
 #endif
     /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l; with

@@ -8,7 +8,8 @@
  *              each work-item WM rows x WN keys in registers; Q and K stream through local
  *              memory in DK-deep slices of the head dim (converted to float on the way in).
  *   softmax    per-row maxima meet in local memory (each work-item's WN-key partial maxima,
- *              TX of them per row); the probabilities go to local memory as float, key-major.
+ *              TX of them per row), or by subgroup shuffles (ROW_SHUFFLE); the probabilities go
+ *              to local memory as float, key-major.
  *   O += P V   each work-item owns the same WM rows and OC = HEAD_DIM_PAD / TX dims of the
  *              output in registers; V streams through local memory in NK-key slices.
  *
@@ -27,7 +28,10 @@
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD; BLOCK_M, BLOCK_N, WM, WN, DK, NK
  * (DK a multiple of 4), VW (1, 2 or 4, dividing WM, WN and OC); V_BUFFERS (1 or 2); VEC_LOAD
- * (see load_chunk); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * (see load_chunk); ROW_SHUFFLE (with subgroup.cl and FCL_SUBGROUP_SIZE: the TX work-items of a
+ * row block meet by subgroup shuffles instead of local memory, for the row maxima of every tile
+ * and the row sums at the end; TX a power of two dividing the subgroup size, which divides the
+ * work-group); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
  * Scores are kept in log2 units so the softmax uses exp2.
  */
 
@@ -131,7 +135,11 @@ BLOCKED_INLINE void fetch_v(__global const store_t *V, long vbase, long v_ss, __
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
+#if ROW_SHUFFLE && (TX & (TX - 1) || WARP_LANES % TX || NT % WARP_LANES)
+#error "ROW_SHUFFLE: TX a power of two dividing WARP_LANES, which divides the work-group"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(NT, 1, 1))) FCL_SUBGROUP_ATTR
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
     __local floatv stage[STAGE_VECS];
@@ -242,7 +250,8 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         }
 
         /* Scores in log2 units, -inf where the row cannot see the key; this work-item's
-         * partial row maxima meet the TX - 1 others of its rows in the staging array. */
+         * partial row maxima meet the TX - 1 others of its rows (by subgroup shuffles with
+         * ROW_SHUFFLE, else in the staging array). */
         const bool whole = !HAS_MASK && j0 >= lo_max && j0 + BLOCK_N - 1 <= hi_min;
         vec_u pmax[WM / VW];
         FCL_UNROLL_LOOP
@@ -261,6 +270,19 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             }
             pmax[i / VW].s[i % VW] = tmax;
         }
+#if ROW_SHUFFLE
+        /* the TX work-items of a row block are neighbouring lanes of one subgroup */
+        FCL_UNROLL_LOOP
+        for (int i = 0; i < WM / VW; i++)
+            FCL_UNROLL_LOOP
+            for (int u = 0; u < VW; u++)
+                FCL_UNROLL_LOOP
+                for (int o = 1; o < TX; o *= 2)
+                    pmax[i].s[u] = fmax(pmax[i].s[u], shuffle_xor(pmax[i].s[u], o));
+#if (HEAD_DIM_PAD / DK) % 2 == 0
+        barrier(CLK_LOCAL_MEM_FENCE); /* the last Q/K slice, in Ps, is consumed before Ps is written */
+#endif
+#else
 #if (HEAD_DIM_PAD / DK) % 2
         barrier(CLK_LOCAL_MEM_FENCE); /* the last Q/K slice, in the staging array, is consumed */
 #endif /* else it is in Ps, and the staging array's last one was consumed before its barrier */
@@ -278,6 +300,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 for (int u = 0; u < VW; u++)
                     pmax[i].s[u] = fmax(pmax[i].s[u], o.s[u]);
             }
+#endif
         /* A tile with no visible key leaves the row unchanged (alpha 1, p 0). */
         FCL_UNROLL_LOOP
         for (int i = 0; i < WM; i++) {
@@ -350,9 +373,19 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         }
     }
 
-    /* Epilogue: the row sums' shares meet in the staging array (summed in a fixed order), rows
-     * are normalised in registers and stored; a row that saw no key writes O = 0 and
-     * LSE = -inf. */
+    /* Epilogue: the row sums' shares meet (by shuffles, or in the staging array summed in a fixed
+     * order), rows are normalised in registers and stored; a row that saw no key writes O = 0
+     * and LSE = -inf. */
+    float lsums[WM];
+#if ROW_SHUFFLE
+    FCL_UNROLL_LOOP
+    for (int i = 0; i < WM; i++) {
+        lsums[i] = l[i];
+        FCL_UNROLL_LOOP
+        for (int o = 1; o < TX; o *= 2)
+            lsums[i] += shuffle_xor(lsums[i], o);
+    }
+#else
     barrier(CLK_LOCAL_MEM_FENCE);
     FCL_UNROLL_LOOP
     for (int i = 0; i < WM / VW; i++) {
@@ -365,10 +398,15 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     barrier(CLK_LOCAL_MEM_FENCE);
     FCL_UNROLL_LOOP
     for (int i = 0; i < WM; i++) {
-        float lsum = 0.0f;
+        lsums[i] = 0.0f;
         FCL_UNROLL_LOOP
         for (int t = 0; t < TX; t++)
-            lsum += ((__local float *)stage)[t * RED_ROW * VW + ROW_OF(i, ty)];
+            lsums[i] += ((__local float *)stage)[t * RED_ROW * VW + ROW_OF(i, ty)];
+    }
+#endif
+    FCL_UNROLL_LOOP
+    for (int i = 0; i < WM; i++) {
+        const float lsum = lsums[i];
         const int row = ROW_OF(i, ty), r = i0 + row;
         if (r >= sq)
             continue;

@@ -1,5 +1,6 @@
 /*
- * Shared helpers of every flashcl kernel: storage dtype load/store selected by -D FCL_DTYPE
+ * Shared helpers of every flashcl kernel (with -D SIMD, the CPU kernels' vectors too): storage
+ * dtype load/store selected by -D FCL_DTYPE
  * (0 = f32, 1 = f16, 2 = bf16). F16 goes through vload_half/vstore_half_rte and BF16 through
  * bit shifts, so no kernel needs cl_khr_fp16. Arithmetic is always float. LOAD4 reads 4
  * consecutive elements into a float4 (the address needs only the element's alignment). With
@@ -12,6 +13,14 @@
  */
 #ifndef FCL_DTYPE
 #error "FCL_DTYPE must be defined (0 f32, 1 f16, 2 bf16)"
+#endif
+
+/* Kernels whose lanes meet by subgroup shuffles (cl/portable/subgroup.cl) carry the subgroup size
+ * the host chose (Intel's cl_intel_required_subgroup_size); empty elsewhere. */
+#if FCL_SUBGROUP_SIZE
+#define FCL_SUBGROUP_ATTR __attribute__((intel_reqd_sub_group_size(FCL_SUBGROUP_SIZE)))
+#else
+#define FCL_SUBGROUP_ATTR
 #endif
 
 #if FCL_UNROLL
@@ -64,6 +73,129 @@ typedef union {
     floatv v;
     float s[VW];
 } vec_u;
+#endif
+
+#ifdef SIMD
+/* The CPU kernels' explicit vectors (-D SIMD: floats per vector, 4, 8 or 16, the device's native
+ * width): simd_f / simd_i and simd_fu / simd_iu (the same as arrays); simd_load, SIMD stored
+ * elements from element index i as floats (any element alignment); simd_store, SIMD floats to p
+ * (any address space); simd_stage_row, a row of HEAD_DIM_PAD elements into private vectors;
+ * simd_max / simd_sum, the horizontal maximum and sum; simd_pair_sum(a, b),
+ * the sums of a's and of b's neighbouring lane pairs, side by side (a reduction step that keeps
+ * each block of lanes apart). */
+#if SIMD == 16
+typedef float16 simd_f;
+typedef int16 simd_i;
+#define SIMD_VLOAD vload16
+#define SIMD_VSTORE vstore16
+#define SIMD_VLOAD_HALF vload_half16
+#define SIMD_CONVERT_UINT convert_uint16
+#define SIMD_AS_F as_float16
+#elif SIMD == 8
+typedef float8 simd_f;
+typedef int8 simd_i;
+#define SIMD_VLOAD vload8
+#define SIMD_VSTORE vstore8
+#define SIMD_VLOAD_HALF vload_half8
+#define SIMD_CONVERT_UINT convert_uint8
+#define SIMD_AS_F as_float8
+#elif SIMD == 4
+typedef float4 simd_f;
+typedef int4 simd_i;
+#define SIMD_VLOAD vload4
+#define SIMD_VSTORE vstore4
+#define SIMD_VLOAD_HALF vload_half4
+#define SIMD_CONVERT_UINT convert_uint4
+#define SIMD_AS_F as_float4
+#else
+#error "SIMD must be 4, 8 or 16"
+#endif
+typedef union {
+    simd_f v;
+    float s[SIMD];
+} simd_fu;
+typedef union {
+    simd_i v;
+    int s[SIMD];
+} simd_iu;
+
+inline simd_f simd_load(__global const store_t *p, long i)
+{
+#if FCL_DTYPE == 0
+    return SIMD_VLOAD(0, p + i);
+#elif FCL_DTYPE == 1
+    return SIMD_VLOAD_HALF(0, p + i);
+#else
+    return SIMD_AS_F(SIMD_CONVERT_UINT(SIMD_VLOAD(0, (__global const ushort *)p + i)) << 16);
+#endif
+}
+
+#define simd_store(v, p) SIMD_VSTORE((v), 0, (p))
+
+#ifdef HEAD_DIM_PAD
+/* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD / SIMD - 1] (read its floats
+ * through SIMD_FLOATS): zeros when !in and past head_dim; whole SIMD-chunks inside head_dim as one
+ * vector load, and one aligned vector store each. */
+inline void simd_stage_row(__private simd_f *dst, __global const store_t *src, long row, bool in, int head_dim)
+{
+    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++) {
+        const int d = c * SIMD;
+        simd_f x = (simd_f)(0.0f);
+        if (in && d + SIMD <= head_dim) {
+            x = simd_load(src, row + d);
+        } else if (in && d < head_dim) {
+            simd_fu u;
+            for (int e = 0; e < SIMD; e++)
+                u.s[e] = d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
+            x = u.v;
+        }
+        dst[c] = x;
+    }
+}
+/* A staged row's floats. */
+#define SIMD_FLOATS(v) ((__private const float *)(v))
+#endif
+
+inline simd_f simd_pair_sum(simd_f a, simd_f b)
+{
+    return (simd_f)(a.even + a.odd, b.even + b.odd);
+}
+
+inline float simd_max(simd_f x)
+{
+#if SIMD == 16
+    const float8 h8 = fmax(x.lo, x.hi);
+    const float4 h = fmax(h8.lo, h8.hi);
+#elif SIMD == 8
+    const float4 h = fmax(x.lo, x.hi);
+#else
+    const float4 h = x;
+#endif
+    const float2 h2 = fmax(h.lo, h.hi);
+    return fmax(h2.x, h2.y);
+}
+
+inline float simd_sum(simd_f x)
+{
+#if SIMD == 16
+    const float8 h8 = x.lo + x.hi;
+    const float4 h = h8.lo + h8.hi;
+#elif SIMD == 8
+    const float4 h = x.lo + x.hi;
+#else
+    const float4 h = x;
+#endif
+    const float2 h2 = h.lo + h.hi;
+    return h2.x + h2.y;
+}
+#endif
+
+/* A software prefetch of the cache line at p (global memory), where the compiler offers one (the
+ * clang-based CPU compilers: PoCL's prefetch() is empty); nothing elsewhere. */
+#if defined(__clang__) && defined(FCL_CPU_PREFETCH) && FCL_CPU_PREFETCH
+#define FCL_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define FCL_PREFETCH(p) ((void)0)
 #endif
 
 #define FCL_LOG2E 1.4426950408889634f

@@ -43,6 +43,11 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility; what this header declares is its exported API. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
+#endif
+
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
@@ -214,6 +219,39 @@ fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, cons
 /* Releases the tensor (and its buffer reference). NULL is a no-op. */
 void fcl_tensor_release(fcl_tensor t);
 
+/*
+ * Wraps `bytes` of the caller's host memory at `host` as a new buffer created with
+ * CL_MEM_USE_HOST_PTR, viewed as fcl_tensor_wrap views a cl_mem (strides NULL = contiguous,
+ * offset in elements). `host` must be aligned to the dtype's size (else FCL_ERR_LAYOUT). Where
+ * the device shares the host's memory and `host` is aligned to fcl_host_alignment(ctx) (CPU
+ * devices such as PoCL and Intel's CPU runtime), OpenCL implementations use the memory in place;
+ * elsewhere they keep a device copy made at creation. Either way:
+ *  - the memory's contents at this call are the tensor's initial contents;
+ *  - after ops wrote the tensor, fcl_tensor_sync_host makes the host memory current;
+ *  - the memory must stay valid, and must not be written by the host, until the tensor and
+ *    every view of it are released and the commands using them have finished (fcl_finish).
+ * To pass new host values, wrap again.
+ */
+fcl_status fcl_tensor_wrap_host(fcl_context ctx, void *host, size_t bytes, fcl_dtype dtype, int ndim,
+                                const int64_t *shape, const int64_t *strides, int64_t offset,
+                                fcl_tensor *out);
+
+/*
+ * Makes the host memory under a tensor made by fcl_tensor_wrap_host (or a view of one) hold
+ * what the ops enqueued so far wrote: waits for the queue, then maps the buffer for reading and
+ * unmaps it (blocking; no copy where the memory is used in place). FCL_ERR_INVALID_ARGUMENT for
+ * a tensor whose buffer was not created over host memory.
+ */
+fcl_status fcl_tensor_sync_host(fcl_tensor t);
+
+/*
+ * The alignment in bytes at which fcl_tensor_wrap_host can use host memory in place on ctx's
+ * device: the device's base address alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes) when
+ * it shares the host's memory (CL_DEVICE_HOST_UNIFIED_MEMORY), else 0 (host memory is copied).
+ * 0 for a NULL ctx.
+ */
+size_t fcl_host_alignment(fcl_context ctx);
+
 /* Getters (no status; they return 0 / NULL for a NULL tensor or an out-of-range dim). */
 fcl_dtype fcl_tensor_dtype(fcl_tensor t);
 int fcl_tensor_ndim(fcl_tensor t);
@@ -304,12 +342,19 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
  *   "nvidia-mma"  tensor cores through inline PTX mma.sync (NVIDIA compute capability >= 8.0,
  *                 F16 or BF16);
  *   "blocked"     the register-blocked portable kernel (GPUs without a loop cap: every dtype
- *                 where "nvidia-mma" does not apply);
- *   "rows"        the row-per-work-item portable kernel (CPUs, devices that cap loop
- *                 iterations such as Mesa's llvmpipe, anything else).
+ *                 where "nvidia-mma" does not apply; and Intel's OpenCL CPU runtime); on
+ *                 devices with subgroups of a size flashcl can fix (see
+ *                 fcl_attention_decode_path) the work-items of a row block meet by subgroup
+ *                 shuffles instead of local memory;
+ *   "cpu"         the CPUs' portable kernel: one work-item owns 2 native float vectors of
+ *                 query rows and works in vertical SIMD across them (CPUs without a loop cap:
+ *                 PoCL, Intel's OpenCL CPU runtime);
+ *   "rows"        the row-per-work-item portable kernel (devices that cap loop iterations such
+ *                 as Mesa's llvmpipe, anything else).
  * FLASHCL_FORWARD_PATH chooses among those that can run: "nvidia-mma" (never nvidia-wgmma),
  * "portable" (the device's portable kernel, no tensor cores), "blocked" (also on CPUs; rows
- * where the device caps loops) or "rows". All meet the same tolerance; results differ in
+ * where the device caps loops), "cpu" (also on GPUs; rows where the device caps loops) or
+ * "rows". All meet the same tolerance; results differ in
  * rounding (the tensor-core paths round the probabilities to the storage dtype before P V).
  * Where a backward op recomputes O itself (O NULL, and fcl_attention_qkvo_backward) it takes
  * the device's portable kernel, whose O is the FP32-probability sum that the gradients assume;
@@ -320,8 +365,9 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
 /*
  * Which backward kernels run for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed backwards, and the attention inside fcl_attention_qkvo_backward): "nvidia-mma"
- * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128) or "portable"
- * (any OpenCL device; also where FLASHCL_BACKWARD_PATH=portable). Both are deterministic (no
+ * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128), "cpu" (CPUs
+ * without a loop cap: vertical SIMD across keys and rows, as the "cpu" forward) or "portable"
+ * (any OpenCL device; also where FLASHCL_BACKWARD_PATH=portable). All are deterministic (no
  * atomics) and meet the same tolerance; the tensor-core path rounds P and dS to the storage
  * dtype before their products. Static string; NULL for a NULL ctx. Thread-safe.
  */
@@ -340,6 +386,9 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *   "forward_blocked" 4 values: query rows per work-group, keys per tile, rows and keys per
  *                  work-item, each dividing the first two, at most 256 / 256 / 16 / 16 (the
  *                  "blocked" forward kernel)
+ *   "forward_cpu"  4 values: floats per vector (4, 8 or 16), row vectors per work-item (1 to
+ *                  8), keys per tile (1 to 64), head dims per P V step (1, 2, 4, 8 or 16) (the
+ *                  "cpu" forward kernel)
  *   "forward_mma"  5 values: query rows per work-group (a multiple of 16 x the third), keys per
  *                  tile (a multiple of 16), 16-row tiles per warp, register cap (0: compiler's),
  *                  k steps (16 head-dim columns each, 0 to 16) of the Q fragments held in local
@@ -370,14 +419,34 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * [1, 256] or invalid values; FCL_ERR_UNSUPPORTED when the disk cache is off. The caller should
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
- * values[0 .. n_values - 1] (forward_blocked / forward_mma / forward_wgmma / backward_mma where
- * that kernel does not exist: first value 0; decode: the tiles of a KV head with at least as
- * many query rows (query heads per KV head x Lq) as the tiles hold, rows rounded up to a power
- * of two, keys and work-items as the work-group's shape gives them; a KV head with fewer query
- * rows runs fewer rows per work-group). Neither call enqueues anything.
+ * values[0 .. n_values - 1] (forward_blocked / forward_cpu / forward_mma / forward_wgmma /
+ * backward_mma where that kernel does not exist: first value 0; decode: the tiles of a KV head
+ * with at least as many query rows (query heads per KV head x Lq) as the tiles hold, rows
+ * rounded up to a power of two, keys and work-items as the work-group's shape gives them; a KV
+ * head with fewer query rows runs fewer rows per work-group). Neither call enqueues anything.
+ * Not thread-safe with other calls on the same context.
  */
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values);
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values);
+
+/* The number of tuned entries stored for ctx's device (0 when the disk cache is off). */
+int fcl_tuning_count(fcl_context ctx);
+
+/*
+ * Entry `index` (0 .. fcl_tuning_count - 1) of ctx's device: its kernel name (copied into
+ * `kernel`, which holds at least 16 chars), the padded head dim it serves (16, 32, 64, 96, ...:
+ * every head dim that pads to it), and its values (FCL_TUNING_MAX_VALUES ints; *n_values of them
+ * are used, as fcl_tuning_save describes). FCL_ERR_INVALID_ARGUMENT for an index out of range.
+ */
+fcl_status fcl_tuning_entry(fcl_context ctx, int index, char *kernel, int *head_dim_pad, int *values,
+                            int *n_values);
+
+/*
+ * Forgets every tuned entry of ctx's device, on disk and in ctx: from then on the built-in table
+ * (and the environment overrides) decide. Other live contexts on the device keep what they read.
+ * FCL_ERR_UNSUPPORTED when the disk cache is off or cannot be written.
+ */
+fcl_status fcl_tuning_reset(fcl_context ctx);
 
 /*
  * Variable-length forward: B sequences packed back to back, no padding, one launch.
@@ -551,9 +620,16 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
  *                     tensor-core warps; not with the mask form);
  *   "nvidia-shuffle"  teams of lanes inside warps that meet by shuffles (NVIDIA compute
  *                     capability >= 7.0), with a cp.async ring where the device has one;
+ *   "subgroup-shuffle" the same teams inside subgroups, on devices whose subgroup size flashcl
+ *                     can fix (Intel's cl_intel_required_subgroup_size, with cl_intel_subgroups
+ *                     or cl_khr_subgroup_shuffle), where the device's tiles give teams of 2 or
+ *                     more lanes (GPUs; CPUs keep one work-item per team);
+ *   "cpu"             CPUs (the device's tiles give one work-item per team; no loop cap): one
+ *                     work-item per row block and split, vectors along the keys and head dims;
  *   "portable"        any OpenCL device.
  * FLASHCL_DECODE_PATH=portable keeps tensor cores out; FLASHCL_DECODE_SHUFFLE=0 takes the
- * portable form on NVIDIA too. All meet the same tolerance; the tensor-core form rounds the
+ * portable form on NVIDIA and on subgroup devices too; FLASHCL_SUBGROUPS=0 turns every subgroup
+ * form off (read at context creation). All meet the same tolerance; the tensor-core form rounds the
  * probabilities to the storage dtype before P V. Static string; NULL for a NULL ctx.
  * Thread-safe.
  */
@@ -647,6 +723,93 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                                        fcl_tensor dCtx, const fcl_weight_grad *gq,
                                        const fcl_weight_grad *gk, const fcl_weight_grad *gv,
                                        const fcl_weight_grad *go, cl_event *event);
+
+/* ---------------------------------------------------------------- ahead-of-time warm-up */
+
+/* Op families fcl_precompile warms (bits of fcl_precompile_spec.ops). */
+#define FCL_PRECOMPILE_FORWARD (1u << 0)    /* fcl_attention_forward */
+#define FCL_PRECOMPILE_VARLEN (1u << 1)     /* fcl_attention_varlen_forward */
+#define FCL_PRECOMPILE_PACKED_QKV (1u << 2) /* fcl_attention_packed_qkv_forward */
+#define FCL_PRECOMPILE_DECODE (1u << 3)     /* fcl_kv_cache_append and fcl_attention_decode */
+#define FCL_PRECOMPILE_QKVO (1u << 4)       /* fcl_attention_qkvo_forward, self-attention */
+#define FCL_PRECOMPILE_BACKWARD (1u << 5)   /* the gradients of each forward family chosen too */
+#define FCL_PRECOMPILE_ALL 0x3fu
+
+/* What every warmed call uses (bits of fcl_precompile_spec.features): each takes kernels of its
+ * own, so warm the combinations the deployment calls (one fcl_precompile per combination). */
+#define FCL_PRECOMPILE_CAUSAL (1u << 0)   /* params.causal */
+#define FCL_PRECOMPILE_SOFTCAP (1u << 1)  /* params.softcap > 0 */
+#define FCL_PRECOMPILE_KEY_MASK (1u << 2) /* params.key_mask; decode: the mask length form */
+#define FCL_PRECOMPILE_ALIBI (1u << 3)    /* params.alibi_slopes ([Hq]) */
+#define FCL_PRECOMPILE_BIAS (1u << 4)     /* qkvo: every projection has a bias */
+
+/*
+ * The calls a deployment makes, for fcl_precompile. Start from FCL_PRECOMPILE_SPEC_INIT.
+ *  ops, features   the bits above
+ *  dtypes          n_dtypes activation dtypes (F32, F16, BF16), each warmed
+ *  head_dims       n_head_dims head dims (1..FCL_MAX_HEAD_DIM), each warmed
+ *  batch           B: batches (forward, backward), sequences (varlen, packed_qkv), cached
+ *                  sequences (decode)
+ *  seq_q, seq_k    query and key rows: forward Sq, Sk; varlen every sequence's lengths; packed_qkv
+ *                  every sequence's length (seq_q); decode query rows per step Lq (1 when
+ *                  generating) and the cache length L_max; qkvo Lq (seq_q)
+ *  num_heads, num_kv_heads   Hq and Hkv (Hq % Hkv == 0; packed_qkv and qkvo use num_heads)
+ *  page_size       decode: 0 for a contiguous cache, else a paged one of that page size
+ *  weight_dtype    qkvo: F32, F16, BF16 or I8 weights ([D, D], D = num_heads x head_dim)
+ */
+typedef struct fcl_precompile_spec {
+    unsigned ops;
+    unsigned features;
+    const fcl_dtype *dtypes;
+    int n_dtypes;
+    const int *head_dims;
+    int n_head_dims;
+    int batch;
+    int seq_q, seq_k;
+    int num_heads, num_kv_heads;
+    int page_size;
+    fcl_dtype weight_dtype;
+} fcl_precompile_spec;
+
+#define FCL_PRECOMPILE_SPEC_INIT { 0u, 0u, NULL, 0, NULL, 0, 1, 1, 1, 1, 1, 0, FCL_F32 }
+
+/*
+ * Builds every kernel variant the calls of `spec` use, so that the deployment's first calls
+ * compile nothing: each op family of spec->ops runs once per dtype and head dim, at the spec's
+ * shapes, on zero-filled temporary tensors (released before it returns; B x seq x heads x
+ * head_dim elements each, as the real call's), with the spec's features, through the same
+ * kernel choice as any call; decode runs with the host length at L_max and at 1 (its split and
+ * one-split forms), with a device length tensor, and with the mask form under
+ * FCL_PRECOMPILE_KEY_MASK; kv_cache_append with host and device positions; backward (with O and
+ * LSE given) and qkvo backward take F32 weight gradients. Contiguous tensors are used: views
+ * whose offsets and strides are multiples of 8 elements take the same kernels.
+ * The programs go where compiled programs go (fcl_context_cache_dir): a cache folder filled
+ * once per device model and driver can be shipped to a fleet (FLASHCL_CACHE_DIR); entries are
+ * keyed by the kernel source, options, device, driver, platform and library version, so those of
+ * another device or driver are never used there. On PoCL, which keeps its own kernel cache,
+ * flashcl stores no programs unless FLASHCL_CACHE_PROGRAMS=1; fcl_precompile then fills PoCL's
+ * cache (POCL_CACHE_DIR), including the kernels PoCL compiles per launch shape at the first
+ * enqueue, since the kernels run. Blocks until the runs complete (fcl_finish).
+ * Errors: FCL_ERR_INVALID_ARGUMENT for a NULL spec, no or unknown ops or features, no dtypes
+ * or head dims, a head dim or shape below 1 (page_size below 0); else the status of the first call that
+ * failed, with its message prefixed by the op, dtype and head dim. The calls before it have run.
+ */
+fcl_status fcl_precompile(fcl_context ctx, const fcl_precompile_spec *spec);
+
+/* ---------------------------------------------------------------- ABI check */
+
+/*
+ * The layout of a public struct as this library was compiled: with `field` NULL, sizeof(struct
+ * `name`) ("fcl_attn_params", "fcl_device_info", "fcl_cache_stats", "fcl_kv_cache",
+ * "fcl_weight", "fcl_weight_grad"); else offsetof(name, field), field spelled as in this header.
+ * (size_t)-1 for an unknown name or field. For bindings that re-declare the structs (the Python
+ * package checks its copies at import). Thread-safe.
+ */
+size_t fcl_struct_layout(const char *name, const char *field);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 
 #define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
 #define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
+#define CL_DEVICE_SUB_GROUP_SIZES_INTEL 0x4108
 
 static void query_string(cl_device_id d, cl_device_info what, char *dst, size_t n)
 {
@@ -25,6 +26,28 @@ static int has_extension(const char *list, const char *ext)
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
             return 1;
     return 0;
+}
+
+/* The subgroup size of the kernels' subgroup forms (see internal.h), from the device's extension
+ * list `ext`: 16 where the device can be told to use it, else the largest size it offers up to 32. */
+static int subgroup_size(cl_device_id d, const char *ext)
+{
+    const char *env = getenv("FLASHCL_SUBGROUPS");
+    if ((env && strcmp(env, "0") == 0) || !has_extension(ext, "cl_intel_required_subgroup_size") ||
+        !(has_extension(ext, "cl_intel_subgroups") ||
+          (has_extension(ext, "cl_khr_subgroups") && has_extension(ext, "cl_khr_subgroup_shuffle"))))
+        return 0;
+    size_t sizes[16], bytes = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_SUB_GROUP_SIZES_INTEL, sizeof sizes, sizes, &bytes) != CL_SUCCESS)
+        return 0;
+    int best = 0;
+    for (size_t i = 0; i < bytes / sizeof sizes[0] && i < 16; i++) {
+        if (sizes[i] == 16)
+            return 16;
+        if (sizes[i] <= 32 && (int)sizes[i] > best && (sizes[i] & (sizes[i] - 1)) == 0)
+            best = (int)sizes[i];
+    }
+    return best >= 4 ? best : 0;
 }
 
 const char *fcl_device_type_name(fcl_device_type type)
@@ -84,6 +107,7 @@ fcl_status fcl_query_device_info(fcl_context ctx)
         info->has_fp16 = has_extension(ext, "cl_khr_fp16");
         info->has_fp64 = has_extension(ext, "cl_khr_fp64");
         info->has_subgroups = has_extension(ext, "cl_khr_subgroups") || has_extension(ext, "cl_intel_subgroups");
+        ctx->subgroup_size = subgroup_size(d, ext);
         if (has_extension(ext, "cl_nv_device_attribute_query")) {
             cl_uint ma = 0, mi = 0;
             if (clGetDeviceInfo(d, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof ma, &ma, NULL) == CL_SUCCESS &&

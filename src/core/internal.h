@@ -53,6 +53,11 @@ struct fcl_context_s {
     char *cache_dir;               /* NULL: disk cache off */
     int programs_on_disk;          /* compiled programs go to cache_dir (fcl_programs_on_disk) */
     int wgmma_refused;             /* the driver refused an sm_90a promotion: no wgmma kernels */
+    int subgroup_size;             /* > 0: the portable kernels' subgroup forms run with subgroups of
+                                    * this size, which the host fixes (Intel's
+                                    * cl_intel_required_subgroup_size) on a device with shuffles
+                                    * (cl_intel_subgroups, or cl_khr_subgroups + _shuffle); 0: none,
+                                    * or FLASHCL_SUBGROUPS=0 */
     fcl_cache_stats stats;
     fcl_program_entry *programs;   /* in-memory program cache (linked list) */
     cl_mem scratch[FCL_SCRATCH_SLOTS]; /* see fcl_scratch_buffer */
@@ -107,10 +112,17 @@ fcl_status fcl_query_device_info(fcl_context ctx);
 struct fcl_tensor_s fcl_scratch_view(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim,
                                      const int64_t *shape);
 
+/* FCL_SUCCESS when n fits the host's size_t; else FCL_ERR_UNSUPPORTED with a message naming
+ * `what` and n ("fcl_tensor_create: byte size 8589934592 is beyond this host's 32-bit size_t"). Counts that the host passes to OpenCL as size_t (buffer
+ * sizes, offsets, work-items) are computed in 64 bits and checked here: on a 32-bit host a cast
+ * would wrap them. */
+fcl_status fcl_check_host_size(fcl_context ctx, const char *what, uint64_t n);
+
 /* The context's scratch buffer of `slot`, at least `bytes` long (grown when smaller; the old
  * one is released and freed once the commands using it complete). Owned by the context, valid
- * until the next request of the same slot; NULL with *s set on failure. */
-cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, size_t bytes, fcl_status *s);
+ * until the next request of the same slot; NULL with *s set on failure (FCL_ERR_UNSUPPORTED
+ * when `bytes` is beyond the host's size_t). */
+cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, uint64_t bytes, fcl_status *s);
 /* Releases every scratch buffer of ctx. */
 void fcl_scratch_release(fcl_context ctx);
 

@@ -1,9 +1,10 @@
 /* The context's scratch pool: grow-only device buffers kept across calls. */
 #include "core/internal.h"
 
-cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, size_t bytes, fcl_status *s)
+cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, uint64_t bytes, fcl_status *s)
 {
-    *s = FCL_SUCCESS;
+    if ((*s = fcl_check_host_size(ctx, "scratch buffer size", bytes)) != FCL_SUCCESS)
+        return NULL;
     if (bytes == 0)
         bytes = 1;
     if (ctx->scratch[slot] && ctx->scratch_bytes[slot] >= bytes)
@@ -18,13 +19,13 @@ cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, size_t bytes, fcl_status *s
         return NULL;
     }
     cl_int err;
-    cl_mem m = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    cl_mem m = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         *s = fcl_fail_cl(ctx, err, "clCreateBuffer (scratch)");
         return NULL;
     }
     ctx->scratch[slot] = m;
-    ctx->scratch_bytes[slot] = bytes;
+    ctx->scratch_bytes[slot] = (size_t)bytes;
     return m;
 }
 

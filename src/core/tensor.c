@@ -135,6 +135,22 @@ static fcl_status new_tensor(fcl_context ctx, cl_mem buffer, const char *what, f
     return FCL_SUCCESS;
 }
 
+/* A new tensor's bytes (numel x dtype size) must fit the host's size_t, which a 32-bit host's
+ * does not where a 64-bit one's does: FCL_ERR_UNSUPPORTED then. Shapes that are invalid or whose
+ * bytes pass 63 bits are left to set_geometry's checks. */
+static fcl_status check_create_bytes(fcl_context ctx, fcl_dtype dtype, int ndim, const int64_t *shape)
+{
+    if (!shape || ndim < 1 || ndim > FCL_MAX_DIMS || fcl_dtype_size(dtype) == 0)
+        return FCL_SUCCESS;
+    uint64_t bytes = fcl_dtype_size(dtype);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1 || bytes > (uint64_t)INT64_MAX / (uint64_t)shape[i])
+            return FCL_SUCCESS;
+        bytes *= (uint64_t)shape[i];
+    }
+    return fcl_check_host_size(ctx, "fcl_tensor_create: byte size", bytes);
+}
+
 fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const int64_t *shape, fcl_tensor *out)
 {
     FCL_LOCK(ctx);
@@ -146,7 +162,9 @@ fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const i
     *out = NULL;
     struct fcl_tensor_s probe;
     memset(&probe, 0, sizeof probe);
-    fcl_status s = set_geometry(ctx, &probe, "fcl_tensor_create", dtype, ndim, shape, NULL, 0, SIZE_MAX);
+    fcl_status s = check_create_bytes(ctx, dtype, ndim, shape);
+    if (s == FCL_SUCCESS)
+        s = set_geometry(ctx, &probe, "fcl_tensor_create", dtype, ndim, shape, NULL, 0, SIZE_MAX);
     if (s != FCL_SUCCESS)
         return s;
     size_t bytes = (size_t)(last_element(&probe) + 1) * fcl_dtype_size(dtype);

@@ -203,7 +203,7 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
     gemm_job part = *g;
     fcl_status s = FCL_SUCCESS;
     if (g->c_dtype != FCL_F32) {
-        T = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_PARTIAL, (size_t)(g->M * g->N) * sizeof(float), &s);
+        T = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_PARTIAL, (uint64_t)(g->M * g->N) * sizeof(float), &s);
         if (!T)
             return s;
         part.c = T;
@@ -368,7 +368,7 @@ fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
         return s;
     }
     fcl_status s;
-    cl_mem T = fcl_scratch_buffer(ctx, FCL_SCRATCH_BIAS_PARTIAL, (size_t)N * sizeof(float), &s);
+    cl_mem T = fcl_scratch_buffer(ctx, FCL_SCRATCH_BIAS_PARTIAL, (uint64_t)N * sizeof(float), &s);
     if (!T)
         return s;
     for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)

@@ -82,6 +82,8 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
     if (B > 65535 || Lq * Hq > INT32_MAX / 4)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: B %lld or Lq %lld x Hq beyond the supported range", op,
                         (long long)B, (long long)Lq);
+    if ((s = fcl_check_host_size(ctx, "fcl_attention_decode: B x Lq x Hq rows", (uint64_t)(B * Lq * Hq))))
+        return s;
     const fcl_tensor outs[2] = {O, LSE};
     const fcl_tensor ins[7] = {Q, cache->k, cache->v, cache->block_table, lens, mask, r->alibi};
     static const char *const out_names[2] = {"O", "LSE"};
@@ -100,11 +102,14 @@ typedef struct decode_plan {
     int combine_dl;     /* ... times lanes of dims (float4s; divides hdp / 4) */
     fcl_dtype dtype;
     int wide;           /* K and V rows are read as aligned 16-byte chunks (WIDE) */
-    int shuffle_ok;     /* the team-shuffle form is wanted (NVIDIA compute capability >= 7, not
-                         * FLASHCL_DECODE_SHUFFLE=0) */
+    int shuffle_lanes;  /* > 0: the team-shuffle form is wanted, with teams inside warps (32 lanes:
+                         * NVIDIA compute capability >= 7) or subgroups of this size; 0 with
+                         * FLASHCL_DECODE_SHUFFLE=0 */
     int shuffle;        /* the plan uses it (TEAM_SHUFFLE): its shape allows it */
     int stages;         /* ASYNC_STAGES: batches in the cp.async ring (0: none) */
     int warps;          /* > 0: the tensor-core form (decode_partial_mma), warps per work-group */
+    int cpu;            /* > 0: the CPU form (decode_partial_cpu), its vector width: one work-item per
+                         * work-group (team of one) on a device without a loop cap */
     int direct;         /* DIRECT_OUT: one split, whose partial kernel writes O and LSE (no combine) */
 } decode_plan;
 
@@ -154,7 +159,8 @@ static int reshape_mma(fcl_context ctx, decode_plan *p)
 /* The team shape of the plan's tiles (also the tensor-core program's: its other kernels use it);
  * then the tensor-core form's shape (reshape_mma) when it has warps and they fit; else the
  * work-group size and batch of the team shape, its row blocks, whether the team-shuffle form
- * applies (teams of 2 to 32 lanes inside warps, every row's keys in one team), and the cp.async
+ * applies (teams of 2 lanes or more inside warps or subgroups, every row's keys in one team), and
+ * the cp.async
  * stages that fit the device's local memory. */
 static void reshape(fcl_context ctx, decode_plan *p)
 {
@@ -163,9 +169,12 @@ static void reshape(fcl_context ctx, decode_plan *p)
         return;
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;
+    p->cpu = p->wg == 1 && fcl_device_loop_limit(ctx) == 0 ? fcl_device_simd_floats(ctx) : 0;
+    if (p->cpu)
+        p->batch = p->cpu; /* one vector of keys per step */
     p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;
-    p->shuffle = p->shuffle_ok && p->s.team >= 2 && p->s.team <= 32 && power_of_two(p->s.team) &&
-                 p->t.rows <= p->s.team && power_of_two(p->t.rows * p->s.keys) && p->wg % 32 == 0;
+    p->shuffle = p->shuffle_lanes > 0 && p->s.team >= 2 && p->s.team <= p->shuffle_lanes && power_of_two(p->s.team) &&
+                 p->t.rows <= p->s.team && power_of_two(p->t.rows * p->s.keys) && p->wg % p->shuffle_lanes == 0;
     /* the ring (stages x keys x K and V x the work-group's chunks of 16 bytes, 32 for f32) beside
      * the other local arrays (counted as the portable form's: more than this form's) */
     const uint64_t stage_bytes = (uint64_t)p->s.keys * 2 * (uint64_t)(p->hdp / 8) * 16 * (p->dtype == FCL_F32 ? 2 : 1);
@@ -244,22 +253,30 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
                               int paged, decode_plan *p, cl_kernel k[3])
 {
     static const char *const portable_sources[] = {"common", "attention_decode"};
-    static const char *const shuffle_sources[] = {"common", "warp_nv", "attention_decode"};
+    const int subgroups = ctx->info.nv_cc_major == 0; /* the team-shuffle form on subgroups */
+    const char *const shuffle_sources[] = {"common", subgroups ? "subgroup" : "warp_nv", "attention_decode"};
     static const char *const mma_sources[] = {"common", "warp_nv", "mma_nv", "attention_decode", "attention_decode_mma"};
+    static const char *const cpu_sources[] = {"common", "attention_decode", "attention_decode_cpu"};
     for (;;) {
-        const char *const names[3] = {"decode_mask_len", p->warps ? "decode_partial_mma" : "decode_partial",
+        const char *const names[3] = {"decode_mask_len",
+                                      p->warps ? "decode_partial_mma" : p->cpu ? "decode_partial_cpu" : "decode_partial",
                                       "decode_combine"};
-        const char *const *sources = p->warps ? mma_sources : p->shuffle ? shuffle_sources : portable_sources;
-        const int n_sources = p->warps ? 5 : p->shuffle ? 3 : 2;
-        char opts[420];
-        const int n = snprintf(opts, sizeof opts,
+        const char *const *sources = p->warps  ? mma_sources
+                                     : p->cpu  ? cpu_sources
+                                     : p->shuffle ? shuffle_sources : portable_sources;
+        const int n_sources = p->warps ? 5 : p->cpu || p->shuffle ? 3 : 2;
+        char opts[512];
+        int n = snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
                  "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
-                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d",
+                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d",
                  (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
-                 p->shuffle, p->stages, p->warps > 0, p->warps, p->direct);
+                 p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
+                 p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0);
+        if (p->cpu)
+            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d -DFCL_CPU_PREFETCH=1", p->cpu);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
@@ -357,12 +374,15 @@ static void arg_add_out(arg_list *a, const out_args *o)
     arg_add(a, sizeof(cl_long8), o->strides);
 }
 
-/* FLASHCL_DECODE_SHUFFLE is not "0" and the device has warp shuffles (NVIDIA, compute
- * capability >= 7). */
+/* The lanes that a team-shuffle team lives in (0: the form is not wanted): 32 where the device
+ * has warp shuffles (NVIDIA, compute capability >= 7), the subgroup size where the portable
+ * kernels use subgroups (fcl_context's subgroup_size); 0 with FLASHCL_DECODE_SHUFFLE=0. */
 static int shuffle_wanted(fcl_context ctx)
 {
-    const char *env = getenv("FLASHCL_DECODE_SHUFFLE"); /* "0": the portable form on NVIDIA too */
-    return ctx->info.nv_cc_major >= 7 && !(env && strcmp(env, "0") == 0);
+    const char *env = getenv("FLASHCL_DECODE_SHUFFLE"); /* "0": the portable form everywhere */
+    if (env && strcmp(env, "0") == 0)
+        return 0;
+    return ctx->info.nv_cc_major >= 7 ? 32 : ctx->info.nv_cc_major > 0 ? 0 : ctx->subgroup_size;
 }
 
 /* The tensor-core form applies (its warps, else 0): the shuffle form is wanted, 16-byte
@@ -385,7 +405,11 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
     const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
     if (mma_warps(ctx, dtype, hdp, head_dim % 8 == 0, 0, &t) > 0)
         return "nvidia-mma";
-    return shuffle_wanted(ctx) ? "nvidia-shuffle" : "portable";
+    decode_plan p = {.hdp = hdp, .t = t, .n_rows = t.rows, .dtype = dtype, .shuffle_lanes = shuffle_wanted(ctx)};
+    reshape(ctx, &p);
+    return p.cpu       ? "cpu"
+           : !p.shuffle ? "portable"
+           : ctx->info.nv_cc_major > 0 ? "nvidia-shuffle" : "subgroup-shuffle";
 }
 
 fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
@@ -403,7 +427,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
         return s;
     const int64_t B = Q->shape[0], Lq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
     decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .dtype = Q->dtype,
-                     .shuffle_ok = shuffle_wanted(ctx), .wide = wide_loads(&kv, D)};
+                     .shuffle_lanes = shuffle_wanted(ctx), .wide = wide_loads(&kv, D)};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
     p.warps = mma_warps(ctx, Q->dtype, p.hdp, p.wide, mask != NULL, &p.t);
@@ -435,6 +459,9 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
             return s;
         plan_splits(ctx, B, kv.Hkv, bound, &p);
     }
+    if ((s = fcl_check_host_size(ctx, "fcl_attention_decode: splits x work-group items",
+                                 (uint64_t)p.n_splits * (uint64_t)p.wg)))
+        return s;
     const long limit = fcl_device_loop_limit(ctx);
     if (mask && limit > 0 && kv.l_max / p.wg > limit / 2)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: a mask over %lld keys needs more loop iterations than device "
@@ -443,13 +470,13 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     cl_int err = CL_SUCCESS;
     const cl_mem dummy = O->buffer; /* bound to absent inputs; never read */
     const int slots = p.n_splits * (p.warps > 0 ? p.warps : 1); /* split states per row */
-    const size_t part_floats = (size_t)(B * Hq * Lq) * (size_t)slots * (size_t)(p.hdp + 8);
+    const uint64_t part_floats = (uint64_t)(B * Hq * Lq) * (uint64_t)slots * (uint64_t)(p.hdp + 8);
     /* kept by the context: a generation loop allocates nothing per step */
     cl_mem part = p.direct ? dummy
                            : fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_PARTIAL, part_floats * sizeof(float), &s);
     cl_mem mask_lens = NULL;
     if (part && mask)
-        mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (size_t)B * sizeof(cl_int), &s);
+        mask_lens = fcl_scratch_buffer(ctx, FCL_SCRATCH_DECODE_LENS, (uint64_t)B * sizeof(cl_int), &s);
     if (!part || (mask && !mask_lens))
         return s;
     const cl_mem lens_buf = mask ? mask_lens : lens ? lens->buffer : dummy;

@@ -6,6 +6,7 @@
 #include "tuning/tuning.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { K_DELTA, K_DKDV, K_DQ, N_KERNELS };
@@ -73,6 +74,39 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
     }
 }
 
+/* The CPU kernels apply (their tiles in *t): the CPU forward's tiles (CPUs without a loop cap)
+ * and FLASHCL_BACKWARD_PATH is not "portable". */
+static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *t)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_PATH");
+    if (env && strcmp(env, "portable") == 0)
+        return 0;
+    *t = fcl_tune_forward_cpu(ctx, hdp);
+    return t->rv > 0;
+}
+
+/* The CPU kernels (cl/portable/attention_backward_cpu.cl): work-groups of one work-item, each
+ * t->simd * t->rv keys (dK/dV) or query rows (dQ). */
+static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int hdp, const fcl_cpu_tiles *t,
+                                  backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward_cpu"};
+    char opts[256];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
+             "-DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->simd, t->rv, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL,
+             f->params.alibi != NULL);
+    size_t wg[2];
+    fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->mma = 0;
+    v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
+    v->dkdv_wg = v->dq_wg = 1;
+    return FCL_SUCCESS;
+}
+
 /* The tensor-core kernels apply: fcl_nv_mma_usable (FLASHCL_BACKWARD_PATH) and tiles for hdp. */
 static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_mma_tiles *t)
 {
@@ -86,9 +120,11 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
 {
     FCL_LOCK(ctx);
     fcl_backward_mma_tiles t;
+    fcl_cpu_tiles ct;
     if (!ctx)
         return NULL;
-    return head_dim > 0 && mma_applies(ctx, dtype, fcl_pad_head_dim(head_dim), &t) ? "nvidia-mma" : "portable";
+    const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
+    return head_dim > 0 && mma_applies(ctx, dtype, hdp, &t) ? "nvidia-mma" : cpu_applies(ctx, hdp, &ct) ? "cpu" : "portable";
 }
 
 /* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
@@ -133,7 +169,7 @@ static fcl_status tiles_per_launch(fcl_context ctx, const char *op, const char *
 }
 
 /* The context's scratch buffer `slot` of at least n floats, or NULL with a message. */
-static cl_mem scratch(fcl_context ctx, int slot, size_t n, fcl_status *s)
+static cl_mem scratch(fcl_context ctx, int slot, uint64_t n, fcl_status *s)
 {
     return fcl_scratch_buffer(ctx, slot, n * sizeof(float), s);
 }
@@ -225,7 +261,9 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const int hdp = fcl_pad_head_dim(f->D);
     backward_variant v;
     fcl_backward_mma_tiles mt;
+    fcl_cpu_tiles ct;
     fcl_status s = mma_applies(ctx, f->dtype, hdp, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
+                   : cpu_applies(ctx, hdp, &ct)        ? get_cpu_kernels(ctx, f, hdp, &ct, &v)
                                                         : get_portable_kernels(ctx, f, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
@@ -233,7 +271,7 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const fcl_backward_tiles t = v.t;
     const long bm = t.block_m, bn = t.block_n, group = (long)(f->Hq / f->Hkv);
     const long n_qtiles = f->sq > 0 ? (long)((f->sq + bm - 1) / bm) : 1;
-    long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the tensor-core ones: never) */
+    long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the others: never) */
     if (!v.mma && ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
                                          3 * hdp + bn + group + 64, &dkdv_tiles)) ||
                    (s = tiles_per_launch(ctx, f->op, "key", (bn * hdp + bm - 1) / bm + bn * (2 * hdp + 6) + 16,
@@ -248,16 +286,16 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     cl_mem mem[5] = {NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch */
     struct fcl_tensor_s o_view, lse_view;
     fcl_tensor O = f->O, lse = f->LSE;
-    if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (size_t)rows_q, &s)))
+    if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (uint64_t)rows_q, &s)))
         return s;
-    if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (size_t)(rows_k * 2 * hdp), &s)))
+    if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (uint64_t)(rows_k * 2 * hdp), &s)))
         return s;
-    if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (size_t)(rows_q * hdp), &s)))
+    if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (uint64_t)(rows_q * hdp), &s)))
         return s;
     if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
-        const size_t o_floats = (size_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
+        const uint64_t o_floats = (uint64_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
         if (!(mem[3] = scratch(ctx, FCL_SCRATCH_BWD_O, o_floats, &s)) ||
-            !(mem[4] = scratch(ctx, FCL_SCRATCH_BWD_LSE, (size_t)rows_q, &s)) ||
+            !(mem[4] = scratch(ctx, FCL_SCRATCH_BWD_LSE, (uint64_t)rows_q, &s)) ||
             (s = recompute_forward(ctx, job, mem[3], mem[4], &o_view, &lse_view)) != FCL_SUCCESS)
             return s;
         lse = &lse_view;

@@ -13,6 +13,7 @@
 /* The kernel variant chosen for one launch: its work-group shape and key tile. */
 typedef struct forward_variant {
     cl_kernel kernel;
+    cl_kernel pack;          /* the CPU kernel's K/V packing kernel, run first (else NULL) */
     int block_m, block_n;
     size_t wg_size;
     int chunked;             /* the rows kernel: keys in chunks under a loop cap (others never chunk) */
@@ -61,12 +62,24 @@ static int blocked_applies(fcl_context ctx, int hdp, fcl_blocked_tiles *tiles)
     return tiles->block_m > 0;
 }
 
+/* The CPU kernel applies: tiles for the device at hdp (fcl_tune_forward_cpu: CPUs without a loop
+ * cap) and FLASHCL_FORWARD_PATH is not "rows" or "blocked". */
+static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *tiles)
+{
+    const char *env = getenv("FLASHCL_FORWARD_PATH");
+    if (env && (strcmp(env, "rows") == 0 || strcmp(env, "blocked") == 0))
+        return 0;
+    *tiles = fcl_tune_forward_cpu(ctx, hdp);
+    return tiles->rv > 0;
+}
+
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
     FCL_LOCK(ctx);
     fcl_mma_tiles t;
     fcl_wgmma_tiles wt;
     fcl_blocked_tiles bt;
+    fcl_cpu_tiles ct;
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
@@ -74,7 +87,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
         return "nvidia-wgmma";
     if (head_dim > 0 && mma_applies(ctx, dtype, hdp, &t))
         return "nvidia-mma";
-    return blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
+    return cpu_applies(ctx, hdp, &ct) ? "cpu" : blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
 }
 
 int fcl_rows_aligned(fcl_tensor t, const int dims[3], int n)
@@ -151,18 +164,25 @@ static fcl_status get_rows_kernel(fcl_context ctx, const fcl_forward_job *job, i
 static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, fcl_blocked_tiles t,
                                      forward_variant *v)
 {
-    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_blocked"};
+    /* the TX work-items of a row block meet by subgroup shuffles where the device's subgroups
+     * hold whole row blocks */
+    const int tx = t.block_n / t.wn, sg = ctx->subgroup_size;
+    const int shuffle = sg > 0 && (tx & (tx - 1)) == 0 && sg % tx == 0;
+    static const char *const plain[] = {"common", "attention_forward_rows", "attention_forward_blocked"};
+    static const char *const shuffled[] = {"common", "subgroup", "attention_forward_rows", "attention_forward_blocked"};
     const int vec = job->D % 4 == 0 && fcl_rows_aligned(job->Q, job->q_dims, 4) &&
                     fcl_rows_aligned(job->K, job->k_dims, 4) && fcl_rows_aligned(job->V, job->v_dims, 4);
     v->kernel = NULL;
     for (; t.block_m >= t.wm && t.block_m % t.wm == 0; t.block_m /= 2) {
+        const int row_shuffle = shuffle && (t.block_m / t.wm * tx) % sg == 0;
         char opts[384];
         forward_options(ctx, job, hdp, t.max_regs, opts, sizeof opts,
                         "-DBLOCK_M=%d -DBLOCK_N=%d -DWM=%d -DWN=%d -DDK=%d -DNK=%d -DVW=%d -DV_BUFFERS=%d "
-                        "-DVEC_LOAD=%d",
-                        t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, t.v_buffers, vec);
+                        "-DVEC_LOAD=%d -DROW_SHUFFLE=%d -DFCL_SUBGROUP_SIZE=%d",
+                        t.block_m, t.block_n, t.wm, t.wn, t.dk, t.nk, t.vw, t.v_buffers, vec, row_shuffle,
+                        row_shuffle ? sg : 0);
         size_t wg;
-        fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+        fcl_status s = build_forward(ctx, row_shuffle ? shuffled : plain, row_shuffle ? 4 : 3, opts, &v->kernel, &wg);
         if (s != FCL_SUCCESS)
             return s;
         const size_t items = (size_t)(t.block_m / t.wm * (t.block_n / t.wn));
@@ -178,9 +198,35 @@ static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job
     return FCL_SUCCESS;
 }
 
-/* The device's portable kernel: the blocked one where it applies and fits, else the rows one. */
+/* Builds (or finds) the CPU kernel variant with tiles t: work-groups of one work-item, each
+ * t.simd * t.rv query rows. */
+static fcl_status get_cpu_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_cpu_tiles *t,
+                                 forward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_cpu"};
+    char opts[256];
+    forward_options(ctx, job, hdp, 0, opts, sizeof opts, "-DSIMD=%d -DRV=%d -DBN=%d -DDB=%d", t->simd, t->rv, t->bn,
+                    t->db);
+    size_t wg;
+    fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
+    if (s == FCL_SUCCESS)
+        s = fcl_get_kernel(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, "attention_pack_kv", &v->pack);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->chunked = 0;
+    v->block_m = t->simd * t->rv;
+    v->block_n = t->bn;
+    v->wg_size = 1;
+    return FCL_SUCCESS;
+}
+
+/* The device's portable kernel: the CPU one where it applies, else the blocked one where it
+ * applies and fits, else the rows one. */
 static fcl_status get_portable_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
 {
+    fcl_cpu_tiles ct;
+    if (cpu_applies(ctx, hdp, &ct))
+        return get_cpu_kernel(ctx, job, hdp, &ct, v);
     fcl_blocked_tiles t;
     if (blocked_applies(ctx, hdp, &t)) {
         fcl_status s = get_blocked_kernel(ctx, job, hdp, t, v);
@@ -300,7 +346,7 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
 {
     const fcl_attn_resolved *r = &job->params;
     const int hdp = fcl_pad_head_dim(job->D);
-    forward_variant v;
+    forward_variant v = {0};
     fcl_status s = get_forward_kernel(ctx, job, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
@@ -313,9 +359,14 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
         return s;
     const int64_t n_chunks = span > 0 ? (span + chunk_keys - 1) / chunk_keys : 1;
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
+    /* the state buffer: the rows kernel's chunk state, or the CPU kernel's packed K/V rows (each
+     * KV head's rows, [K | V] floats, followed by block_n zero rows; see attention_forward_cpu.cl) */
+    const int64_t packed_rows =
+        job->Hkv * (job->layout == FCL_LAYOUT_VARLEN ? job->total_k + v.block_n : job->grid_b * (job->sk + v.block_n));
+    const uint64_t state_bytes = v.pack ? (uint64_t)packed_rows * 2 * (uint64_t)hdp * sizeof(float)
+                                 : n_chunks > 1 ? (uint64_t)(state_rows * (hdp + 2)) * sizeof(float) : 0;
     cl_mem state = NULL;
-    if (n_chunks > 1 &&
-        !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, (size_t)(state_rows * (hdp + 2)) * sizeof(float), &s)))
+    if (state_bytes > 0 && !(state = fcl_scratch_buffer(ctx, FCL_SCRATCH_FWD_STATE, state_bytes, &s)))
         return s;
     /* Absent optional tensors are bound to O's buffer; the kernel never touches them. */
     const cl_mem dummy = job->O->buffer;
@@ -338,24 +389,37 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     const cl_float floats[2] = {r->scale, r->softcap};
     const cl_int totals[2] = {(cl_int)job->total_q, (cl_int)job->total_k};
     cl_int err = CL_SUCCESS;
-    cl_uint arg = 0;
-    for (int i = 0; i < 10 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_mem), &bufs[i]);
-    const cl_uint chunk_arg = arg; /* key_lo, key_hi, load_state, save_state: set per launch */
-    arg += 4;
-    for (int i = 0; i < 7 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &ints[i]);
-    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_float), &floats[i]);
-    for (int t = 0; t < 5; t++) /* Q, K, V, O: offset + batch, seq, head; LSE: offset + batch, head, seq */
-        for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
-            err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &views[t][i]);
-    for (int i = 0; i < 6 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &sides[i]);
-    for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_long), &seqs[i]);
-    for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(kernel, arg++, sizeof(cl_int), &totals[i]);
+    const cl_uint chunk_arg = 10; /* key_lo, key_hi, load_state, save_state: set per launch */
+    const cl_kernel kernels[2] = {kernel, v.pack};
+    for (int kk = 0; kk < 2 && kernels[kk]; kk++) {
+        const cl_kernel k = kernels[kk];
+        cl_uint arg = 0;
+        for (int i = 0; i < 10 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
+        arg += 4;
+        for (int i = 0; i < 7 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
+        for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_float), &floats[i]);
+        for (int t = 0; t < 5; t++) /* Q, K, V, O: offset + batch, seq, head; LSE: offset + batch, head, seq */
+            for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+                err = clSetKernelArg(k, arg++, sizeof(cl_long), &views[t][i]);
+        for (int i = 0; i < 6 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_long), &sides[i]);
+        for (int i = 0; i < 3 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_long), &seqs[i]);
+        for (int i = 0; i < 2 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(k, arg++, sizeof(cl_int), &totals[i]);
+    }
+    if (v.pack && err == CL_SUCCESS) { /* the CPU kernel's K/V rows, packed first */
+        const cl_int none[4] = {0, 0, 0, 0};
+        for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+            err = clSetKernelArg(v.pack, chunk_arg + i, sizeof(cl_int), &none[i]);
+        const size_t pg[3] = {(size_t)((job->sk + v.block_n + 15) / 16 * 16), (size_t)job->Hkv, (size_t)job->grid_b};
+        const size_t pl[3] = {16, 1, 1};
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, v.pack, 3, NULL, pg, pl, 0, NULL, NULL);
+    }
     size_t local[3] = {v.wg_size, 1, 1};
     size_t global[3] = {(size_t)((job->sq + v.block_m - 1) / v.block_m) * local[0], (size_t)job->Hq,
                         (size_t)job->grid_b};

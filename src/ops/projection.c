@@ -111,7 +111,7 @@ static fcl_status plan_attend(fcl_context ctx, const char *op, const fcl_attn_pa
     fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &p->job.params);
     if (s != FCL_SUCCESS)
         return s;
-    const size_t bytes = (size_t)(Lq * D) * fcl_dtype_size(X->dtype);
+    const uint64_t bytes = (uint64_t)(Lq * D) * fcl_dtype_size(X->dtype);
     cl_mem qa = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_QA, 2 * bytes, &s);
     if (!qa)
         return s;
@@ -193,7 +193,7 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
     attend_plan plan;
     if ((s = plan_attend(ctx, op, params, num_heads, X, Lk, D, &plan)))
         return s;
-    const size_t bytes = (size_t)(Lk * D) * fcl_dtype_size(X->dtype);
+    const uint64_t bytes = (uint64_t)(Lk * D) * fcl_dtype_size(X->dtype);
     cl_mem kv = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_KV, 2 * bytes, &s);
     if (!kv)
         return s;

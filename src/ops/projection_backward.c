@@ -111,8 +111,8 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
 
     /* scratch: Q, A, dA, dQ [Lq, D]; K, V, dK, dV [Lk, D] (one buffer), LSE [1, H, Lq] */
     const size_t es = fcl_dtype_size(X->dtype);
-    cl_mem act = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_ACT, (size_t)(4 * (Lq + Lk) * D) * es, &s);
-    cl_mem lse_buf = act ? fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_LSE, (size_t)(H * Lq) * sizeof(float), &s)
+    cl_mem act = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_ACT, (uint64_t)(4 * (Lq + Lk) * D) * es, &s);
+    cl_mem lse_buf = act ? fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_LSE, (uint64_t)(H * Lq) * sizeof(float), &s)
                          : NULL;
     if (!lse_buf)
         return s;

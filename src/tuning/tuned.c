@@ -17,7 +17,8 @@ int fcl_tuned_value_count(const char *kernel)
         return 0;
     if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0)
+    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0 ||
+        strcmp(kernel, "forward_cpu") == 0)
         return 4;
     if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
         return 5;
@@ -35,6 +36,9 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
     if (strcmp(kernel, "forward_blocked") == 0) /* block_m, block_n, rows and keys per item */
         return v[2] > 0 && v[2] <= 16 && v[3] > 0 && v[3] <= 16 && v[0] > 0 && v[0] <= 256 && v[0] % v[2] == 0 &&
                v[1] > 0 && v[1] <= 256 && v[1] % v[3] == 0;
+    if (strcmp(kernel, "forward_cpu") == 0) /* floats per vector, row vectors, keys per tile, dims per P V step */
+        return (v[0] == 4 || v[0] == 8 || v[0] == 16) && v[1] > 0 && v[1] <= 8 && v[2] > 0 && v[2] <= 64 &&
+               v[3] > 0 && v[3] <= 16 && (v[3] & (v[3] - 1)) == 0;
     if (strcmp(kernel, "forward_mma") == 0) /* block_m, block_n, m_tiles, max_regs, Q k steps in local memory */
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
@@ -221,5 +225,59 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
         ctx->n_tuned = old_n;
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: could not write the entry into %s", ctx->cache_dir);
     }
+    return FCL_SUCCESS;
+}
+
+int fcl_tuning_count(fcl_context ctx)
+{
+    if (!ctx)
+        return 0;
+    FCL_LOCK(ctx);
+    load_once(ctx);
+    return ctx->n_tuned;
+}
+
+fcl_status fcl_tuning_entry(fcl_context ctx, int index, char *kernel, int *head_dim_pad, int *values, int *n_values)
+{
+    if (!ctx || !kernel || !head_dim_pad || !values || !n_values)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_entry: %s is NULL",
+                        !ctx ? "ctx" : !kernel ? "kernel" : !head_dim_pad ? "head_dim_pad" : !values ? "values"
+                                                                                               : "n_values");
+    FCL_LOCK(ctx);
+    fcl_clear_error(ctx);
+    load_once(ctx);
+    if (index < 0 || index >= ctx->n_tuned)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_entry: index %d is outside [0, %d)", index,
+                        ctx->n_tuned);
+    const fcl_tuned_entry *e = &ctx->tuned[index];
+    memcpy(kernel, e->kernel, sizeof e->kernel);
+    *head_dim_pad = e->head_dim_pad;
+    memcpy(values, e->values, sizeof e->values);
+    *n_values = fcl_tuned_value_count(e->kernel);
+    return FCL_SUCCESS;
+}
+
+fcl_status fcl_tuning_reset(fcl_context ctx)
+{
+    if (!ctx)
+        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_reset: ctx is NULL");
+    FCL_LOCK(ctx);
+    fcl_clear_error(ctx);
+    if (!ctx->cache_dir)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_reset: the disk cache is off; tuned tiles live in its "
+                        "folder (FLASHCL_CACHE_DIR)");
+    /* an entry of comment lines only: no tiles (the cache stores no empty entries) */
+    char text[1024];
+    int len = snprintf(text, sizeof text, "# flashcl tuned tiles for %s (%s, driver %s): reset\n", ctx->info.name,
+                       ctx->info.platform_name, ctx->info.driver_version);
+    if (len < 0 || (size_t)len >= sizeof text)
+        len = snprintf(text, sizeof text, "# flashcl tuned tiles: reset\n");
+    uint8_t key[32];
+    tuned_key(ctx, key);
+    if (fcl_disk_cache_store(ctx->cache_dir, key, (const unsigned char *)text, (size_t)len) != 0)
+        return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_reset: could not write the entry into %s",
+                        ctx->cache_dir);
+    ctx->n_tuned = 0;
+    ctx->tuned_loaded = 1;
     return FCL_SUCCESS;
 }

@@ -6,13 +6,13 @@
 
 #include "core/internal.h"
 
-/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_wgmma" 4;
+/* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_cpu", "forward_wgmma" 4;
  * "forward_mma", "backward_mma" 5; "decode" 8, at most FCL_TUNING_MAX_VALUES), 0 for an unknown
  * name. */
 int fcl_tuned_value_count(const char *kernel);
 
 /* The tuned kernels' names, for messages. */
-#define FCL_TUNED_KERNEL_NAMES "forward, forward_blocked, forward_mma, forward_wgmma, backward_mma, decode"
+#define FCL_TUNED_KERNEL_NAMES "forward, forward_blocked, forward_cpu, forward_mma, forward_wgmma, backward_mma, decode"
 
 /* Whether `values` (fcl_tuned_value_count(kernel) of them) are valid tiles for `kernel` (see
  * fcl_tuning_save). */

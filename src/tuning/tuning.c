@@ -25,11 +25,12 @@ typedef struct tuning_entry {
     fcl_backward_tiles backward;
     fcl_backward_mma_tiles backward_mma;
     fcl_decode_tiles decode;
+    fcl_cpu_tiles cpu;     /* the CPU forward; none (simd 0 and rv 0) off CPUs */
 } tuning_entry;
 
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
-     {4, 2, 32, 1, 0, 0, 0, 0}},
+     {4, 2, 32, 1, 0, 0, 0, 0}, {0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
@@ -40,16 +41,20 @@ static const tuning_entry table[] = {
      * buffers there (+0.0 to +1.5%; -1.1 to +0.0% at D 64 with 64x64 blocks, and the table's
      * 64x128 has no room for them, perf.md v0.16.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 4, 128, 0, 0, 0}},
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}},
+     {32, 4, 128, 4, 128, 0, 0, 0}, {0}},
+    /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
+     * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
+     * docs/perf.md v0.17.0-dev) */
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0},
+     {0, 2, 8, 4}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -138,6 +143,31 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
                                   (size_t)(t.block_m / t.rows) > ctx->info.max_work_group_size))
         t.block_m /= 2;
     return t;
+}
+
+int fcl_device_simd_floats(fcl_context ctx)
+{
+    cl_uint w = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w, NULL) != CL_SUCCESS)
+        w = 4;
+    return w >= 16 ? 16 : w >= 8 ? 8 : 4;
+}
+
+fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad)
+{
+    fcl_cpu_tiles t = entry_for(&ctx->info, head_dim_pad)->cpu;
+    const char *path = getenv("FLASHCL_FORWARD_PATH");
+    if (t.rv == 0 && path && strcmp(path, "cpu") == 0) { /* forced: the CPUs' tiles */
+        const fcl_device_info cpu = {.name = "", .vendor = "", .type = FCL_DEVICE_CPU};
+        t = entry_for(&cpu, head_dim_pad)->cpu;
+    }
+    if (t.rv == 0 || fcl_device_loop_limit(ctx) > 0) /* no CPU kernel on this device */
+        return (fcl_cpu_tiles){0, 0, 0, 0};
+    if (t.simd == 0)
+        t.simd = fcl_device_simd_floats(ctx);
+    int v[FCL_TUNING_MAX_VALUES] = {t.simd, t.rv, t.bn, t.db};
+    override_tiles(ctx, "forward_cpu", head_dim_pad, "FLASHCL_CPU_TILES", 4, v);
+    return (fcl_cpu_tiles){v[0], v[1], v[2], v[3]};
 }
 
 /* The widest of 4, 2, 1 that divides the blocked kernel's rows, keys and dims per work-item. */
@@ -321,6 +351,12 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[0] = t.block_m;
         values[1] = t.block_n;
         values[2] = t.rows;
+    } else if (strcmp(kernel, "forward_cpu") == 0) {
+        const fcl_cpu_tiles t = fcl_tune_forward_cpu(ctx, hdp);
+        values[0] = t.simd;
+        values[1] = t.rv;
+        values[2] = t.bn;
+        values[3] = t.db;
     } else if (strcmp(kernel, "forward_blocked") == 0) {
         const fcl_blocked_tiles t = fcl_tune_forward_blocked(ctx, hdp);
         values[0] = t.block_m;

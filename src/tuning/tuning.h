@@ -21,6 +21,23 @@ typedef struct fcl_forward_tiles {
  * the local array fits in half the device's local memory and M / R fits its work-group limit. */
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_cpu_tiles {
+    int simd;         /* floats per vector: 4, 8 or 16 (in the table, 0: the device's native float width) */
+    int rv;           /* row vectors per work-item: simd * rv query rows */
+    int bn;           /* keys per tile */
+    int db;           /* head dims per P V step: 1, 2, 4, 8 or 16 */
+} fcl_cpu_tiles;
+
+/* The CPU kernels' vector width: the device's native float vector width as 16, 8 or 4 floats. */
+int fcl_device_simd_floats(fcl_context ctx);
+
+/* Tiles of the CPU forward (cl/portable/attention_forward_cpu.cl) at padded head dim
+ * `head_dim_pad`: the device's table entry (CPUs), then a tuned entry ("forward_cpu": simd, rv,
+ * bn, db), then FLASHCL_CPU_TILES="S,R,N,D"; simd 0 becomes the device's native float vector width
+ * (16, 8 or 4). All zero where the kernel does not run: devices whose entry has no CPU tiles
+ * (GPUs; with FLASHCL_FORWARD_PATH=cpu the CPUs' tiles instead) and devices with a loop cap. */
+fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad);
+
 typedef struct fcl_blocked_tiles {
     int block_m;      /* query rows per work-group */
     int block_n;      /* keys per tile */
