@@ -156,8 +156,8 @@ MMA_INLINE void dkdv_tile_grads(float (*s)[4], float (*dp)[4], const bool check,
                 const int j = jw + g + 8 * hr;
                 bool visible = true;
                 if (check) {
-                    visible = key_on[hr] && lse2 != -INFINITY && (window_left < 0 || j >= p - window_left) &&
-                              (window_right < 0 || j <= p + window_right);
+                    visible = key_on[hr] && lse2 != -INFINITY && (window_left < 0 || j >= sub_sat(p, window_left)) &&
+                              (window_right < 0 || j <= add_sat(p, window_right));
 #if LAYOUT == 2
                     visible = visible && j >= lo[m] && j < hi[m];
 #endif
@@ -329,8 +329,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         /* Tiles whose rows all lie in [0, sq) and see all of the warp's keys (which then give
          * them a finite LSE) skip the visibility checks (a warp-uniform branch). */
         const int p_first = i0 + shift, p_last = i0 + DKDV_BLOCK_M - 1 + shift;
-        if (keys_on && i0 >= 0 && i0 + DKDV_BLOCK_M <= r.sq && (window_left < 0 || jw >= p_last - window_left) &&
-            (window_right < 0 || jw + 15 <= p_first + window_right))
+        if (keys_on && i0 >= 0 && i0 + DKDV_BLOCK_M <= r.sq && (window_left < 0 || jw >= sub_sat(p_last, window_left)) &&
+            (window_right < 0 || jw + 15 <= add_sat(p_first, window_right)))
             dkdv_tile_grads(s, dp, 0, lse_s[st], delta_s[st], lo_s[st], hi_s[st], key_on, jw, i0, shift,
                             window_left, window_right, scale, softcap, slope, g, t);
         else
@@ -389,8 +389,8 @@ void attention_backward_dq(BACKWARD_ARGS)
         const long row = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
         lse2[hr] = own ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] * FCL_LOG2E : -INFINITY;
         dlt[hr] = own ? delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] : 0.0f;
-        jlo[hr] = max(j_lo, window_left >= 0 ? p - window_left : 0);
-        jhi[hr] = own && lse2[hr] != -INFINITY ? min(j_hi, window_right >= 0 ? p + window_right : r.sk - 1) : -1;
+        jlo[hr] = max(j_lo, window_left >= 0 ? sub_sat(p, window_left) : 0);
+        jhi[hr] = own && lse2[hr] != -INFINITY ? min(j_hi, window_right >= 0 ? add_sat(p, window_right) : r.sk - 1) : -1;
 #if LAYOUT == 2
         if (own) {
             jlo[hr] = max(jlo[hr], packed_lo(cu_q, cu_q_off, seq_ss, i, r.sk));

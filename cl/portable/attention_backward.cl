@@ -100,8 +100,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int m = 0; m < BLOCK_M && key_on; m++) {
                 const int p = i0 + m + shift;
-                bool visible = lse_s[m] != -INFINITY && (window_left < 0 || j >= p - window_left) &&
-                               (window_right < 0 || j <= p + window_right);
+                bool visible = lse_s[m] != -INFINITY && (window_left < 0 || j >= sub_sat(p, window_left)) &&
+                               (window_right < 0 || j <= add_sat(p, window_right));
 #if LAYOUT == 2
                 visible = visible && j >= lo_s[m] && j < hi_s[m];
 #endif
@@ -205,8 +205,8 @@ void attention_backward_dq(BACKWARD_ARGS)
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int n = 0; n < BLOCK_N && lse != -INFINITY; n++) {
             const int jj = jt + n;
-            bool visible = jj >= j_lo && jj <= j_hi && (window_left < 0 || jj >= p - window_left) &&
-                           (window_right < 0 || jj <= p + window_right);
+            bool visible = jj >= j_lo && jj <= j_hi && (window_left < 0 || jj >= sub_sat(p, window_left)) &&
+                           (window_right < 0 || jj <= add_sat(p, window_right));
 #if HAS_MASK
             visible = visible && Ms[n] > 0.5f;
 #endif

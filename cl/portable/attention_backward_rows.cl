@@ -96,9 +96,9 @@ inline void keys_rows(int j0, int j_last, int sq, int shift, int window_left, in
     *hi = sq - 1;
 #endif
     if (window_right >= 0)
-        *lo = max(*lo, j0 - shift - window_right);
+        *lo = max(*lo, sub_sat(j0 - shift, window_right));
     if (window_left >= 0)
-        *hi = min(*hi, j_last - shift + window_left);
+        *hi = min(*hi, add_sat(j_last - shift, window_left));
     if (j_last < j0) /* no key rows: an empty block */
         *hi = -1;
 }
@@ -118,9 +118,9 @@ inline void rows_keys(int i0, int i_last, int sk, int shift, int window_left, in
     *hi = sk - 1;
 #endif
     if (window_left >= 0)
-        *lo = max(*lo, i0 + shift - window_left);
+        *lo = max(*lo, sub_sat(i0 + shift, window_left));
     if (window_right >= 0)
-        *hi = min(*hi, i_last + shift + window_right);
+        *hi = min(*hi, add_sat(i_last + shift, window_right));
     if (i_last < i0) /* no query rows: an empty block */
         *hi = -1;
 }

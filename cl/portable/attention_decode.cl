@@ -211,7 +211,7 @@ inline void decode_row_view(int row, int j_hi, int n_rows, int lq, int hk, int g
     *slope2 = 0.0f;
 #endif
     *pos = p;
-    *lo = window_left < 0 ? 0 : p - window_left;
+    *lo = window_left < 0 ? 0 : sub_sat(p, window_left);
     *hi = row < n_rows ? min(j_hi, p) : -1;
 }
 
@@ -257,7 +257,7 @@ inline void decode_group(int rows_wg, int row_blocks, int group, int lq, int hos
     *j_lo = max(*split * split_keys, 0);
     *j_hi = min((*split + 1) * split_keys, len) - 1;
     if (window_left >= 0)
-        *j_lo = max(*j_lo, *p_first - window_left);
+        *j_lo = max(*j_lo, sub_sat(*p_first, window_left));
 }
 
 /* One row's online-softmax step over a batch: logits s[KEYS] become p[KEYS] relative to the

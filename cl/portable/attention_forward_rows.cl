@@ -87,14 +87,14 @@ inline void forward_group_keys(int i0, int i_last, int shift, int sq, int sk, in
     for (int row = i0; row <= i_last; row++) {
         const int lo_r = clamp(cu_q[cu_q_off + row * seq_ss], 0, sq);
         const int hi_r = clamp(cu_q[cu_q_off + row * seq_ss + 1], lo_r, sq) - 1;
-        g_lo = min(g_lo, max(lo_r, window_left >= 0 ? row - window_left : 0));
-        g_hi = max(g_hi, min(hi_r, window_right >= 0 ? row + window_right : sk - 1));
+        g_lo = min(g_lo, max(lo_r, window_left >= 0 ? sub_sat(row, window_left) : 0));
+        g_hi = max(g_hi, min(hi_r, window_right >= 0 ? add_sat(row, window_right) : sk - 1));
     }
     *lo = max(g_lo, key_lo - k_align);
     *hi = min(g_hi, key_hi - k_align);
 #else
-    *lo = max(max(key_lo - k_align, 0), window_left >= 0 ? i0 + shift - window_left : 0);
-    *hi = min(min(key_hi - k_align, sk - 1), window_right >= 0 ? i_last + shift + window_right : sk - 1);
+    *lo = max(max(key_lo - k_align, 0), window_left >= 0 ? sub_sat(i0 + shift, window_left) : 0);
+    *hi = min(min(key_hi - k_align, sk - 1), window_right >= 0 ? add_sat(i_last + shift, window_right) : sk - 1);
 #endif
 }
 
@@ -104,8 +104,8 @@ inline void forward_row_keys(int i, int g_lo, int g_hi, int shift, int sq, int s
                              int window_right, __global const int *cu_q, long cu_q_off, long seq_ss, int *lo,
                              int *hi)
 {
-    *lo = max(g_lo, window_left >= 0 ? i + shift - window_left : 0);
-    *hi = i >= sq ? -1 : min(g_hi, window_right >= 0 ? i + shift + window_right : sk - 1);
+    *lo = max(g_lo, window_left >= 0 ? sub_sat(i + shift, window_left) : 0);
+    *hi = i >= sq ? -1 : min(g_hi, window_right >= 0 ? add_sat(i + shift, window_right) : sk - 1);
 #if LAYOUT == 2
     if (i < sq) { /* only key rows of the row's own sequence */
         const int lo_r = clamp(cu_q[cu_q_off + i * seq_ss], 0, sq);

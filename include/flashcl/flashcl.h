@@ -4,14 +4,27 @@
  * This is the one header users include. Conventions that hold for every call:
  *
  *  - Every call returns fcl_status (0 = success, negative = error) unless it is a getter.
- *    On an error nothing has been enqueued, no output has been written, and
- *    fcl_last_error(ctx) holds a sentence naming the argument and values that were wrong.
- *    No call aborts, prints or exits.
+ *    A call its checks reject (any bad input, and scratch beyond the device's largest
+ *    allocation) has enqueued nothing and written no output, and fcl_last_error(ctx) holds a
+ *    sentence naming the argument and values that were wrong. A failure the OpenCL
+ *    implementation reports while an op enqueues its commands (FCL_ERR_OPENCL, FCL_ERR_BUILD
+ *    of a later kernel, FCL_ERR_OUT_OF_MEMORY) may come after some of them were enqueued; the
+ *    op's outputs are then unspecified. No call aborts, prints or exits.
+ *  - An output must address each of its elements once (no stride 0 over a dim of more than
+ *    one element, no overlapping dims: FCL_ERR_LAYOUT) and share no element with another
+ *    output or any input, side inputs included (FCL_ERR_INVALID_ARGUMENT).
  *  - Handles (fcl_context, fcl_tensor) are opaque; each *_create has a *_release that
  *    accepts NULL.
- *  - Threading: a context and the tensors made from it must not be used by two threads at
- *    once (serialise calls or use one context per thread). Different contexts are
- *    independent and may be used concurrently.
+ *  - Threading: any call may come from any thread. A context serialises the calls on it and
+ *    on its tensors with a lock: an op's checks, kernel builds (seconds at first use on some
+ *    CPU implementations) and enqueues, and the blocking tensor copies run one at a time per
+ *    context (uncontended, a lock and unlock per call: about 45 ns on the 2-core CI machine);
+ *    fcl_finish waits without holding it. The device runs one in-order queue per context
+ *    either way: threads that want their host work and device work to proceed independently
+ *    use a context each. fcl_last_error(ctx) is per thread. A release must not race with
+ *    other calls on the object it releases. Different contexts are independent, but loading
+ *    cached program binaries and releasing programs are serialised per device (PoCL 3.1, its
+ *    kernel cache off, aborted when several contexts did either at once).
  *  - Ops enqueue on the context's in-order queue and return without waiting; fcl_finish()
  *    waits. When `event` is not NULL it receives a new cl_event of the op's last command,
  *    owned by the caller (clReleaseEvent).
@@ -87,23 +100,25 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out);
 
 /*
  * Wraps the caller's OpenCL objects. `cl_ctx` and `device` are required; `queue` may be
- * NULL (a new in-order queue is created) or an in-order queue on `device`. All three are
- * retained and released by fcl_context_release.
+ * NULL (a new in-order queue is created) or an in-order queue of `cl_ctx` on `device`, which
+ * must be one of cl_ctx's devices (else FCL_ERR_INVALID_ARGUMENT). All three are retained and
+ * released by fcl_context_release.
  */
 fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
                                       fcl_context *out);
 
 /* Releases the context, its queue (after finishing it), programs and scratch. NULL is a no-op.
- * Tensors made from the context must be released first. */
+ * Tensors made from the context must be released first, and no other thread may be using it. */
 void fcl_context_release(fcl_context ctx);
 
 /* Waits for everything enqueued on the context's queue. */
 fcl_status fcl_finish(fcl_context ctx);
 
 /*
- * The last error message of `ctx` ("" when none), valid until the next call on ctx.
- * With ctx == NULL: the last message of a call that had no context to hold it (a failed
- * fcl_context_create, a NULL context argument), kept per thread.
+ * The last error message of a call on `ctx` made by the calling thread ("" when none), valid
+ * until that thread's next call on ctx; a thread keeps the messages of its 8 most recently
+ * failing contexts. With ctx == NULL: the thread's last message of a call that had no context
+ * to hold it (a failed fcl_context_create, a NULL context argument).
  */
 const char *fcl_last_error(fcl_context ctx);
 
@@ -640,6 +655,8 @@ typedef struct fcl_weight {
  * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
  * "clblast-sgemm" (F32 / F32 where CLBlast is built in) or "flashcl" (flashcl's own kernel: F16,
  * BF16, I8 weights, mixed dtypes, loop-capped devices such as llvmpipe, or FLASHCL_GEMM=own).
+ * The CLBlast path applies to operands whose row strides are at least their row lengths; a
+ * GEMM with another view (a repeated row of stride 0, overlapping rows) runs flashcl's kernel.
  * Every path accumulates in FP32: CLBlast's HGEMM, which accumulates in half precision, is never
  * used. Static string; NULL for a NULL ctx.
  */

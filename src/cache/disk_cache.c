@@ -2,6 +2,7 @@
 
 #include "cache/sha256.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -345,6 +346,44 @@ done:
     return result;
 }
 
+/* Removes the folder `name` of folder dirfd with everything below it, never following a link
+ * (links are removed, not their targets) and at most 16 levels deep: 0 on success. */
+static int remove_tree_at(int dirfd, const char *name, int depth)
+{
+    if (depth > 16)
+        return -1;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    int ok = 1;
+    for (struct dirent *e; ok && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (unlinkat(fd, e->d_name, 0) != 0) /* a folder: EISDIR on Linux, EPERM by POSIX */
+            ok = (errno == EISDIR || errno == EPERM) && remove_tree_at(fd, e->d_name, depth + 1) == 0;
+    }
+    closedir(d);
+    return ok && unlinkat(dirfd, name, AT_REMOVEDIR) == 0 ? 0 : -1;
+}
+
+/* Renames tmp over final_path; a folder planted under the entry's name (which rename cannot
+ * replace, so every later run would reject the entry again) is removed first. 0 on success. */
+static int rename_over(const char *tmp, const char *final_path)
+{
+    if (rename(tmp, final_path) == 0)
+        return 0;
+    struct stat st;
+    if ((errno != EISDIR && errno != ENOTEMPTY && errno != EEXIST) || lstat(final_path, &st) != 0 ||
+        !S_ISDIR(st.st_mode) || remove_tree_at(AT_FDCWD, final_path, 0) != 0)
+        return -1;
+    return rename(tmp, final_path);
+}
+
 int fcl_disk_cache_store(const char *dir, const uint8_t key[32], const unsigned char *bin, size_t len)
 {
     if (!dir || !key || !bin || len == 0 || (uint64_t)len > FCL_DISK_CACHE_MAX_PAYLOAD)
@@ -375,7 +414,7 @@ int fcl_disk_cache_store(const char *dir, const uint8_t key[32], const unsigned 
     /* No fsync: a file cut short by a crash fails the length or checksum check on load. */
     if (close(fd) != 0)
         ok = 0;
-    if (ok && rename(tmp, final_path) != 0)
+    if (ok && rename_over(tmp, final_path) != 0)
         ok = 0;
     if (!ok)
         unlink(tmp);

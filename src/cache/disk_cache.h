@@ -60,7 +60,8 @@ int fcl_programs_on_disk(const char *platform_name);
 int fcl_disk_cache_load(const char *dir, const uint8_t key[32], unsigned char **bin, size_t *len);
 
 /*
- * Stores `len` bytes of `bin` under `key` in `dir`, atomically replacing any entry there.
+ * Stores `len` bytes of `bin` under `key` in `dir`, atomically replacing any entry there (a
+ * folder planted under the entry's name is removed with its contents, never following links).
  * Returns 0 on success, -1 on failure (bad arguments, len == 0 or over the maximum, any I/O
  * error); on failure the temporary file is removed and any previous entry is left as it was.
  */

@@ -3,6 +3,8 @@
 #include "core/device_select.h"
 #include "core/internal.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,8 +121,54 @@ fcl_status fcl_query_device_info(fcl_context ctx)
     return FCL_SUCCESS;
 }
 
-/* Allocates the context shell; fills capabilities and the disk cache folder. On failure the
- * message is moved to the thread's slot (the context is gone). */
+static atomic_uint_fast64_t next_context_id = 1;
+
+/* A zeroed context with its id and its recursive lock, or NULL. */
+static fcl_context new_context(void)
+{
+    fcl_context ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    pthread_mutexattr_t attr;
+    int ok = pthread_mutexattr_init(&attr) == 0;
+    if (ok) {
+        ok = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+             pthread_mutex_init(&ctx->lock, &attr) == 0;
+        pthread_mutexattr_destroy(&attr);
+    }
+    if (!ok) {
+        free(ctx);
+        return NULL;
+    }
+    ctx->id = atomic_fetch_add(&next_context_id, 1);
+    return ctx;
+}
+
+#define PROGRAM_LOCK_STRIPES 8
+static pthread_mutex_t program_locks[PROGRAM_LOCK_STRIPES] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+
+pthread_mutex_t *fcl_device_program_lock(cl_device_id device)
+{
+    return &program_locks[((uintptr_t)device >> 4) % PROGRAM_LOCK_STRIPES];
+}
+
+fcl_context fcl_context_lock(fcl_context ctx)
+{
+    if (ctx)
+        pthread_mutex_lock(&ctx->lock);
+    return ctx;
+}
+
+void fcl_context_unlock(fcl_context *held)
+{
+    if (*held)
+        pthread_mutex_unlock(&(*held)->lock);
+}
+
+/* Fills the context's capabilities and the disk cache folder. On failure the message is moved
+ * to the thread's context-free slot (the context is gone). */
 static fcl_status finish_create(fcl_context ctx, fcl_context *out)
 {
     fcl_status s = fcl_query_device_info(ctx);
@@ -131,7 +179,7 @@ static fcl_status finish_create(fcl_context ctx, fcl_context *out)
             s = fcl_fail_cl(ctx, err, "clCreateCommandQueue");
     }
     if (s != FCL_SUCCESS) {
-        fcl_fail(NULL, s, "%s", ctx->error);
+        fcl_fail(NULL, s, "%s", fcl_last_error(ctx));
         fcl_context_release(ctx);
         return s;
     }
@@ -150,7 +198,7 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out)
     fcl_status s = fcl_select_device(selector, &choice);
     if (s != FCL_SUCCESS)
         return s;
-    fcl_context ctx = calloc(1, sizeof *ctx);
+    fcl_context ctx = new_context();
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_OUT_OF_MEMORY, "out of host memory creating a context");
     cl_int err;
@@ -159,10 +207,26 @@ fcl_status fcl_context_create(const char *selector, fcl_context *out)
     ctx->device = choice.device;
     ctx->cl_ctx = clCreateContext(props, 1, &choice.device, NULL, NULL, &err);
     if (err != CL_SUCCESS) {
+        pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return fcl_fail_cl(NULL, err, "clCreateContext");
     }
     return finish_create(ctx, out);
+}
+
+/* Whether `device` is one of cl_ctx's devices (0 also when cl_ctx cannot be queried). */
+static int context_has_device(cl_context cl_ctx, cl_device_id device)
+{
+    size_t bytes = 0;
+    if (clGetContextInfo(cl_ctx, CL_CONTEXT_DEVICES, 0, NULL, &bytes) != CL_SUCCESS || bytes == 0)
+        return 0;
+    cl_device_id *devs = malloc(bytes);
+    int found = 0;
+    if (devs && clGetContextInfo(cl_ctx, CL_CONTEXT_DEVICES, bytes, devs, NULL) == CL_SUCCESS)
+        for (size_t i = 0; i < bytes / sizeof *devs && !found; i++)
+            found = devs[i] == device;
+    free(devs);
+    return found;
 }
 
 fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
@@ -178,19 +242,27 @@ fcl_status fcl_context_create_from_cl(cl_context cl_ctx, cl_device_id device, cl
     cl_int err = clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL);
     if (err != CL_SUCCESS)
         return fcl_fail_cl(NULL, err, "clGetDeviceInfo(CL_DEVICE_PLATFORM) on the given device");
+    if (!context_has_device(cl_ctx, device))
+        return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: device is not a device of cl_ctx "
+                        "(or cl_ctx is not a valid context)");
     if (queue) {
         cl_device_id qdev;
+        cl_context qctx;
         cl_command_queue_properties qprops;
         err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL);
+        err |= clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
         err |= clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
         if (err != CL_SUCCESS)
             return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue is not a valid command queue");
+        if (qctx != cl_ctx)
+            return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue belongs to another "
+                            "context than cl_ctx");
         if (qdev != device)
             return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue belongs to another device");
         if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
             return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_context_create_from_cl: queue must be in-order");
     }
-    fcl_context ctx = calloc(1, sizeof *ctx);
+    fcl_context ctx = new_context();
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_OUT_OF_MEMORY, "out of host memory creating a context");
     clRetainContext(cl_ctx);
@@ -230,13 +302,16 @@ void fcl_context_release(fcl_context ctx)
         clFinish(ctx->queue);
         clReleaseCommandQueue(ctx->queue);
     }
+    pthread_mutex_lock(fcl_device_program_lock(ctx->device));
     release_programs(ctx);
+    pthread_mutex_unlock(fcl_device_program_lock(ctx->device));
     fcl_scratch_release(ctx);
     if (ctx->cl_ctx)
         clReleaseContext(ctx->cl_ctx);
     if (ctx->device)
         clReleaseDevice(ctx->device);
     free(ctx->cache_dir);
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -245,7 +320,7 @@ fcl_status fcl_finish(fcl_context ctx)
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_finish: ctx is NULL");
     fcl_clear_error(ctx);
-    cl_int err = clFinish(ctx->queue);
+    cl_int err = clFinish(ctx->queue); /* without the lock: other threads may enqueue meanwhile */
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "clFinish");
 }
 
@@ -259,6 +334,7 @@ fcl_status fcl_context_device_info(fcl_context ctx, fcl_device_info *out)
 
 fcl_status fcl_context_cache_stats(fcl_context ctx, fcl_cache_stats *out)
 {
+    FCL_LOCK(ctx);
     if (!ctx || !out)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_context_cache_stats: %s is NULL", !ctx ? "ctx" : "out");
     *out = ctx->stats;

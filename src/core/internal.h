@@ -3,6 +3,7 @@
 #define FLASHCL_INTERNAL_H
 
 #include <flashcl/flashcl.h>
+#include <pthread.h>
 #include <stdarg.h>
 
 #define FCL_ERROR_MAX 512
@@ -42,6 +43,8 @@ typedef struct fcl_tuned_entry {
 } fcl_tuned_entry;
 
 struct fcl_context_s {
+    uint64_t id;                   /* unique in the process (from 1): keys the threads' error messages */
+    pthread_mutex_t lock;          /* recursive; held by every public call on the context (FCL_LOCK) */
     cl_context cl_ctx;
     cl_device_id device;
     cl_command_queue queue;
@@ -62,7 +65,6 @@ struct fcl_context_s {
     fcl_tuned_entry tuned[FCL_TUNED_MAX]; /* this device's tuned tiles, read from the disk cache */
     int n_tuned;
     int tuned_loaded;              /* tuned[] was read (at the first lookup) */
-    char error[FCL_ERROR_MAX];
 };
 
 struct fcl_tensor_s {
@@ -76,16 +78,31 @@ struct fcl_tensor_s {
     int64_t offset;                /* elements */
 };
 
-/* Records a message on ctx (or the thread's context-free slot when ctx is NULL) and returns
- * `status`, so callers write `return fcl_fail(ctx, FCL_ERR_SHAPE, "...", ...)`. */
+/* Records a message as the calling thread's last one on ctx (or in the thread's context-free
+ * slot when ctx is NULL) and returns `status`, so callers write
+ * `return fcl_fail(ctx, FCL_ERR_SHAPE, "...", ...)`. */
 fcl_status fcl_fail(fcl_context ctx, fcl_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Clears ctx's message at the start of a call. */
+/* Clears the calling thread's message on ctx at the start of a call. */
 void fcl_clear_error(fcl_context ctx);
 /* Maps an OpenCL error to FCL_ERR_OPENCL / FCL_ERR_OUT_OF_MEMORY with a message naming `what`. */
 fcl_status fcl_fail_cl(fcl_context ctx, cl_int err, const char *what);
 /* The name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
 const char *fcl_cl_error_name(cl_int err);
+
+/* Takes ctx's lock (nothing for NULL) and returns ctx; FCL_LOCK's release is fcl_context_unlock. */
+fcl_context fcl_context_lock(fcl_context ctx);
+void fcl_context_unlock(fcl_context *held);
+/* Holds ctx's lock (recursive; nothing when ctx is NULL) until the enclosing block ends: the
+ * first statement of every public call that touches a context or its tensors, so calls from
+ * several threads on one context run one at a time. */
+#define FCL_LOCK(ctx) \
+    fcl_context fcl_held_ __attribute__((cleanup(fcl_context_unlock), unused)) = fcl_context_lock(ctx)
+
+/* The lock (striped by the device handle) that serialises loading programs from cached binaries
+ * and releasing programs on `device`: PoCL 3.1, its kernel cache off, aborted when threads of
+ * several contexts did either at once. */
+pthread_mutex_t *fcl_device_program_lock(cl_device_id device);
 
 /* Device capability query used at context creation. */
 fcl_status fcl_query_device_info(fcl_context ctx);

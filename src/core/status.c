@@ -1,10 +1,28 @@
-/* Version, status names and the per-context / per-thread error message. */
+/* Version, status names and the error messages (per thread: one per context, one without). */
 #include "core/internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static _Thread_local char thread_error[FCL_ERROR_MAX];
+
+/* The calling thread's last messages on contexts, by context id (0: a free slot); a failure on a
+ * context without a slot takes the slot claimed longest ago. */
+#define FCL_ERROR_SLOTS 8
+typedef struct error_slot {
+    uint64_t ctx_id;
+    char msg[FCL_ERROR_MAX];
+} error_slot;
+static _Thread_local error_slot error_slots[FCL_ERROR_SLOTS];
+static _Thread_local unsigned error_next;
+
+static error_slot *find_slot(fcl_context ctx)
+{
+    for (int i = 0; i < FCL_ERROR_SLOTS; i++)
+        if (error_slots[i].ctx_id == ctx->id)
+            return &error_slots[i];
+    return NULL;
+}
 
 const char *fcl_version_string(void) { return FCL_VERSION_STRING; }
 
@@ -29,7 +47,15 @@ const char *fcl_status_string(fcl_status status)
 
 fcl_status fcl_fail(fcl_context ctx, fcl_status status, const char *fmt, ...)
 {
-    char *dst = ctx ? ctx->error : thread_error;
+    char *dst = thread_error;
+    if (ctx) {
+        error_slot *slot = find_slot(ctx);
+        if (!slot) {
+            slot = &error_slots[error_next++ % FCL_ERROR_SLOTS];
+            slot->ctx_id = ctx->id;
+        }
+        dst = slot->msg;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(dst, FCL_ERROR_MAX, fmt, ap);
@@ -39,11 +65,18 @@ fcl_status fcl_fail(fcl_context ctx, fcl_status status, const char *fmt, ...)
 
 void fcl_clear_error(fcl_context ctx)
 {
-    if (ctx)
-        ctx->error[0] = '\0';
+    error_slot *slot = ctx ? find_slot(ctx) : NULL;
+    if (slot)
+        slot->msg[0] = '\0';
 }
 
-const char *fcl_last_error(fcl_context ctx) { return ctx ? ctx->error : thread_error; }
+const char *fcl_last_error(fcl_context ctx)
+{
+    if (!ctx)
+        return thread_error;
+    const error_slot *slot = find_slot(ctx);
+    return slot ? slot->msg : "";
+}
 
 const char *fcl_cl_error_name(cl_int err)
 {

@@ -49,7 +49,18 @@ static int64_t last_element(const struct fcl_tensor_s *t)
     return last;
 }
 
-/* Fills t's geometry after checking it; `what` names the call in messages. */
+/* *acc += n * step when the sum stays within int64 (all three >= 0); else returns 0, *acc kept. */
+static int add_product(int64_t *acc, int64_t n, int64_t step)
+{
+    if (n > 0 && step > (INT64_MAX - *acc) / n)
+        return 0;
+    *acc += n * step;
+    return 1;
+}
+
+/* Fills t's geometry after checking it; `what` names the call in messages. The element count
+ * times the element size and the highest element the view addresses must fit in int64, so no
+ * later index or byte computation overflows. */
 static fcl_status set_geometry(fcl_context ctx, struct fcl_tensor_s *t, const char *what, fcl_dtype dtype,
                                int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
                                size_t buffer_bytes)
@@ -65,7 +76,8 @@ static fcl_status set_geometry(fcl_context ctx, struct fcl_tensor_s *t, const ch
     t->dtype = dtype;
     t->ndim = ndim;
     t->offset = offset;
-    int64_t dense = 1;
+    const int64_t es = (int64_t)fcl_dtype_size(dtype);
+    int64_t dense = 1; /* elements of the dims after i */
     for (int i = ndim - 1; i >= 0; i--) {
         if (shape[i] < 1 || shape[i] > ((int64_t)1 << 40))
             return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: dim %d is %lld; every dim must be >= 1", what, i,
@@ -75,17 +87,26 @@ static fcl_status set_geometry(fcl_context ctx, struct fcl_tensor_s *t, const ch
         if (t->strides[i] < 0)
             return fcl_fail(ctx, FCL_ERR_LAYOUT, "%s: stride %lld of dim %d is negative", what,
                             (long long)t->strides[i], i);
+        if (shape[i] > INT64_MAX / es / dense)
+            return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: the shape's element count overflows (dim %d of %lld after "
+                            "%lld elements of %s; at most INT64_MAX bytes)", what, i, (long long)shape[i],
+                            (long long)dense, fcl_dtype_name(dtype));
         dense *= shape[i];
     }
     if (t->strides[ndim - 1] != 1)
         return fcl_fail(ctx, FCL_ERR_LAYOUT, "%s: the last dim must be contiguous (stride 1), got stride %lld",
                         what, (long long)t->strides[ndim - 1]);
-    size_t es = fcl_dtype_size(dtype);
-    int64_t last = last_element(t);
-    if ((uint64_t)(last + 1) > buffer_bytes / es)
+    int64_t last = offset;
+    for (int i = 0; i < ndim; i++)
+        if (!add_product(&last, t->shape[i] - 1, t->strides[i]))
+            return fcl_fail(ctx, FCL_ERR_LAYOUT, "%s: the view's extent overflows int64 (offset %lld, dim %d: %lld "
+                            "elements of stride %lld)", what, (long long)offset, i, (long long)t->shape[i],
+                            (long long)t->strides[i]);
+    if ((uint64_t)last >= buffer_bytes / (uint64_t)es)
         return fcl_fail(ctx, FCL_ERR_LAYOUT,
                         "%s: the view reaches element %lld but the buffer holds %llu elements of %s",
-                        what, (long long)last, (unsigned long long)(buffer_bytes / es), fcl_dtype_name(dtype));
+                        what, (long long)last, (unsigned long long)(buffer_bytes / (uint64_t)es),
+                        fcl_dtype_name(dtype));
     t->buffer_bytes = buffer_bytes;
     return FCL_SUCCESS;
 }
@@ -132,6 +153,7 @@ static fcl_status check_create_bytes(fcl_context ctx, fcl_dtype dtype, int ndim,
 
 fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const int64_t *shape, fcl_tensor *out)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_create: ctx is NULL");
     fcl_clear_error(ctx);
@@ -161,6 +183,7 @@ fcl_status fcl_tensor_create(fcl_context ctx, fcl_dtype dtype, int ndim, const i
 fcl_status fcl_tensor_wrap(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int ndim, const int64_t *shape,
                            const int64_t *strides, int64_t offset, fcl_tensor *out)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_wrap: ctx is NULL");
     fcl_clear_error(ctx);
@@ -173,6 +196,7 @@ fcl_status fcl_tensor_wrap(fcl_context ctx, cl_mem buffer, fcl_dtype dtype, int 
 fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, const int64_t *strides,
                            int64_t offset, fcl_tensor *out)
 {
+    FCL_LOCK(base ? base->ctx : NULL);
     if (!base)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_view: base is NULL");
     fcl_clear_error(base->ctx);
@@ -181,6 +205,9 @@ fcl_status fcl_tensor_view(fcl_tensor base, int ndim, const int64_t *shape, cons
     *out = NULL;
     if (offset < 0)
         return fcl_fail(base->ctx, FCL_ERR_LAYOUT, "fcl_tensor_view: offset %lld is negative", (long long)offset);
+    if (offset > INT64_MAX - base->offset)
+        return fcl_fail(base->ctx, FCL_ERR_LAYOUT, "fcl_tensor_view: offset %lld past base's offset %lld overflows "
+                        "int64", (long long)offset, (long long)base->offset);
     return new_tensor(base->ctx, base->buffer, "fcl_tensor_view", base->dtype, ndim, shape, strides,
                       base->offset + offset, out);
 }
@@ -271,6 +298,7 @@ static void next_element(fcl_tensor t, int64_t *idx, int64_t *off, size_t es)
 static fcl_status host_copy(fcl_tensor t, void *host, size_t host_es, size_t count, int convert, int to_device,
                             const char *what)
 {
+    FCL_LOCK(t ? t->ctx : NULL);
     if (!t)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", what);
     fcl_context ctx = t->ctx;

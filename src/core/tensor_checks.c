@@ -97,6 +97,50 @@ int fcl_overlaps(fcl_tensor a, fcl_tensor b)
     return alo < bhi && blo < ahi;
 }
 
+fcl_status fcl_check_distinct(fcl_context ctx, const char *op, fcl_tensor t, const char *name)
+{
+    if (!t)
+        return FCL_SUCCESS;
+    int order[FCL_MAX_DIMS], n = 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1) {
+            int k = n++;
+            for (; k > 0 && t->strides[order[k - 1]] > t->strides[i]; k--)
+                order[k] = order[k - 1];
+            order[k] = i;
+        }
+    int64_t reach = 0; /* the farthest element the smaller dims reach, from the first */
+    for (int k = 0; k < n; k++) {
+        const int d = order[k];
+        if (t->strides[d] <= reach)
+            return fcl_fail(ctx, FCL_ERR_LAYOUT, "%s: output %s repeats elements (dim %d: %lld elements of stride "
+                            "%lld within the %lld the smaller dims span); an output's elements must be distinct",
+                            op, name, d, (long long)t->shape[d], (long long)t->strides[d], (long long)reach + 1);
+        reach += (t->shape[d] - 1) * t->strides[d];
+    }
+    return FCL_SUCCESS;
+}
+
+fcl_status fcl_check_outputs_apart(fcl_context ctx, const char *op, int n_out, const fcl_tensor *outs,
+                                   const char *const *out_names, int n_in, const fcl_tensor *ins,
+                                   const char *const *in_names)
+{
+    for (int i = 0; i < n_out; i++) {
+        fcl_status s = fcl_check_distinct(ctx, op, outs[i], out_names[i]);
+        if (s != FCL_SUCCESS)
+            return s;
+        for (int k = i + 1; k < n_out; k++)
+            if (fcl_overlaps(outs[i], outs[k]))
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: outputs %s and %s overlap in the same buffer", op,
+                                out_names[i], out_names[k]);
+        for (int k = 0; k < n_in; k++)
+            if (fcl_overlaps(outs[i], ins[k]))
+                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: output %s overlaps input %s in the same buffer",
+                                op, out_names[i], in_names[k]);
+    }
+    return FCL_SUCCESS;
+}
+
 fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim)
 {
     fcl_status s = fcl_check_tensor(ctx, op, t, name, ndim);

@@ -15,6 +15,16 @@ fcl_status fcl_shape_error(fcl_context ctx, const char *op, const char *name, fc
  * of one dtype, shape and nested strides (interleaved K/V halves do not overlap), else by their
  * byte ranges. */
 int fcl_overlaps(fcl_tensor a, fcl_tensor b);
+/* FCL_ERR_LAYOUT unless output t (NULL: fine) addresses each of its elements once: its dims of
+ * more than one element, taken by stride from the smallest, each step past everything the
+ * smaller ones reach (a stride of 0, or dims that overlap, would let work-items race). */
+fcl_status fcl_check_distinct(fcl_context ctx, const char *op, fcl_tensor t, const char *name);
+/* No output repeats an element (fcl_check_distinct) or overlaps another or an input:
+ * outs[0..n_out) against each other and ins[0..n_in) (NULLs skipped), named by out_names /
+ * in_names in the message. */
+fcl_status fcl_check_outputs_apart(fcl_context ctx, const char *op, int n_out, const fcl_tensor *outs,
+                                   const char *const *out_names, int n_in, const fcl_tensor *ins,
+                                   const char *const *in_names);
 /* An I32 tensor of ctx with `ndim` dims (index inputs: prefix sums, bounds). */
 fcl_status fcl_check_index_tensor(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int ndim);
 /* Gradient tensors: grads[i] (named names[i]) is a tensor of ctx with the dims, shape and

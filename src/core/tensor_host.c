@@ -25,6 +25,7 @@ fcl_status fcl_tensor_wrap_host(fcl_context ctx, void *host, size_t bytes, fcl_d
 {
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_wrap_host: ctx is NULL");
+    FCL_LOCK(ctx);
     fcl_clear_error(ctx);
     if (out)
         *out = NULL;
@@ -60,6 +61,7 @@ fcl_status fcl_tensor_sync_host(fcl_tensor t)
     if (!t)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tensor_sync_host: tensor is NULL");
     fcl_context ctx = t->ctx;
+    FCL_LOCK(ctx);
     fcl_clear_error(ctx);
     cl_mem_flags flags = 0;
     cl_int err = clGetMemObjectInfo(t->buffer, CL_MEM_FLAGS, sizeof flags, &flags, NULL);

@@ -231,6 +231,7 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
 
 const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return NULL;
 #ifdef FLASHCL_HAVE_CLBLAST
@@ -249,6 +250,14 @@ const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight
 }
 
 #ifdef FLASHCL_HAVE_CLBLAST
+/* CLBlast takes row-major operands only with leading dimensions at least the row length (lda,
+ * ldb >= K for X and the transposed W, ldc >= N for Y); flashcl's views may also repeat a row
+ * (row stride 0) or overlap rows, which flashcl's own kernel takes. */
+static int clblast_takes(fcl_tensor X, const fcl_weight *w, fcl_tensor Y)
+{
+    return X->strides[0] >= X->shape[1] && w->w->strides[0] >= w->w->shape[1] && Y->strides[0] >= Y->shape[1];
+}
+
 /* Y = X W^T through CLBlast's SGEMM (F32, row-major, W transposed), then the bias kernel when
  * there is one. */
 static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
@@ -289,7 +298,7 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
 fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
 {
 #ifdef FLASHCL_HAVE_CLBLAST
-    if (strncmp(fcl_projection_path(ctx, X->dtype, w->w->dtype), "clblast", 7) == 0)
+    if (strncmp(fcl_projection_path(ctx, X->dtype, w->w->dtype), "clblast", 7) == 0 && clblast_takes(X, w, Y))
         return clblast_linear(ctx, X, w, Y, event);
 #endif
     const gemm_job g = {.M = X->shape[0], .N = Y->shape[1], .K = X->shape[1], .a = X->buffer, .a_dtype = X->dtype,

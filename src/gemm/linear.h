@@ -10,7 +10,8 @@ fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, c
                             int64_t K, fcl_dtype act);
 
 /* Enqueues Y = X W^T (* scale) (+ bias): X [M, K] and Y [M, N] 2-D tensors of one activation
- * dtype (checked by the caller, as is w). CLBlast where fcl_projection_path says so. */
+ * dtype (checked by the caller, as is w). CLBlast where fcl_projection_path says so and the
+ * layouts suit it (row strides at least the row lengths), else flashcl's kernel. */
 fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event);
 
 /* Enqueues Y (+)= G W: G [M, N] activations, w->w [N, K] (I8: dequantised with its row scale),

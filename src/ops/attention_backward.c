@@ -28,7 +28,8 @@ static fcl_status begin(fcl_context ctx, const char *op, fcl_tensor *O, fcl_tens
 /* Messages name the stand-in by the tensor the caller gave. */
 #define O_NAME(O, stand_in) ((O) == (stand_in) ? "dO" : "O")
 
-/* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input. */
+/* dO like O; dQ like Q, dK like K, dV like V; no gradient overlaps another or an input, or
+ * repeats an element. */
 static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl_tensor K, fcl_tensor V,
                               fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor dQ, fcl_tensor dK,
                               fcl_tensor dV, const fcl_attn_params *params, fcl_tensor cu_q, fcl_tensor cu_k)
@@ -41,13 +42,18 @@ static fcl_status check_grads(fcl_context ctx, const char *op, fcl_tensor Q, fcl
     const fcl_tensor inputs[10] = {Q, K, V, O, dO, LSE, params ? params->key_mask : NULL,
                                    params ? params->alibi_slopes : NULL, cu_q, cu_k};
     static const char *const names[3] = {"dQ", "dK", "dV"};
-    return fcl_check_grads(ctx, op, 3, grads, like, names, 10, inputs);
+    if ((s = fcl_check_grads(ctx, op, 3, grads, like, names, 10, inputs)))
+        return s;
+    for (int i = 0; i < 3 && s == FCL_SUCCESS; i++)
+        s = fcl_check_distinct(ctx, op, grads[i], names[i]);
+    return s;
 }
 
 fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q, fcl_tensor K,
                                   fcl_tensor V, fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor dQ,
                                   fcl_tensor dK, fcl_tensor dV, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
@@ -63,7 +69,8 @@ fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params
         .do_dims = {0, 1, 2}, .dq_dims = {0, 1, 2}, .dk_dims = {0, 1, 2}, .dv_dims = {0, 1, 2},
     };
     fcl_forward_job *f = &job.fwd;
-    if ((s = fcl_resolve_attn_params(ctx, op, params, f->grid_b, f->sk, f->grid_b, f->Hq, f->D, &f->params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, f->grid_b, f->sk, f->grid_b, f->Hq, f->D, f->sq, f->sk,
+                                       &f->params)))
         return s;
     return fcl_backward_launch(ctx, &job, event);
 }
@@ -74,6 +81,7 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
                                          int max_seqlen_k, fcl_tensor dQ, fcl_tensor dK, fcl_tensor dV,
                                          cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_varlen_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
@@ -93,7 +101,7 @@ fcl_status fcl_attention_varlen_backward(fcl_context ctx, const fcl_attn_params 
         .do_dims = {-1, 0, 1}, .dq_dims = {-1, 0, 1}, .dk_dims = {-1, 0, 1}, .dv_dims = {-1, 0, 1},
     };
     fcl_forward_job *f = &job.fwd;
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Tk, f->grid_b, f->Hq, f->D, &f->params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Tk, f->grid_b, f->Hq, f->D, f->sq, f->sk, &f->params)))
         return s;
     return fcl_backward_launch(ctx, &job, event);
 }
@@ -102,6 +110,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
                                              fcl_tensor O, fcl_tensor dO, fcl_tensor LSE, fcl_tensor seq_bounds,
                                              fcl_tensor dQKV, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_packed_qkv_backward";
     struct fcl_tensor_s o_like;
     fcl_status s = begin(ctx, op, &O, dO, LSE, &o_like);
@@ -128,7 +137,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
         .dO = dO, .dQ = &dq, .dK = &dk, .dV = &dv,
         .do_dims = {-1, 0, 1}, .dq_dims = {-1, 0, 2}, .dk_dims = {-1, 0, 2}, .dv_dims = {-1, 0, 2},
     };
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, &job.fwd.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, L, L, &job.fwd.params)))
         return s;
     /* the three gradient slices as [L, H, D] views must not share an element */
     struct fcl_tensor_s slice[3] = {dq, dk, dv};
@@ -142,5 +151,7 @@ fcl_status fcl_attention_packed_qkv_backward(fcl_context ctx, const fcl_attn_par
     if (fcl_overlaps(&slice[0], &slice[1]) || fcl_overlaps(&slice[1], &slice[2]) || fcl_overlaps(&slice[0], &slice[2]))
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: the dQ, dK and dV slices of dQKV overlap (dim 1 "
                         "stride %lld)", op, (long long)dQKV->strides[1]);
+    if ((s = fcl_check_distinct(ctx, op, dQKV, "dQKV"))) /* after the slices: their overlap is named so */
+        return s;
     return fcl_backward_launch(ctx, &job, event);
 }

@@ -77,19 +77,19 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, fcl_t
     if (params && params->window_right > 0)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: window_right %d: decode is causal (use -1 or 0)", op,
                         params->window_right);
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, kv->l_max, B, Hq, D, r)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, kv->l_max, B, Hq, D, Lq, kv->l_max, r)))
         return s;
     if (B > 65535 || Lq * Hq > INT32_MAX / 4)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "%s: B %lld or Lq %lld x Hq beyond the supported range", op,
                         (long long)B, (long long)Lq);
     if ((s = fcl_check_host_size(ctx, "fcl_attention_decode: B x Lq x Hq rows", (uint64_t)(B * Lq * Hq))))
         return s;
-    const fcl_tensor outs[2] = {O, LSE}, ins[6] = {Q, cache->k, cache->v, cache->block_table, lens, mask};
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 6; k++)
-            if (fcl_overlaps(outs[i], ins[k]) || fcl_overlaps(O, LSE))
-                return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: O or LSE overlaps an input or each other", op);
-    return FCL_SUCCESS;
+    const fcl_tensor outs[2] = {O, LSE};
+    const fcl_tensor ins[7] = {Q, cache->k, cache->v, cache->block_table, lens, mask, r->alibi};
+    static const char *const out_names[2] = {"O", "LSE"};
+    static const char *const in_names[7] = {"Q", "cache.k", "cache.v", "cache.block_table", "lens", "mask",
+                                            "alibi_slopes"};
+    return fcl_check_outputs_apart(ctx, op, 2, outs, out_names, 7, ins, in_names);
 }
 
 /* The launch geometry: tiles (teams, keys per batch, rows per work-group), key splits. */
@@ -398,6 +398,7 @@ static int mma_warps(fcl_context ctx, fcl_dtype dt, int hdp, int wide, int mask,
 
 const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
@@ -415,6 +416,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
                                 const fcl_kv_cache *cache, int64_t len, fcl_tensor lens, fcl_tensor mask,
                                 fcl_tensor O, fcl_tensor LSE, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);

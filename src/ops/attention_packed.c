@@ -8,6 +8,7 @@ static const char *const op = "fcl_attention_packed_qkv_forward";
 fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor QKV,
                                             fcl_tensor seq_bounds, fcl_tensor O, fcl_tensor LSE, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
@@ -26,7 +27,8 @@ fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_para
         .q_dims = {-1, 0, 2}, .k_dims = {-1, 0, 2}, .v_dims = {-1, 0, 2}, .o_dims = {-1, 0, 1},
         .lse_dims = {-1, 0, 1}, .seq_q = seq_bounds,
     };
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, &job.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, L, 0, H, D, L, L, &job.params)) ||
+        (s = fcl_check_forward_outputs(ctx, op, O, LSE, QKV, QKV, QKV, params, seq_bounds, "seq_bounds", NULL, NULL)))
         return s;
     return fcl_forward_launch(ctx, &job, event);
 }

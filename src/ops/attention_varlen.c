@@ -13,6 +13,7 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
                                         int max_seqlen_q, int max_seqlen_k, fcl_tensor O, fcl_tensor LSE,
                                         cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
@@ -30,7 +31,10 @@ fcl_status fcl_attention_varlen_forward(fcl_context ctx, const fcl_attn_params *
         .q_dims = {-1, 0, 1}, .k_dims = {-1, 0, 1}, .v_dims = {-1, 0, 1}, .o_dims = {-1, 0, 1},
         .lse_dims = {-1, 0, 1}, .seq_q = cu_seqlens_q, .seq_k = cu_seqlens_k,
     };
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, job.total_k, job.grid_b, job.Hq, job.D, &job.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, job.total_k, job.grid_b, job.Hq, job.D, job.sq, job.sk,
+                                       &job.params)) ||
+        (s = fcl_check_forward_outputs(ctx, op, O, LSE, Q, K, V, params, cu_seqlens_q, "cu_seqlens_q", cu_seqlens_k,
+                                       "cu_seqlens_k")))
         return s;
     return fcl_forward_launch(ctx, &job, event);
 }
@@ -60,6 +64,7 @@ static fcl_status check_prefix(fcl_context ctx, const char *name, const int32_t 
 fcl_status fcl_varlen_validate(fcl_context ctx, fcl_tensor cu_seqlens_q, fcl_tensor cu_seqlens_k, int64_t total_q,
                                int64_t total_k, int max_seqlen_q, int max_seqlen_k)
 {
+    FCL_LOCK(ctx);
     static const char *const vop = "fcl_varlen_validate";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", vop);

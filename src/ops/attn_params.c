@@ -35,8 +35,17 @@ static fcl_status check_side_tensor(fcl_context ctx, const char *op, const char 
                     fcl_shape_str(t, buf, sizeof buf), n_name, (long long)n, (long long)B, n_name, (long long)n);
 }
 
+/* A window of w positions where the farthest row reaches every one of n positions on that side
+ * (w >= n): unbounded. Query positions run over [sk - sq, sk - 1], so window_left >= sk lets
+ * every row see key 0 and window_right >= sq every row see key sk - 1. */
+static int unbounded_past(int w, int64_t n)
+{
+    return w >= n ? -1 : w;
+}
+
 fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_attn_params *p, int64_t mask_B,
-                                   int64_t Sk, int64_t alibi_B, int64_t Hq, int64_t D, fcl_attn_resolved *out)
+                                   int64_t mask_keys, int64_t alibi_B, int64_t Hq, int64_t D, int64_t sq, int64_t sk,
+                                   fcl_attn_resolved *out)
 {
     if (!p)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: params is NULL (use FCL_ATTN_PARAMS_INIT)", op);
@@ -52,15 +61,16 @@ fcl_status fcl_resolve_attn_params(fcl_context ctx, const char *op, const fcl_at
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: softcap %g must be finite and >= 0 (0 = off)", op,
                         (double)p->softcap);
     out->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)D));
-    out->window_left = p->window_left;
-    out->window_right = p->causal ? 0 : p->window_right;
+    out->window_left = unbounded_past(p->window_left, sk);
+    out->window_right = p->causal ? 0 : unbounded_past(p->window_right, sq);
     out->softcap = p->softcap;
     out->mask = p->key_mask;
     out->alibi = p->alibi_slopes;
     out->mask_sb = out->mask_ss = out->alibi_sb = out->alibi_sh = 0;
     fcl_status s = FCL_SUCCESS;
     if (p->key_mask)
-        s = check_side_tensor(ctx, op, "key_mask", p->key_mask, mask_B, Sk, "Sk", &out->mask_sb, &out->mask_ss);
+        s = check_side_tensor(ctx, op, "key_mask", p->key_mask, mask_B, mask_keys, "Sk", &out->mask_sb,
+                              &out->mask_ss);
     if (s == FCL_SUCCESS && p->alibi_slopes)
         s = check_side_tensor(ctx, op, "alibi_slopes", p->alibi_slopes, alibi_B, Hq, "Hq", &out->alibi_sb, &out->alibi_sh);
     return s;

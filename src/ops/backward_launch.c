@@ -118,6 +118,7 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_m
 
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
+    FCL_LOCK(ctx);
     fcl_backward_mma_tiles t;
     fcl_cpu_tiles ct;
     if (!ctx)

@@ -75,6 +75,7 @@ static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *tiles)
 
 const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
+    FCL_LOCK(ctx);
     fcl_mma_tiles t;
     fcl_wgmma_tiles wt;
     fcl_blocked_tiles bt;

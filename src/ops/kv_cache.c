@@ -94,10 +94,12 @@ static fcl_status validate(fcl_context ctx, const fcl_kv_cache *cache, fcl_tenso
         if (positions->shape[0] != B)
             return fcl_fail(ctx, FCL_ERR_SHAPE, "%s: positions has %lld entries; expected B = %lld", op,
                             (long long)positions->shape[0], (long long)B);
-    } else if (pos < 0 || pos + L_new > kv->l_max) {
+    } else if (pos < 0 || pos > kv->l_max - L_new) { /* not pos + L_new: pos may be near INT64_MAX */
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: pos %lld + L_new %lld exceeds the cache length %lld "
                         "(or pos < 0)", op, (long long)pos, (long long)L_new, (long long)kv->l_max);
     }
+    if ((s = fcl_check_distinct(ctx, op, cache->k, "cache.k")) || (s = fcl_check_distinct(ctx, op, cache->v, "cache.v")))
+        return s;
     const fcl_tensor news[2] = {K_new, V_new}, caches[2] = {cache->k, cache->v};
     for (int i = 0; i < 2; i++)
         for (int c = 0; c < 2; c++)
@@ -113,6 +115,7 @@ static fcl_status validate(fcl_context ctx, const fcl_kv_cache *cache, fcl_tenso
 fcl_status fcl_kv_cache_append(fcl_context ctx, const fcl_kv_cache *cache, fcl_tensor K_new, fcl_tensor V_new,
                                int64_t pos, fcl_tensor positions, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);

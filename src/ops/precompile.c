@@ -283,6 +283,7 @@ fcl_status fcl_precompile(fcl_context ctx, const fcl_precompile_spec *spec)
 {
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_precompile: ctx is NULL");
+    FCL_LOCK(ctx);
     fcl_clear_error(ctx);
     fcl_status s = check_spec(ctx, spec);
     for (int d = 0; s == FCL_SUCCESS && d < spec->n_dtypes; d++)

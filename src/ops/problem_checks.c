@@ -136,3 +136,13 @@ fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor 
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: O overlaps QKV or LSE in the same buffer", op);
     return FCL_SUCCESS;
 }
+
+fcl_status fcl_check_forward_outputs(fcl_context ctx, const char *op, fcl_tensor O, fcl_tensor LSE, fcl_tensor Q,
+                                     fcl_tensor K, fcl_tensor V, const fcl_attn_params *params, fcl_tensor a,
+                                     const char *a_name, fcl_tensor b, const char *b_name)
+{
+    const fcl_tensor outs[2] = {O, LSE}, ins[7] = {Q, K, V, params->key_mask, params->alibi_slopes, a, b};
+    const char *const out_names[2] = {"O", "LSE"};
+    const char *const in_names[7] = {"Q", "K", "V", "key_mask", "alibi_slopes", a_name, b_name};
+    return fcl_check_outputs_apart(ctx, op, 2, outs, out_names, 7, ins, in_names);
+}

@@ -23,4 +23,11 @@ fcl_status fcl_check_varlen_problem(fcl_context ctx, const char *op, fcl_tensor 
 fcl_status fcl_check_packed_problem(fcl_context ctx, const char *op, fcl_tensor QKV, fcl_tensor bounds,
                                     fcl_tensor O, const char *o_name, fcl_tensor LSE);
 
+/* The forward's outputs O and LSE (LSE may be NULL) overlap neither each other nor an input: Q,
+ * K, V, params' key_mask and alibi_slopes (params not NULL), the index tensors a and b (NULL
+ * when absent; named a_name, b_name). */
+fcl_status fcl_check_forward_outputs(fcl_context ctx, const char *op, fcl_tensor O, fcl_tensor LSE, fcl_tensor Q,
+                                     fcl_tensor K, fcl_tensor V, const fcl_attn_params *params, fcl_tensor a,
+                                     const char *a_name, fcl_tensor b, const char *b_name);
+
 #endif

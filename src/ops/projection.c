@@ -29,6 +29,9 @@ fcl_status fcl_proj_check_act(fcl_context ctx, const char *op, fcl_tensor t, con
 fcl_status fcl_proj_check_out(fcl_context ctx, const char *op, fcl_tensor out, const char *name, const fcl_tensor *ins,
                             int n, const fcl_weight *const *ws, int nw)
 {
+    fcl_status s = fcl_check_distinct(ctx, op, out, name);
+    if (s != FCL_SUCCESS)
+        return s;
     for (int i = 0; i < n; i++)
         if (fcl_overlaps(out, ins[i]))
             return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: %s overlaps an input in the same buffer", op, name);
@@ -48,6 +51,7 @@ int64_t fcl_proj_weight_rows(const fcl_weight *w)
 fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk, const fcl_weight *wv, fcl_tensor K,
                           fcl_tensor V, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_project_kv";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
@@ -89,16 +93,22 @@ struct fcl_tensor_s fcl_proj_heads_view(fcl_tensor t, int64_t H)
     return v;
 }
 
-/* Q = X Wq^T + bq; A = attention(Q, K, V); O = A Wo^T + bo, with Q and A in scratch. */
-static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_attn_params *params, int64_t H,
-                                     fcl_tensor X, fcl_tensor K, fcl_tensor V, const fcl_weight *wq,
-                                     const fcl_weight *wo, fcl_tensor O, cl_event *event)
+/* The attention step of the projection ops, prepared before anything is enqueued: the job with
+ * its params resolved, and Q and the attention output A ([Lq, D] each) in scratch. */
+typedef struct attend_plan {
+    fcl_forward_job job;
+    struct fcl_tensor_s q, a;
+} attend_plan;
+
+/* Resolves params for H heads over Lq queries and Lk keys and takes the Q / A scratch. */
+static fcl_status plan_attend(fcl_context ctx, const char *op, const fcl_attn_params *params, int64_t H,
+                              fcl_tensor X, int64_t Lk, int64_t D, attend_plan *p)
 {
-    const int64_t Lq = X->shape[0], D = O->shape[1], Lk = K->shape[0];
-    fcl_forward_job job = {.op = op, .layout = FCL_LAYOUT_DENSE, .dtype = X->dtype, .D = D / H, .Hq = H, .Hkv = H,
-                           .grid_b = 1, .sq = Lq, .sk = Lk, .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2},
-                           .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}};
-    fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, &job.params);
+    const int64_t Lq = X->shape[0];
+    p->job = (fcl_forward_job){.op = op, .layout = FCL_LAYOUT_DENSE, .dtype = X->dtype, .D = D / H, .Hq = H,
+                               .Hkv = H, .grid_b = 1, .sq = Lq, .sk = Lk, .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2},
+                               .v_dims = {0, 1, 2}, .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}};
+    fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &p->job.params);
     if (s != FCL_SUCCESS)
         return s;
     const uint64_t bytes = (uint64_t)(Lq * D) * fcl_dtype_size(X->dtype);
@@ -106,17 +116,27 @@ static fcl_status attend_and_project(fcl_context ctx, const char *op, const fcl_
     if (!qa)
         return s;
     const int64_t shape[2] = {Lq, D};
-    struct fcl_tensor_s q = fcl_scratch_view(ctx, qa, X->dtype, 2, shape), a = q;
-    a.offset = Lq * D; /* the attention output follows Q in the same buffer */
-    struct fcl_tensor_s q4 = fcl_proj_heads_view(&q, H), k4 = fcl_proj_heads_view(K, H);
-    struct fcl_tensor_s v4 = fcl_proj_heads_view(V, H), a4 = fcl_proj_heads_view(&a, H);
-    job.Q = &q4;
-    job.K = &k4;
-    job.V = &v4;
-    job.O = &a4;
-    if ((s = fcl_linear_enqueue(ctx, X, wq, &q, NULL)) == FCL_SUCCESS &&
-        (s = fcl_forward_launch(ctx, &job, NULL)) == FCL_SUCCESS)
-        s = fcl_linear_enqueue(ctx, &a, wo, O, event);
+    p->q = fcl_scratch_view(ctx, qa, X->dtype, 2, shape);
+    p->a = p->q;
+    p->a.offset = Lq * D; /* the attention output follows Q in the same buffer */
+    return FCL_SUCCESS;
+}
+
+/* Enqueues Q = X Wq^T + bq; A = attention(Q, K, V); O = A Wo^T + bo for plan p. */
+static fcl_status attend_and_project(fcl_context ctx, attend_plan *p, fcl_tensor X, fcl_tensor K, fcl_tensor V,
+                                     const fcl_weight *wq, const fcl_weight *wo, fcl_tensor O, cl_event *event)
+{
+    const int64_t H = p->job.Hq;
+    struct fcl_tensor_s q4 = fcl_proj_heads_view(&p->q, H), k4 = fcl_proj_heads_view(K, H);
+    struct fcl_tensor_s v4 = fcl_proj_heads_view(V, H), a4 = fcl_proj_heads_view(&p->a, H);
+    p->job.Q = &q4;
+    p->job.K = &k4;
+    p->job.V = &v4;
+    p->job.O = &a4;
+    fcl_status s;
+    if ((s = fcl_linear_enqueue(ctx, X, wq, &p->q, NULL)) == FCL_SUCCESS &&
+        (s = fcl_forward_launch(ctx, &p->job, NULL)) == FCL_SUCCESS)
+        s = fcl_linear_enqueue(ctx, &p->a, wo, O, event);
     return s;
 }
 
@@ -151,6 +171,7 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
                                       fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
                                       const fcl_weight *wv, const fcl_weight *wo, fcl_tensor O, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_qkvo_forward";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
@@ -164,9 +185,13 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
         return s;
     const int64_t Lk = src->shape[0], Dc = src->shape[1];
     const fcl_weight *ws[2] = {wk, wv};
+    const fcl_tensor ins[3] = {src, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
     if ((s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, X->dtype)) ||
-        (s = fcl_proj_check_out(ctx, op, O, "O", &src, 1, ws, 2)))
+        (s = fcl_proj_check_out(ctx, op, O, "O", ins, 3, ws, 2)))
+        return s;
+    attend_plan plan;
+    if ((s = plan_attend(ctx, op, params, num_heads, X, Lk, D, &plan)))
         return s;
     const uint64_t bytes = (uint64_t)(Lk * D) * fcl_dtype_size(X->dtype);
     cl_mem kv = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_KV, 2 * bytes, &s);
@@ -177,7 +202,7 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
     v.offset = Lk * D;
     if ((s = fcl_linear_enqueue(ctx, src, wk, &k, NULL)) == FCL_SUCCESS &&
         (s = fcl_linear_enqueue(ctx, src, wv, &v, NULL)) == FCL_SUCCESS)
-        s = attend_and_project(ctx, op, params, num_heads, X, &k, &v, wq, wo, O, event);
+        s = attend_and_project(ctx, &plan, X, &k, &v, wq, wo, O, event);
     return s;
 }
 
@@ -185,6 +210,7 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
                                                   fcl_tensor X, fcl_tensor K, fcl_tensor V, const fcl_weight *wq,
                                                   const fcl_weight *wo, fcl_tensor O, cl_event *event)
 {
+    FCL_LOCK(ctx);
     static const char *const op = "fcl_attention_q_with_kv_cached_forward";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
@@ -194,8 +220,10 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
     if (s || (s = fcl_proj_check_act(ctx, op, K, "K", -1, D, X->dtype)) ||
         (s = fcl_proj_check_act(ctx, op, V, "V", K->shape[0], D, X->dtype)))
         return s;
-    const fcl_tensor ins[2] = {K, V};
-    if ((s = fcl_proj_check_out(ctx, op, O, "O", ins, 2, NULL, 0)))
+    const fcl_tensor ins[4] = {K, V, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
+    attend_plan plan;
+    if ((s = fcl_proj_check_out(ctx, op, O, "O", ins, 4, NULL, 0)) ||
+        (s = plan_attend(ctx, op, params, num_heads, X, K->shape[0], D, &plan)))
         return s;
-    return attend_and_project(ctx, op, params, num_heads, X, K, V, wq, wo, O, event);
+    return attend_and_project(ctx, &plan, X, K, V, wq, wo, O, event);
 }

@@ -8,7 +8,8 @@
  * `dt` (dt < 0: any float dtype). */
 fcl_status fcl_proj_check_act(fcl_context ctx, const char *op, fcl_tensor t, const char *name, int64_t rows,
                               int64_t cols, int dt);
-/* out overlaps none of ins[0..n) (NULLs skipped) nor any tensor of the weights ws[0..nw). */
+/* out repeats no element (fcl_check_distinct) and overlaps none of ins[0..n) (NULLs skipped)
+ * nor any tensor of the weights ws[0..nw). */
 fcl_status fcl_proj_check_out(fcl_context ctx, const char *op, fcl_tensor out, const char *name,
                               const fcl_tensor *ins, int n, const fcl_weight *const *ws, int nw);
 /* Rows (output features) of a weight, or -1 when it is not a usable 2-D tensor yet. */

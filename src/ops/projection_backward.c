@@ -43,9 +43,11 @@ static fcl_status check_grad(fcl_context ctx, const char *name, const fcl_weight
     return FCL_SUCCESS;
 }
 
-/* Every check: the forward's, dO, dX, dCtx, the four gradients, and no overlaps. */
-static fcl_status validate(fcl_context ctx, int num_heads, fcl_tensor X, fcl_tensor Ctx, const fcl_weight *const w[4],
-                           fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx, const fcl_weight_grad *const g[4], int64_t *D)
+/* Every check but params': the forward's, dO, dX, dCtx, the four gradients, and no overlaps
+ * (the outputs with each other, the inputs, the weights and params' side tensors). */
+static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, int num_heads, fcl_tensor X, fcl_tensor Ctx,
+                           const fcl_weight *const w[4], fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx,
+                           const fcl_weight_grad *const g[4], int64_t *D)
 {
     fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, w[0], w[3], dX, "dX", D);
     if (s || (s = fcl_proj_check_act(ctx, op, dO, "dO", X->shape[0], *D, X->dtype)))
@@ -69,9 +71,9 @@ static fcl_status validate(fcl_context ctx, int num_heads, fcl_tensor X, fcl_ten
                                  g[3]->db};
     static const char *const out_names[10] = {"dX", "dCtx", "gq.dw", "gq.db", "gk.dw", "gk.db", "gv.dw", "gv.db",
                                               "go.dw", "go.db"};
-    const fcl_tensor ins[3] = {X, Ctx, dO};
+    const fcl_tensor ins[5] = {X, Ctx, dO, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
     for (int i = 0; i < 10; i++) {
-        if (outs[i] && (s = fcl_proj_check_out(ctx, op, outs[i], out_names[i], ins, 3, w, 4)))
+        if (outs[i] && (s = fcl_proj_check_out(ctx, op, outs[i], out_names[i], ins, 5, w, 4)))
             return s;
         for (int k = i + 1; k < 10; k++)
             if (fcl_overlaps(outs[i], outs[k]))
@@ -87,13 +89,14 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                                        fcl_tensor dCtx, const fcl_weight_grad *gq, const fcl_weight_grad *gk,
                                        const fcl_weight_grad *gv, const fcl_weight_grad *go, cl_event *event)
 {
+    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
     const fcl_weight *const w[4] = {wq, wk, wv, wo};
     const fcl_weight_grad *const g[4] = {gq, gk, gv, go};
     int64_t D;
-    fcl_status s = validate(ctx, num_heads, X, Ctx, w, dO, dX, dCtx, g, &D);
+    fcl_status s = validate(ctx, params, num_heads, X, Ctx, w, dO, dX, dCtx, g, &D);
     if (s != FCL_SUCCESS)
         return s;
     fcl_tensor src = Ctx ? Ctx : X;
@@ -103,7 +106,7 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                 .sq = Lq, .sk = Lk, .q_dims = {0, 1, 2}, .k_dims = {0, 1, 2}, .v_dims = {0, 1, 2},
                 .o_dims = {0, 1, 2}, .lse_dims = {0, 1, 2}},
         .do_dims = {0, 1, 2}, .dq_dims = {0, 1, 2}, .dk_dims = {0, 1, 2}, .dv_dims = {0, 1, 2}};
-    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, &job.fwd.params)))
+    if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &job.fwd.params)))
         return s;
 
     /* scratch: Q, A, dA, dQ [Lq, D]; K, V, dK, dV [Lk, D] (one buffer), LSE [1, H, Lq] */

@@ -5,6 +5,7 @@
 
 #include "cache/disk_cache.h"
 #include "cache/sha256.h"
+#include "programs/binary_header.h"
 #include "programs/ptx_promote.h"
 
 #include <stdio.h>
@@ -77,12 +78,18 @@ static fcl_status build_failure(fcl_context ctx, cl_program prog, cl_int err, co
                     fcl_cl_error_name(err), options, log);
 }
 
-/* Tries the disk cache; returns a built program or NULL (miss or rejected file). */
+/* Tries the disk cache; returns a built program or NULL (miss or rejected file). A binary is
+ * rejected before the implementation sees it when its header is not the implementation's
+ * (fcl_binary_header_ok), and after building when it yields no kernel. */
 static cl_program load_from_disk(fcl_context ctx, const uint8_t key[32], const char *options)
 {
     unsigned char *bin = NULL;
     size_t len = 0;
     int r = fcl_disk_cache_load(ctx->cache_dir, key, &bin, &len);
+    if (r > 0 && !fcl_binary_header_ok(ctx->info.platform_name, bin, len)) {
+        free(bin);
+        r = -1;
+    }
     if (r <= 0) {
         if (r < 0)
             ctx->stats.disk_rejects++;
@@ -90,13 +97,23 @@ static cl_program load_from_disk(fcl_context ctx, const uint8_t key[32], const c
     }
     cl_int status = CL_SUCCESS, err;
     const unsigned char *bins[1] = {bin};
+    pthread_mutex_t *lock = fcl_device_program_lock(ctx->device); /* one load at a time (PoCL) */
+    pthread_mutex_lock(lock);
     cl_program prog = clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &len, bins, &status, &err);
     free(bin);
     if (err == CL_SUCCESS && status == CL_SUCCESS)
         err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
-    if (err != CL_SUCCESS || status != CL_SUCCESS) {
-        if (prog)
-            clReleaseProgram(prog);
+    size_t n_kernels = 0;
+    if (err == CL_SUCCESS && status == CL_SUCCESS)
+        err = clGetProgramInfo(prog, CL_PROGRAM_NUM_KERNELS, sizeof n_kernels, &n_kernels, NULL);
+    if (err == CL_SUCCESS && n_kernels == 0) /* a forged module that "built" (Rusticl) */
+        err = CL_INVALID_BINARY;
+    if ((err != CL_SUCCESS || status != CL_SUCCESS) && prog) {
+        clReleaseProgram(prog);
+        prog = NULL;
+    }
+    pthread_mutex_unlock(lock);
+    if (!prog) {
         ctx->stats.disk_rejects++;
         return NULL;
     }

@@ -164,6 +164,7 @@ static void values_text(const int *v, int n, char *buf, size_t len)
 
 fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, const int *values, int n_values)
 {
+    FCL_LOCK(ctx);
     if (!ctx || !kernel || !values)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_save: %s is NULL",
                         !ctx ? "ctx" : !kernel ? "kernel" : "values");
@@ -231,6 +232,7 @@ int fcl_tuning_count(fcl_context ctx)
 {
     if (!ctx)
         return 0;
+    FCL_LOCK(ctx);
     load_once(ctx);
     return ctx->n_tuned;
 }
@@ -241,6 +243,7 @@ fcl_status fcl_tuning_entry(fcl_context ctx, int index, char *kernel, int *head_
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_entry: %s is NULL",
                         !ctx ? "ctx" : !kernel ? "kernel" : !head_dim_pad ? "head_dim_pad" : !values ? "values"
                                                                                                : "n_values");
+    FCL_LOCK(ctx);
     fcl_clear_error(ctx);
     load_once(ctx);
     if (index < 0 || index >= ctx->n_tuned)
@@ -258,6 +261,7 @@ fcl_status fcl_tuning_reset(fcl_context ctx)
 {
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_reset: ctx is NULL");
+    FCL_LOCK(ctx);
     fcl_clear_error(ctx);
     if (!ctx->cache_dir)
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_reset: the disk cache is off; tuned tiles live in its "

@@ -11,7 +11,7 @@
 
 int fcl_pad_head_dim(int64_t D)
 {
-    return D <= 16 ? 16 : (int)((D + 31) / 32 * 32);
+    return D <= 16 ? 16 : D > FCL_MAX_HEAD_DIM ? FCL_MAX_HEAD_DIM + 32 : (int)((D + 31) / 32 * 32);
 }
 
 typedef struct tuning_entry {
@@ -322,6 +322,7 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
 
 fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int *values, int n_values)
 {
+    FCL_LOCK(ctx);
     const int want = fcl_tuned_value_count(kernel);
     if (!ctx || !values || want == 0 || n_values != want || head_dim < 1 || head_dim > FCL_MAX_HEAD_DIM)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "fcl_tuning_get: %s", !ctx ? "ctx is NULL" : !values ? "values is NULL"

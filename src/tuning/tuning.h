@@ -5,7 +5,9 @@
 
 #include "core/internal.h"
 
-/* The head dim the kernels are specialised for: D rounded up to 16, then to multiples of 32. */
+/* The head dim the kernels are specialised for: D rounded up to 16, then to multiples of 32; any
+ * D above FCL_MAX_HEAD_DIM (no kernel takes one; the path getters may ask) gives
+ * FCL_MAX_HEAD_DIM + 32, so no tile arithmetic on it overflows. */
 int fcl_pad_head_dim(int64_t D);
 
 typedef struct fcl_forward_tiles {
