@@ -118,7 +118,7 @@ MMA_INLINE uint4 chunk16(__global const ushort *src, long at, int n)
  * chunks of a tile `cols` wide: chunk e holds elements c0 + c .. c0 + c + 7 (c = 8 (e % (cols /
  * 8))) of the operand's row r0 + e / (cols / 8), whose element j sits at src[off + row * stride
  * + j]; zeros at rows >= r_lim and elements >= c_lim. With `async` they are copied by cp.async
- * into `tile` (one row every `pitch` halves); else read into raw for store_chunks.
+ * into `tile` (one row every `pitch` halves); else read into raw for store16.
  */
 MMA_INLINE void fetch16(const bool async, __local ushort *tile, uint4 *raw, const int chunks, const int cols,
                         const int pitch, __global const ushort *src, long off, long stride, int r0, int c0, int r_lim,
@@ -166,7 +166,8 @@ MMA_INLINE uint4 i8_to_mma(uint2 v)
                    pack_pair(i8_at(v.y, 0), i8_at(v.y, 1)), pack_pair(i8_at(v.y, 2), i8_at(v.y, 3)));
 }
 
-/* The same for I8 B (never by cp.async: its values are converted on the way in). */
+/* This work-item's chunks of one slice of I8 B, as fetch16 reads them into raw (never by
+ * cp.async: the values are converted on their way into local memory, by store8). */
 MMA_INLINE void fetch8(b_raw *raw, const int chunks, const int cols, __global const char *src, long off, long stride,
                        int r0, int c0, int r_lim, int c_lim, int lid)
 {
@@ -177,21 +178,31 @@ MMA_INLINE void fetch8(b_raw *raw, const int chunks, const int cols, __global co
         raw[i] = chunk8(src, off + (long)(r0 + r) * stride + c0 + c, n);
     }
 }
+
+/* Stores the chunks that fetch8 read into raw, converted to the mma dtype, into `tile`. */
+MMA_INLINE void store8(__local ushort *tile, const uint2 *raw, const int chunks, const int cols, const int pitch,
+                       int lid)
+{
+    #pragma unroll
+    for (int i = 0; i < (chunks + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE;
+        if (chunks % WG_SIZE == 0 || e < chunks)
+            *(__local uint4 *)(tile + e / (cols / 8) * pitch + e % (cols / 8) * 8) = i8_to_mma(raw[i]);
+    }
+}
 #endif
 
-/* Stores the chunks that fetch16 read into raw (uint4: as they are) or fetch8 (uint2: converted)
- * into `tile`. */
-#define STORE_CHUNKS(tile, raw, per, chunks, cols, pitch, convert)                                \
-    do {                                                                                       \
-        _Pragma("unroll") for (int i_ = 0; i_ < (per); i_++)                                   \
-        {                                                                                      \
-            const int e_ = lid + i_ * WG_SIZE;                                                 \
-            if ((chunks) % WG_SIZE == 0 || e_ < (chunks))                                      \
-                *(__local uint4 *)((tile) + e_ / ((cols) / 8) * (pitch) + e_ % ((cols) / 8) * 8) = \
-                    convert((raw)[i_]);                                                        \
-        }                                                                                      \
-    } while (0)
-#define AS_IS(x) (x)
+/* Stores the chunks that fetch16 read into raw, as they are, into `tile` (the same geometry). */
+MMA_INLINE void store16(__local ushort *tile, const uint4 *raw, const int chunks, const int cols, const int pitch,
+                        int lid)
+{
+    #pragma unroll
+    for (int i = 0; i < (chunks + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE;
+        if (chunks % WG_SIZE == 0 || e < chunks)
+            *(__local uint4 *)(tile + e / (cols / 8) * pitch + e % (cols / 8) * 8) = raw[i];
+    }
+}
 
 #if SPLIT_A
 /* The two A-dtype values of an mma register as floats (low half first). */
@@ -199,7 +210,7 @@ MMA_INLINE float2 unpack_a(uint x)
 {
 #if FCL_DTYPE == 1
     float lo, hi;
-    __asm__("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+    __asm__("{ .reg .b16 lo16, hi16; mov.b32 {lo16, hi16}, %2; cvt.f32.f16 %0, lo16; cvt.f32.f16 %1, hi16; }"
             : "=f"(lo), "=f"(hi)
             : "r"(x));
     return (float2)(lo, hi);
@@ -279,16 +290,16 @@ void gemm_mma(__global const ushort *A, __global const b_t *B, __global const fl
 #endif
     /* The register-held parts of a fetched slice into stage st. */
 #if B_I8
-#define STORE_B(st) STORE_CHUNKS(Bs[st], rb, B_PER, B_CHUNKS, B_COLS, B_PITCH, i8_to_mma)
+#define STORE_B(st) store8(Bs[st], rb, B_CHUNKS, B_COLS, B_PITCH, lid)
 #elif B_ASYNC
 #define STORE_B(st)
 #else
-#define STORE_B(st) STORE_CHUNKS(Bs[st], rb, B_PER, B_CHUNKS, B_COLS, B_PITCH, AS_IS)
+#define STORE_B(st) store16(Bs[st], rb, B_CHUNKS, B_COLS, B_PITCH, lid)
 #endif
 #if A_ASYNC
 #define STORE_A(st)
 #else
-#define STORE_A(st) STORE_CHUNKS(As[st], ra, A_PER, A_CHUNKS, A_COLS, A_PITCH, AS_IS)
+#define STORE_A(st) store16(As[st], ra, A_CHUNKS, A_COLS, A_PITCH, lid)
 #endif
 
     float acc[MT][NT][4];
