@@ -124,7 +124,8 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     if (r->gbps > 0)
         json_num("gbps", "%.6g", r->gbps);
     if (!strcmp(r->op, "qkvo")) {
-        printf(",\"weights\":\"%s\"", fcl_dtype_name((fcl_dtype)r->wdtype));
+        printf(",\"weights\":\"%s\",\"projection_path\":\"%s\"", fcl_dtype_name((fcl_dtype)r->wdtype),
+               fcl_projection_path(env->ctx, c->dtype, (fcl_dtype)r->wdtype));
         json_num("ms_attention", "%.6g", r->ms_attention);
     }
     json_num("max_err", "%.6e", r->max_err);

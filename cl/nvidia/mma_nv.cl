@@ -3,11 +3,13 @@
  * the tensor-core attention kernels (attention_forward_mma.cl, attention_backward_mma.cl):
  * mma.sync m16n8k16 with F16 or BF16 inputs and FP32 accumulation, ldmatrix, quad reductions,
  * and a cp.async copy of 16-byte row chunks into local memory (plain loads and
- * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned).
+ * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned); the projection GEMM
+ * (linear_mma.cl) uses the mma, ldmatrix and packing helpers.
  *
- * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); HEAD_DIM_PAD;
- * ASYNC_COPY; PAIRS; HAS_MASK; SWIZZLED_TILES (the tiles that load_rows fills are stored as
- * wgmma_nv.cl's swizzled atoms instead of padded rows).
+ * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); MMA_BF16 (the
+ * products in BF16 whatever FCL_DTYPE); HEAD_DIM_PAD (the attention kernels: the helpers that
+ * walk a head dim exist only with it); ASYNC_COPY; PAIRS; HAS_MASK; SWIZZLED_TILES (the tiles
+ * that load_rows fills are stored as wgmma_nv.cl's swizzled atoms instead of padded rows).
  */
 
 /* The head dim's k16 steps and n8 tiles, and the pitch of a row in local memory (8 halves of
@@ -50,10 +52,10 @@ inline int swizzled_offset(int r, int c, int atom)
 /* Helpers that take fragment arrays: always inlined, so that the arrays stay in registers. */
 #define MMA_INLINE __attribute__((always_inline)) inline
 
-#if FCL_DTYPE == 1
-#define MMA_IN "f16"
-#elif FCL_DTYPE == 2
+#if FCL_DTYPE == 2 || MMA_BF16
 #define MMA_IN "bf16"
+#elif FCL_DTYPE == 1
+#define MMA_IN "f16"
 #else
 #error "the tensor-core kernels take F16 or BF16"
 #endif
@@ -86,6 +88,7 @@ inline void ldmatrix_x4_trans(uint *r, uint addr)
             : "memory");
 }
 
+#ifdef HEAD_DIM_PAD
 /* This lane's A fragments (rows g and g + 8 of the 16 rows row0 .. row0 + 15, the whole head
  * dim) of a view whose row r sits at src[base + r * row_stride]: zeros past head_dim and for
  * rows outside [0, n_rows). With PAIRS (head_dim even, rows 4-byte aligned) the two elements of
@@ -143,6 +146,8 @@ MMA_INLINE void fragment_at(uint *a, uint (*f)[4], __local const uint4 *stash, i
         a[e] = f[ks][e];
 }
 
+#endif
+
 /* x, opaque to the compiler: addresses derived from it inside a loop are computed there (one
  * add each) instead of being hoisted out of the loop into dozens of live registers. */
 inline uint opaque(uint x)
@@ -151,7 +156,7 @@ inline uint opaque(uint x)
     return x;
 }
 
-/* Two floats rounded to the storage dtype, packed as one mma operand register (lo first). */
+/* Two floats rounded to the mma input dtype (MMA_IN), packed as one mma operand register (lo first). */
 inline uint pack_pair(float lo, float hi)
 {
     uint r;
@@ -160,10 +165,11 @@ inline uint pack_pair(float lo, float hi)
 }
 
 /* Elements d and d + 1 (d even) of a row of dst, from x0 and x1, rounded to the storage dtype;
- * each only below head_dim. With PAIRS (head_dim even, rows 4-byte aligned) one 32-bit store. */
+ * each only below head_dim. With PAIRS (head_dim even, rows 4-byte aligned) one 32-bit store
+ * (pack_pair: not with MMA_BF16, whose mma dtype may differ from the storage dtype). */
 inline void store_pair(__global store_t *dst, long at, int d, int head_dim, float x0, float x1)
 {
-#if PAIRS
+#if PAIRS && !MMA_BF16
     if (d < head_dim)
         *(__global uint *)((__global ushort *)dst + at) = pack_pair(x0, x1);
 #else
@@ -264,6 +270,7 @@ MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_
     }
 }
 
+#ifdef HEAD_DIM_PAD
 /* Starts the copies of key rows j0 .. j0 + n_rows - 1 of V into Vst (and, with HAS_MASK, stores
  * their mask values into Ms; 0 outside [lo, hi]): rows outside [lo, hi] and masked-out rows
  * become zeros. */
@@ -292,3 +299,4 @@ MMA_INLINE void issue_kv_tile(__local ushort *Kst, __local ushort *Vst, __local 
     issue_v_tile(Vst, Ms, n_rows, pitch, head_dim_pad, wg, lid, Vu, vbase, v_ss, j0, lo, hi, head_dim, mask, mrow,
                  mask_ss);
 }
+#endif

@@ -653,12 +653,15 @@ typedef struct fcl_weight {
 
 /*
  * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
- * "clblast-sgemm" (F32 / F32 where CLBlast is built in) or "flashcl" (flashcl's own kernel: F16,
- * BF16, I8 weights, mixed dtypes, loop-capped devices such as llvmpipe, or FLASHCL_GEMM=own).
- * The CLBlast path applies to operands whose row strides are at least their row lengths; a
- * GEMM with another view (a repeated row of stride 0, overlapping rows) runs flashcl's kernel.
- * Every path accumulates in FP32: CLBlast's HGEMM, which accumulates in half precision, is never
- * used. Static string; NULL for a NULL ctx.
+ * "nvidia-mma" (NVIDIA tensor cores, compute capability >= 8.0: F16 or BF16 activations with
+ * weights of the same dtype or I8), "clblast-sgemm" (F32 / F32 where CLBlast is built in) or
+ * "flashcl" (flashcl's own portable kernel: other dtype pairs, loop-capped devices such as
+ * llvmpipe, or FLASHCL_GEMM=own, which also rules out the tensor cores). A GEMM whose operands'
+ * row strides are below their row lengths (a repeated row of stride 0, overlapping rows) runs
+ * flashcl's portable kernel whatever this says. The backward's
+ * weight-gradient GEMMs multiply activations only: they take the tensor cores wherever F16 or
+ * BF16 activations with their own weights would. Every path accumulates in FP32: CLBlast's
+ * HGEMM, which accumulates in half precision, is never used. Static string; NULL for a NULL ctx.
  */
 const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight);
 

@@ -1,7 +1,10 @@
-/* The projection GEMM (cl/portable/linear.cl): weight checks, variant choice and launch. */
+/* The projection GEMM (cl/portable/linear.cl): weight checks, variant choice and launch (the
+ * tensor-core GEMM of linear_mma.c first, where it applies). */
 #include "gemm/linear.h"
 
 #include "core/tensor_checks.h"
+#include "gemm/gemm_job.h"
+#include "gemm/linear_mma.h"
 #include "programs/program_cache.h"
 #include "tuning/tuning.h"
 
@@ -73,25 +76,6 @@ fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, c
 
 static const char *const linear_sources[] = {"common", "linear"};
 
-/* One strided GEMM of cl/portable/linear.cl: C[m, n] (+)= sum_k A[m, k] B[k, n] (* scale) (+ bias[n]). */
-typedef struct gemm_job {
-    int64_t M, N, K;
-    cl_mem a;
-    fcl_dtype a_dtype;
-    cl_long a_off, a_sm, a_sk;
-    cl_mem b;
-    fcl_dtype b_dtype;
-    cl_long b_off, b_sk, b_sn;
-    fcl_tensor scale; /* I8 B only */
-    int scale_on;     /* 1: indexed by n, 2: by k */
-    cl_long scale_k0; /* SCALE_ON 2: scale rows skipped (the start of a K chunk) */
-    fcl_tensor bias;  /* [N] in A's dtype, or NULL */
-    cl_mem c;
-    fcl_dtype c_dtype; /* F32 or A's dtype */
-    cl_long c_off, c_sm, c_sn;
-    int accumulate;
-} gemm_job;
-
 /* The program of cl/portable/linear.cl for a GEMM's dtypes, epilogue and tiles (the tiled variant's
  * load directions from the operands' k strides). */
 static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, const char *name,
@@ -123,13 +107,8 @@ static void gemm_loop_counts(const fcl_gemm_tiles *t, long *per_slice, long *fix
     *fixed = loads + 2 * (wm + wm * wn) + wn + 8;
 }
 
-/* One launch of the GEMM kernel for g. */
-static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_event *event)
+cl_int fcl_gemm_set_args(cl_kernel k, const gemm_job *g)
 {
-    cl_kernel k;
-    fcl_status s = linear_kernel(ctx, g, t, "gemm", &k);
-    if (s != FCL_SUCCESS)
-        return s;
     const cl_mem dummy = g->c; /* absent scale / bias: never read */
     const cl_mem bufs[5] = {g->a, g->b, g->scale ? g->scale->buffer : dummy, g->bias ? g->bias->buffer : dummy,
                             g->c};
@@ -146,6 +125,17 @@ static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm
         err = clSetKernelArg(k, arg++, sizeof(cl_int), &ints[i]);
     for (int i = 0; i < 13 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
+    return err;
+}
+
+/* One launch of the GEMM kernel for g. */
+static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_event *event)
+{
+    cl_kernel k;
+    fcl_status s = linear_kernel(ctx, g, t, "gemm", &k);
+    if (s != FCL_SUCCESS)
+        return s;
+    cl_int err = fcl_gemm_set_args(k, g);
     size_t global[2], local[2];
     if (one_item(ctx)) {
         global[0] = ((size_t)g->N + CPU_COLS - 1) / CPU_COLS;
@@ -190,6 +180,10 @@ static fcl_status gemm_finish(fcl_context ctx, const gemm_job *g, const fcl_gemm
  * as in one launch). The bias goes with the first chunk. */
 static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event)
 {
+    int done = 0;
+    fcl_status s = fcl_gemm_mma_enqueue(ctx, g, event, &done);
+    if (s != FCL_SUCCESS || done)
+        return s;
     const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
     long per_slice, fixed;
     gemm_loop_counts(&t, &per_slice, &fixed);
@@ -201,7 +195,6 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
         return gemm_launch(ctx, g, &t, event);
     cl_mem T = NULL;
     gemm_job part = *g;
-    fcl_status s = FCL_SUCCESS;
     if (g->c_dtype != FCL_F32) {
         T = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_PARTIAL, (uint64_t)(g->M * g->N) * sizeof(float), &s);
         if (!T)
@@ -234,6 +227,8 @@ const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight
     FCL_LOCK(ctx);
     if (!ctx)
         return NULL;
+    if (fcl_gemm_mma_usable(ctx, act, weight))
+        return "nvidia-mma";
 #ifdef FLASHCL_HAVE_CLBLAST
     const char *env = getenv("FLASHCL_GEMM");
     const int own = env && strcmp(env, "own") == 0;

@@ -492,6 +492,7 @@ typedef struct gemm_entry {
     const char *name;      /* as tuning_entry */
     fcl_device_type type;
     fcl_gemm_tiles tiles;
+    fcl_gemm_mma_tiles mma; /* the tensor-core GEMM (NVIDIA compute capability >= 8.0, checked by the caller) */
 } gemm_entry;
 
 /* NVIDIA: 64 x 128 blocks of 8 x 4 per work-item (256 work-items; H200 sweep, qkvo D 4096 L 2048,
@@ -500,13 +501,26 @@ typedef struct gemm_entry {
  * (256 work-items, within AMD's and Mali's limits); llvmpipe and the rest (CPUs on the tiled
  * kernel under a loop cap) 32 x 32 of 2 x 2, which keep a work-item's loop count per K slice low
  * (llvmpipe, qkvo L 256 D 512 f16: 2 x 2 took 0.6x the time of 4 x 4, 32 x 32 and 64 x 64 blocks
- * alike). */
+ * alike). Tensor cores (NVIDIA): 128 x 128 blocks of 8 warps (2 x 4, 64 x 32 each), K slices of
+ * 32 in a 2-stage ring (40 KB of the 48 KB of local memory; not yet measured). */
 static const gemm_entry gemm_table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}},
-    {"NVIDIA", FCL_DEVICE_GPU, {64, 128, 16, 8, 4, 4}},
-    {"", FCL_DEVICE_GPU, {64, 64, 16, 4, 4, 4}},
-    {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}},
+    {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
+    {"NVIDIA", FCL_DEVICE_GPU, {64, 128, 16, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}},
+    {"", FCL_DEVICE_GPU, {64, 64, 16, 4, 4, 4}, {0}},
+    {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
 };
+
+/* The GEMM table's entry for ctx's device. */
+static const gemm_entry *gemm_entry_for(fcl_context ctx)
+{
+    for (size_t i = 0; i < sizeof gemm_table / sizeof gemm_table[0]; i++) {
+        const gemm_entry *g = &gemm_table[i];
+        if ((!g->name[0] || strstr(ctx->info.name, g->name) || strstr(ctx->info.vendor, g->name)) &&
+            (g->type == FCL_DEVICE_OTHER || g->type == ctx->info.type))
+            return g;
+    }
+    return &gemm_table[sizeof gemm_table / sizeof gemm_table[0] - 1];
+}
 
 int fcl_gemm_local_floats(const fcl_gemm_tiles *t)
 {
@@ -515,16 +529,7 @@ int fcl_gemm_local_floats(const fcl_gemm_tiles *t)
 
 fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx)
 {
-    const gemm_entry *e = &gemm_table[sizeof gemm_table / sizeof gemm_table[0] - 1];
-    for (size_t i = 0; i < sizeof gemm_table / sizeof gemm_table[0]; i++) {
-        const gemm_entry *g = &gemm_table[i];
-        if ((!g->name[0] || strstr(ctx->info.name, g->name) || strstr(ctx->info.vendor, g->name)) &&
-            (g->type == FCL_DEVICE_OTHER || g->type == ctx->info.type)) {
-            e = g;
-            break;
-        }
-    }
-    fcl_gemm_tiles t = e->tiles;
+    fcl_gemm_tiles t = gemm_entry_for(ctx)->tiles;
     const char *env = getenv("FLASHCL_GEMM_TILES");
     fcl_gemm_tiles o = {0, 0, 0, 0, 0, 4};
     const int got = env ? sscanf(env, "%d,%d,%d,%d,%d,%d", &o.tile_m, &o.tile_n, &o.tile_k, &o.wpt_m, &o.wpt_n,
@@ -556,5 +561,45 @@ fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx)
         t.tile_m = dm * t.wpt_m;
         t.tile_n = dn * t.wpt_n;
     }
+    return t;
+}
+
+uint64_t fcl_gemm_mma_local_bytes(const fcl_gemm_mma_tiles *t, int scales)
+{
+    const uint64_t m = (uint64_t)t->tile_m, n = (uint64_t)t->tile_n, k = (uint64_t)t->tile_k;
+    const uint64_t halves = (m + n) * k + 8 * ((m > k ? m : k) + (n > k ? n : k));
+    return (uint64_t)t->stages * (2 * halves + (scales ? 4 * k : 0));
+}
+
+/* Whether t's values are tiles the tensor-core GEMM takes (see fcl_tune_gemm_mma). */
+static int gemm_mma_valid(const fcl_gemm_mma_tiles *t)
+{
+    return t->warps_m > 0 && t->warps_n > 0 && t->warps_m * t->warps_n <= 16 && t->tile_m > 0 && t->tile_m <= 256 &&
+           t->tile_m % (16 * t->warps_m) == 0 && t->tile_n > 0 && t->tile_n <= 256 &&
+           t->tile_n % (16 * t->warps_n) == 0 && t->tile_k >= 16 && t->tile_k <= 128 && t->tile_k % 16 == 0 &&
+           t->stages >= 2 && t->stages <= 4 && t->max_regs >= 0 && t->max_regs <= 255;
+}
+
+fcl_gemm_mma_tiles fcl_tune_gemm_mma(fcl_context ctx, int scales)
+{
+    fcl_gemm_mma_tiles t = gemm_entry_for(ctx)->mma;
+    if (t.tile_m == 0)
+        return t;
+    const char *env = getenv("FLASHCL_GEMM_MMA_TILES");
+    int v[7] = {t.tile_m, t.tile_n, t.tile_k, t.warps_m, t.warps_n, t.stages, t.max_regs};
+    if (env && parse_values(env, v, 7) >= 5) {
+        const fcl_gemm_mma_tiles o = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+        if (gemm_mma_valid(&o))
+            t = o;
+    }
+    while (fcl_gemm_mma_local_bytes(&t, scales) > ctx->info.local_mem_bytes && (t.stages > 2 || t.tile_k > 16)) {
+        if (t.stages > 2)
+            t.stages--;
+        else
+            t.tile_k -= 16;
+    }
+    if (fcl_gemm_mma_local_bytes(&t, scales) > ctx->info.local_mem_bytes ||
+        (size_t)(t.warps_m * t.warps_n * 32) > ctx->info.max_work_group_size)
+        t.tile_m = 0;
     return t;
 }

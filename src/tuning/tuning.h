@@ -199,4 +199,29 @@ fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx);
 /* Floats of the tiled GEMM's local arrays: TK rows of TM + VW and of TN + VW. */
 int fcl_gemm_local_floats(const fcl_gemm_tiles *t);
 
+/* ---- projection GEMM on NVIDIA tensor cores (cl/nvidia/linear_mma.cl) ---- */
+
+typedef struct fcl_gemm_mma_tiles {
+    int tile_m;       /* rows of C per work-group (a multiple of 16 warps_m); 0: no tensor-core GEMM */
+    int tile_n;       /* columns of C per work-group (a multiple of 16 warps_n) */
+    int tile_k;       /* depth of a K slice in local memory (a multiple of 16) */
+    int warps_m;      /* warps along m and n: the work-group has warps_m * warps_n warps */
+    int warps_n;
+    int stages;       /* K slices in the local-memory ring (2 to 4) */
+    int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+} fcl_gemm_mma_tiles;
+
+/* Tiles of the tensor-core GEMM on ctx's device, with `scales` (I8 weights scaled along K: a
+ * float per slice row in each stage) or without: the GEMM table's entry (tile_m 0 where it has
+ * none: devices other than NVIDIA GPUs), then FLASHCL_GEMM_MMA_TILES="TM,TN,TK,WM,WN[,S[,R]]" if
+ * valid (TM and TN multiples of 16 WM and 16 WN up to 256, TK a multiple of 16 up to 128, WM * WN
+ * up to 16 warps, S 2 to 4, R 0 to 255; values left out keep the entry's); then stages, then
+ * tile_k (by 16) lowered until the ring fits the local memory; tile_m 0 when it does not, or the
+ * work-group exceeds the device's limit. */
+fcl_gemm_mma_tiles fcl_tune_gemm_mma(fcl_context ctx, int scales);
+
+/* Bytes of the tensor-core GEMM's local arrays with tiles t, for either layout of each operand
+ * (a slice stored as rows along its unit-stride dimension, padded by 8 halves), plus the scales. */
+uint64_t fcl_gemm_mma_local_bytes(const fcl_gemm_mma_tiles *t, int scales);
+
 #endif

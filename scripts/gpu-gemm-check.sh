@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`: the
+# projection GEMMs on tensor cores (cl/nvidia/linear_mma.cl), checked and timed in one run.
+#  1. Tests, on the default path (the tensor-core GEMM where it applies) and with FLASHCL_GEMM=own
+#     (flashcl's portable GEMM): test_gemm (every GEMM layout, dtype pair, edge and alignment
+#     case against a float64 GEMM; on such a device it asserts that F16/BF16 take "nvidia-mma"),
+#     test_qkvo and test_qkvo_backward. Each test's whole output goes into tests.txt; the
+#     summary names each test's rc and prints the failing expectations (case, error, bound, the
+#     worst and the first element beyond the bound).
+#  2. One self-attention layer (flashcl-bench --op qkvo, L 2048, D 4096, 32 heads, biases):
+#     activations/weights f16/f16, f16/i8, bf16/bf16, bf16/i8 on the default path, f16/f16 and
+#     f16/i8 with FLASHCL_GEMM=own (the kernel before), the same pairs at L 256 D 1024 H 8 with
+#     the bench's float64 check, and PyTorch's layer (scripts/layer_peer.py: 4 x F.linear + SDPA
+#     flash, F16 and BF16) in the same run; a table of the ratios.
+#  3. A small sweep of FLASHCL_GEMM_MMA_TILES="TM,TN,TK,WM,WN[,S[,R]]" (SWEEP=... to change it,
+#     SWEEP= to skip) on the layer with f16 and i8 weights.
+# Output under $OUT (default ./gpu-out), at most 8 files: summary.txt (also on stdout), gpu.txt
+# (nvidia-smi, flashcl-info), tests.txt, bench.jsonl, peer.jsonl, sweep.jsonl, errors.log and
+# cache.tgz (the disk cache of the run: NVIDIA's PTX of every program built, for ptxas
+# elsewhere). Knobs: BUILD (default build), REPS (default 10), SKIP_TESTS=1, BUDGET_S (default
+# 450: every command runs under `timeout`, cut to what is left of this budget; steps past it are
+# skipped and say so).
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export FLASHCL_DEVICE=${FLASHCL_DEVICE:-nvidia}
+export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
+unset FLASHCL_GEMM FLASHCL_GEMM_MMA_TILES
+build=${BUILD:-build}
+bench=$build/tools/flashcl-bench
+reps=${REPS:-10}
+deadline=$(($(date +%s) + ${BUDGET_S:-450}))
+sum=$out/summary.txt
+: > "$sum"
+: > "$out/errors.log"
+exec 3>&1 # say writes here (the script's stdout) even inside redirected commands
+say() { echo "$*" | tee -a "$sum" >&3; }
+
+# run_for LIMIT CMD...: CMD under `timeout`, LIMIT seconds or what is left of the budget if less;
+# not run (rc 124) when less than 10 s are left.
+run_for() {
+  local limit=$1 left=$((deadline - $(date +%s)))
+  shift
+  ((left < limit)) && limit=$left
+  if ((limit < 10)); then
+    say "SKIPPED (time budget spent): $*"
+    return 124
+  fi
+  timeout "$limit" "$@"
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
+"$build/tools/flashcl-info" >> "$out/gpu.txt" 2>&1
+say "== device"
+grep -E "H200|NVIDIA|Projection GEMMs" "$out/gpu.txt" | head -n 6 | tee -a "$sum"
+
+# ---------------------------------------------------------------- 1. tests
+if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+  say "== tests"
+  : > "$out/tests.txt"
+  for gemm in default own; do
+    for t in test_gemm test_qkvo test_qkvo_backward; do
+      start=$(date +%s)
+      echo "######## $t FLASHCL_GEMM=$gemm" >> "$out/tests.txt"
+      if [[ $gemm == own ]]; then
+        FLASHCL_GEMM=own run_for 150 "$build/tests/$t" -j1 --verbose=0 > "$out/t.log" 2>&1
+      else
+        run_for 150 "$build/tests/$t" -j1 --verbose=0 > "$out/t.log" 2>&1
+      fi
+      rc=$?
+      cat "$out/t.log" >> "$out/tests.txt"
+      say "$t FLASHCL_GEMM=$gemm: rc=$rc in $(($(date +%s) - start)) s: $(grep -E 'Synthesis' "$out/t.log" | tail -n 1)"
+      grep -E "projection path" "$out/t.log" | sort -u | sed 's/^/    /' | tee -a "$sum"
+      if ((rc != 0)); then # the failing expectations, whole (case, error, worst and first element)
+        grep -E -A3 "FAIL|Assertion|error|beyond|CRASH|signal|timeout" "$out/t.log" | head -n 80 | tee -a "$sum"
+      fi
+    done
+  done
+  rm -f "$out/t.log"
+fi
+
+# ---------------------------------------------------------------- 2. the layer, and the peer
+say "== layer (flashcl-bench --op qkvo; projections = 8 L D^2 FLOP)"
+layer=(--sq 2048 --d 4096 --hq 32 --reps "$reps" --warmup 2 --check-rows 0 --json)
+small=(--sq 256 --d 1024 --hq 8 --reps 3 --warmup 1 --json)
+: > "$out/bench.jsonl"
+pairs="f16/f16 f16/i8 bf16/bf16 bf16/i8"
+for p in $pairs; do
+  run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
+    >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench qkvo $p failed (rc $?)"
+done
+for p in f16/f16 f16/i8; do # the portable GEMM, for the before/after ratio
+  FLASHCL_GEMM=own run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
+    2>> "$out/errors.log" | sed 's/^{/{"gemm":"own",/' >> "$out/bench.jsonl" || say "bench qkvo own $p failed"
+done
+for p in $pairs; do # small enough for the bench's float64 check (ok, max_err, err_bound)
+  run_for 60 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${small[@]}" \
+    >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench qkvo small $p failed (rc $?)"
+done
+: > "$out/peer.jsonl"
+for dt in f16 bf16; do
+  run_for 60 python3 scripts/layer_peer.py --l 2048 --d 4096 --h 32 --dtype $dt \
+    >> "$out/peer.jsonl" 2>> "$out/errors.log" || say "layer_peer.py $dt failed (rc $?)"
+done
+
+python3 - "$out/bench.jsonl" "$out/peer.jsonl" << 'PY' | tee -a "$sum"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+peer = {p["dtype"]: p for p in (json.loads(l) for l in open(sys.argv[2]) if l.startswith("{"))}
+print("| act | weights | GEMM | L | D | ms | attention ms | projection TF/s | torch ms | torch / flashcl | check |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    try:
+        proj = 8.0 * r["sq"] * r["d"] ** 2 / ((r["ms"] - r["ms_attention"]) * 1e-3) * 1e-12
+        t = peer.get(r["dtype"]) if r["sq"] == 2048 and r["d"] == 4096 else None
+        gemm = r.get("gemm", r.get("projection_path", "?"))
+        check = "ok" if r["ok"] and r["rows_checked"] else "NOT OK" if not r["ok"] else "-"
+        if r["rows_checked"]:
+            check += " (err %.2e, bound %.2e)" % (r["max_err"], r["err_bound"])
+        print("| %s | %s | %s | %d | %d | %.3f | %.3f | %.1f | %s | %s | %s |" % (
+            r["dtype"], r["weights"], gemm, r["sq"], r["d"], r["ms"], r["ms_attention"], proj,
+            "%.3f" % t["ms"] if t else "-", "%.2f" % (t["ms"] / r["ms"]) if t else "-", check))
+    except (KeyError, TypeError, ZeroDivisionError) as e:
+        print("| row without its figures (%r): %s |" % (e, json.dumps(r)[:300]))
+PY
+
+# ---------------------------------------------------------------- 3. tile sweep
+default_sweep="128,128,32,2,4,2 128,128,32,4,2,2 128,128,32,2,4,2,128 128,128,16,2,4,3 128,128,16,2,4,4
+  128,64,32,2,2,3 64,128,32,2,2,3 128,128,32,2,2,2 64,64,32,2,2,4"
+sweep=${SWEEP-$default_sweep}
+if [[ -n "$sweep" ]]; then
+  say "== sweep (FLASHCL_GEMM_MMA_TILES; f16 activations)"
+  : > "$out/sweep.jsonl"
+  for t in $sweep; do
+    for w in f16 i8; do
+      FLASHCL_GEMM_MMA_TILES=$t run_for 60 "$bench" --op qkvo --dtype f16 --weights $w "${layer[@]}" \
+        2>> "$out/errors.log" | sed "s/^{/{\"mma_tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+    done
+  done
+  python3 - "$out/sweep.jsonl" << 'PY' | tee -a "$sum"
+import json, sys
+print("| tiles TM,TN,TK,WM,WN[,S[,R]] | weights | ms | projection TF/s |")
+print("|---|---|---|---|")
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        r = json.loads(l)
+        try:
+            proj = 8.0 * r["sq"] * r["d"] ** 2 / ((r["ms"] - r["ms_attention"]) * 1e-3) * 1e-12
+            print("| %s | %s | %.3f | %.1f |" % (r["mma_tiles"], r["weights"], r["ms"], proj))
+        except (KeyError, TypeError, ZeroDivisionError) as e:
+            print("| row without its figures (%r): %s |" % (e, json.dumps(r)[:300]))
+PY
+fi
+
+tar -czf "$out/cache.tgz" -C "$FLASHCL_CACHE_DIR" . 2>> "$out/errors.log"
+say "== errors.log (last lines)"
+tail -n 20 "$out/errors.log" | tee -a "$sum"
+say "== done in $((${BUDGET_S:-450} - (deadline - $(date +%s)))) s"
