@@ -294,11 +294,11 @@ fcl_status fcl_precompile(fcl_context ctx, const fcl_precompile_spec *spec)
                 run r = {.ctx = ctx, .sp = spec, .dt = spec->dtypes[d], .D = spec->head_dims[h]};
                 families[f].run(&r);
                 char msg[FCL_ERROR_MAX];
-                snprintf(msg, sizeof msg, "%s", ctx->error);
+                snprintf(msg, sizeof msg, "%s", fcl_last_error(ctx));
                 const fcl_status fin = fcl_finish(ctx); /* the runs end before their tensors go */
                 if (r.s == FCL_SUCCESS && fin != FCL_SUCCESS) {
                     r.s = fin;
-                    snprintf(msg, sizeof msg, "%s", ctx->error);
+                    snprintf(msg, sizeof msg, "%s", fcl_last_error(ctx));
                 }
                 for (int i = 0; i < r.n; i++)
                     fcl_tensor_release(r.t[i]);
