@@ -169,7 +169,10 @@ static void reshape(fcl_context ctx, decode_plan *p)
         return;
     p->wg = p->s.team * p->s.teams;
     p->batch = p->s.teams * p->s.keys;
-    p->cpu = p->wg == 1 && fcl_device_loop_limit(ctx) == 0 ? fcl_device_simd_floats(ctx) : 0;
+    /* the CPU form (decode_partial_cpu: vectors along keys, software prefetch) on CPUs only; a
+     * one-item work-group elsewhere (forced tiles) runs the portable kernel's one-item team */
+    p->cpu = p->wg == 1 && ctx->info.type == FCL_DEVICE_CPU && fcl_device_loop_limit(ctx) == 0
+                 ? fcl_device_simd_floats(ctx) : 0;
     if (p->cpu)
         p->batch = p->cpu; /* one vector of keys per step */
     p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;

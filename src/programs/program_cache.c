@@ -6,6 +6,7 @@
 #include "cache/disk_cache.h"
 #include "cache/sha256.h"
 #include "programs/binary_header.h"
+#include "programs/build_log.h"
 #include "programs/ptx_promote.h"
 
 #include <stdio.h>
@@ -71,11 +72,9 @@ static void disk_key(fcl_context ctx, const char *source, const char *options, u
 static fcl_status build_failure(fcl_context ctx, cl_program prog, cl_int err, const char *options)
 {
     char log[FCL_ERROR_MAX];
-    log[0] = '\0';
-    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-    log[sizeof log - 1] = '\0';
-    return fcl_fail(ctx, FCL_ERR_BUILD, "kernel build failed (%s) with options \"%.120s\": %.300s",
-                    fcl_cl_error_name(err), options, log);
+    fcl_build_log_excerpt(ctx, prog, log, sizeof log);
+    return fcl_fail(ctx, FCL_ERR_BUILD, "kernel build failed (%s): %.280s (options \"%.160s\")",
+                    fcl_cl_error_name(err), log, options);
 }
 
 /* Tries the disk cache; returns a built program or NULL (miss or rejected file). A binary is

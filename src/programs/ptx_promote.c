@@ -3,6 +3,7 @@
  * them behind a PTX comment marker; the program's PTX (its "binary" on NVIDIA's platform) is
  * rewritten with the marker removed and `.target sm_90a`, and built again from that. */
 #include "programs/ptx_promote.h"
+#include "programs/build_log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,12 +72,10 @@ fcl_status fcl_promote_sm90a(fcl_context ctx, cl_program built, const char *opti
     if (err == CL_SUCCESS && status == CL_SUCCESS)
         err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
     if (err != CL_SUCCESS || status != CL_SUCCESS) {
-        char log[FCL_ERROR_MAX] = "";
-        if (prog) {
-            clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-            log[sizeof log - 1] = '\0';
+        char log[FCL_ERROR_MAX];
+        fcl_build_log_excerpt(ctx, prog, log, sizeof log);
+        if (prog)
             clReleaseProgram(prog);
-        }
         return fcl_fail(ctx, FCL_ERR_BUILD, "building the sm_90a promotion of a wgmma program failed (%s): %.300s",
                         fcl_cl_error_name(err != CL_SUCCESS ? err : status), log);
     }
