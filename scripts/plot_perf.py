@@ -1,7 +1,7 @@
 """docs/perf.md's charts from the raw bench JSON lines in docs/perf/ (see scripts/plot-perf).
 
 Each chart reads flashcl-bench --json lines and the peer's lines of the same run (PyTorch SDPA on
-the GPU, CLBlast SGEMM and the copy bandwidth on CPUs) and draws, per case, flashcl's figure
+the GPU, PyTorch's CPU SDPA on CPUs) and draws, per case, flashcl's figure
 divided by the peer's: bars above 1.0 are faster than the peer."""
 import json
 import sys
@@ -125,51 +125,29 @@ def h200_decode():
     plt.close(fig)
 
 
-def cpu_ratios(name):
-    rows = lines(name)
-    sgemm = next(r["tflops"] for r in rows if r["op"] == "clblast_sgemm")
-    copy = next((r["gbps"] for r in rows if r["op"] == "copy"), None)
-    return rows, sgemm, copy
-
-
-def case_label(r):
-    """A short x label: op, dtype, causal, and the head dim of dense cases."""
-    op = {"forward": "fwd", "backward": "bwd", "packed_qkv": "packed", "varlen": "varlen"}[r["op"]]
-    causal = " causal" if r.get("causal") else ""
-    dense = f" D{r['d']}" if r["op"] in ("forward", "backward") else ""
-    return f"{op} {r['dtype']}{dense}{causal}"
-
-
-def pocl():
-    """docs/perf/2026-11-29-pocl.jsonl, -pocl-varlen.jsonl, -pocl-backward-decode.jsonl (their SGEMM and copy lines)"""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"width_ratios": [3, 1]})
-    labels, vals = [], []
-    for name, ops in (("2026-11-29-pocl.jsonl", ("forward",)), ("2026-11-29-pocl-varlen.jsonl", ("varlen", "packed_qkv")),
-                      ("2026-11-29-pocl-backward-decode.jsonl", ("backward",))):
-        rows, sgemm, _ = cpu_ratios(name)
-        for r in rows:
-            if r["op"] in ops:
-                labels.append(case_label(r))
-                vals.append(r["tflops"] / sgemm)
-    bars(axes[0], labels, [("flashcl", vals)], "attention FLOP/s over CLBlast SGEMM on the same device, same run",
-         "fraction of SGEMM")
-    for t in axes[0].get_xticklabels():
+def cpu():
+    """docs/perf/2026-12-02-cpu-peer-quiet.md (from -cpu-peer-quiet-flashcl.jsonl, -torch.jsonl)"""
+    rows = md_table("2026-12-02-cpu-peer-quiet.md", "case")
+    fig, ax = plt.subplots(figsize=(13, 4.8))
+    bars(ax, [r["case"].replace("prefill ", "prefill\n").replace("decode ", "decode\n") for r in rows],
+         [("PoCL", [float(r["PyTorch / PoCL"]) for r in rows]),
+          ("Intel's runtime", [float(r["PyTorch / Intel"]) for r in rows])],
+         "PyTorch CPU scaled_dot_product_attention time over flashcl's, same machine, same minutes",
+         "speed-up over PyTorch")
+    for t in ax.get_xticklabels():
         t.set_rotation(35)
         t.set_horizontalalignment("right")
-    rows, _, copy = cpu_ratios("2026-11-29-pocl-backward-decode.jsonl")
-    dec = [r for r in rows if r["op"] == "decode"]
-    bars(axes[1], [f"B {r['b']}\nL {r['sk'] // 1024}k" for r in dec], [("flashcl decode", [r["gbps"] / copy for r in dec])],
-         "decode GB/s over the copy bandwidth", "fraction of copy")
-    fig.suptitle("PoCL on the CPU (2-core Xeon, AVX-512; v0.1-v0.4, 2026-11-29)", fontsize=11)
-    fig.text(0.5, 0.01, "raw: docs/perf/2026-11-29-pocl.jsonl, -pocl-varlen.jsonl, -pocl-backward-decode.jsonl",
+    ax.legend(fontsize=8)
+    fig.suptitle("CPUs: 2-core Xeon, AVX-512 (v0.17.0, 2026-12-02)", fontsize=11)
+    fig.text(0.5, 0.01, "raw: docs/perf/2026-12-02-cpu-peer-quiet.md, -cpu-peer-quiet-flashcl.jsonl, -torch.jsonl",
              ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 0.95))
-    fig.savefig(OUT / "pocl.png", dpi=90)
+    fig.savefig(OUT / "cpu.png", dpi=90)
     plt.close(fig)
 
 
 CHARTS = {"h200-forward.png": h200_forward, "h200-backward.png": h200_backward, "h200-decode.png": h200_decode,
-          "pocl.png": pocl}
+          "cpu.png": cpu}
 
 
 def main(argv):
