@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared part of cmake/toolchain-aarch64.cmake and cmake/toolchain-armhf.cmake: Debian's cross
 # gcc for FLASHCL_CROSS_TRIPLET (set by the including file) and a target root holding the
 # target's libraries and headers (OpenCL, CLBlast, Criterion, libc), looked up there only.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes OUT: a C file holding each OpenCL source in SOURCES as a NUL-terminated byte array,
 # plus a lookup table, so no kernel file is read at run time.
 set(body "/* Generated from the cl/ folder by cmake/embed_kernels.cmake; do not edit. */\n#include <stddef.h>\n#include <string.h>\n")

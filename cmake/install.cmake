@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installation (GNUInstallDirs), the CMake package (flashclConfig.cmake, flashclConfigVersion.cmake,
 # flashclTargets.cmake), flashcl.pc, and the .deb packages (cpack -G DEB). Components:
 #   runtime  the shared library, LICENSE and NOTICE         -> package libflashclMAJOR.MINOR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # 32-bit Arm Linux, hard float (armhf: ARMv7-A, VFPv3-D16, Thumb-2) with Debian's
 # gcc-arm-linux-gnueabihf; see cmake/cross-debian.cmake.
 set(CMAKE_SYSTEM_PROCESSOR arm)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the examples: error checks, random inputs, and a plain host attention row
  * that each example compares its result with. Not part of flashcl's API. */
 #ifndef FLASHCL_EXAMPLE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dense attention forward: Q [B, S, Hq, D], K and V [B, S, Hkv, D] in F16 (GQA: two query heads
  * per KV head), causal. Checks every output against a host computation. */
 #include "example.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A generation loop over a paged KV cache (vLLM style), F16: two sequences whose keys and values
  * live in pages of 16 positions, scattered over a shared pool by a block table. Prefill appends
  * the 20-token prompts to the cache and runs causal attention over them; then each decode step

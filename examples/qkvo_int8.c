@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One self-attention layer with int8 weights (W8A16): X [L, DM] in F16; Q, K, V = X W^T + b
  * with each W an I8 [DM, DM] matrix and F32 per-output-row scales (row n is w[n, :] * scale[n]),
  * F16 biases; causal attention over 4 heads; O = A Wo^T + bo. The weights are dequantised in

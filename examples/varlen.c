@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A varlen encoder batch: three sentences of different lengths packed back to back without
  * padding, Q/K/V [total, H, D] in F32, the sequences' bounds given as prefix sums cu_seqlens =
  * {0, 5, 22, 31} (I32, on the device), bidirectional attention inside each sentence. Checks every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds the flashcl Python package: a ctypes binding plus the C library.
 
 By default the C library is built with CMake from the repository around this folder (options

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # flashcl on the CPU against PyTorch's CPU attention, in one run, case by case interleaved:
 # flashcl-bench on each OpenCL CPU implementation (DEVICES, default "pocl intel"), then
 # scripts/cpu_peer.py (PyTorch scaled_dot_product_attention with torch.set_num_threads equal to

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The CPU peer in the same run: PyTorch's scaled_dot_product_attention on the CPU, on the shapes
 flashcl-bench takes, with a given thread count; one JSON object per case (fields: peer, op, dtype,
 b, sq, sk, hq, hkv, d, causal, threads, ms, and for decode gbps, the K and V bytes read per second).

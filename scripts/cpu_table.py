@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The table of scripts/cpu-peer.sh: flashcl-bench lines (JSON, tagged with the case name) per
 OpenCL implementation against scripts/cpu_peer.py's PyTorch lines of the same cases.
 

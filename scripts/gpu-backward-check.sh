@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh). First the backward correctness grid (test_backward,
 # test_varlen_backward, test_qkvo_backward) once per backward kernel: the tensor-core path

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh). First the decode correctness grid (test_decode, and
 # test_tuning) once per decode form: the tensor-core one ("mma": "nvidia-mma", the default

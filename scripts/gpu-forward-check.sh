@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh). First the forward correctness grid (test_forward,
 # test_varlen, test_packed_qkv, test_backward: its recompute is the forward) once per forward

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`: the
 # projection GEMMs on tensor cores (cl/nvidia/linear_mma.cl), checked and timed in one run.
 #  1. Tests, on the default path (the tensor-core GEMM where it applies) and with FLASHCL_GEMM=own

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scripts/gpu-*-check.sh: the correctness grid on the GPU once per kernel path, so
 # that a path that fails it is never timed. Uses $out (the output folder) and $passed.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh): the projection tests on the GPU (test_qkvo and
 # test_qkvo_backward, plain and with FLASHCL_GEMM=own; unless SKIP_TESTS=1), then

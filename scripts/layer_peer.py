@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The layer peer, for flashcl-bench --op qkvo: one self-attention layer X[L,D] -> Q,K,V (linear with
 bias) -> SDPA (flash) -> O linear with bias, activations and weights in one dtype (F16 or BF16), as
 cuBLAS and the flash backend run it. One JSON line: ms (CUDA events, median) and TFLOP/s

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks an NVIDIA kernel variant here, without a GPU: clang compiles the concatenated embedded
 # sources (cl/portable/NAME.cl or cl/nvidia/NAME.cl, in the order given) as OpenCL C for nvptx64 with libclc's builtins, the
 # PTX is promoted to sm_90a as src/programs/ptx_promote.c does (SM90A markers removed), and CUDA's ptxas

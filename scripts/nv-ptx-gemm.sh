@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compiles every variant of the tensor-core projection GEMM (cl/nvidia/linear_mma.cl) that
 # src/gemm/linear_mma.c can ask for, without a GPU, through scripts/nv-ptx-check.sh (clang-15,
 # libclc, ptxas): activations F16 and BF16; weights of their dtype or I8; the forward's layout

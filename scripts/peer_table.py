@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One table of a GPU run: flashcl-bench lines of one op (JSON; forward, backward or decode, one
 line per kernel path) against the PyTorch SDPA peer lines of the same shapes
 (.devcarry/sdpa_peer.py), with the ratios.

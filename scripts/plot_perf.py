@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/perf.md's charts from the raw bench JSON lines in docs/perf/ (see scripts/plot-perf).
 
 Each chart reads flashcl-bench --json lines and the peer's lines of the same run (PyTorch SDPA on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Drives fuzz_validation.c's LLVMFuzzerTestOneInput without libFuzzer (compilers without
  * -fsanitize=fuzzer): `fuzz_loop RUNS SEED` feeds RUNS inputs of 1 to 64 bytes from a
  * splitmix64 stream seeded with SEED; a violation aborts. */

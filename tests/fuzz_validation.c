@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target over flashcl's validation layer and tensor geometry (LLVMFuzzerTestOneInput: a
  * libFuzzer binary when built with FLASHCL_FUZZ, or driven by fuzz_loop.c's seeded loop).

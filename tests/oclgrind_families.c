@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every kernel family once, on small odd shapes, for a device-side checker: scripts/test-abuse
  * runs this program under oclgrind (--check-api --data-races) and fails on any report. Families:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * flashcl-smoke: one small case of each op family that an embedded deployment runs (forward,
  * varlen forward, KV-cache decode, the attention block with int8-weight projections) on the

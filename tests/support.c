@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test helpers: device context, seeded random data, tensors, poison, error measures. */
 #include "support.h"
 #include "ref_attention.h"

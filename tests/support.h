@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the Criterion tests: a context on FLASHCL_DEVICE, seeded random data,
  * tensors from host arrays, and the DESIGN.md tolerance rule. */
 #ifndef FLASHCL_TEST_SUPPORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the decode tests; see support_decode.h. */
 #include "support_decode.h"
 #include "ref_attention.h"

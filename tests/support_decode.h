@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the decode tests (test_decode.c, test_tuning.c): a decode problem's
  * per-sequence check against the float64 forward reference. */
 #ifndef FLASHCL_TEST_SUPPORT_DECODE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bad-input table runner (support_errors.h): problems, fixtures, calls and checks. */
 #include "support_errors.h"
 #include "support.h"

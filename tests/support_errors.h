@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bad-input tables for the attention ops: one errors_case row per case, run by errors_run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the variable-length tests; see support_varlen.h. */
 #include "support_varlen.h"
 #include "support.h"

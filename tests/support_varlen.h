@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the variable-length tests (test_varlen.c, test_packed_qkv.c,
  * test_varlen_backward.c): random packings and their prefix sums, key masks and ALiBi slopes
  * of packed problems, per-sequence reference problems and the forward's per-sequence check,

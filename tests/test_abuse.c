@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Regression tests of the defects an outside probe found by fuzzing flashcl 0.16.0 (issue 28):
  * each case is an input that crashed the process, gave a silently wrong result or was accepted

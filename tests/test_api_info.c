@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The introspection calls bindings and tools use: fcl_struct_layout against the compiler's own
  * sizeof/offsetof of every public struct, and the tuned-entry listing (fcl_tuning_count,

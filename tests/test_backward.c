@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_attention_backward (dense [B,S,H,D] layout) against the float64 reference gradients, on
  * the FLASHCL_DEVICE device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bad input for the three backward calls: fcl_attention_backward, fcl_attention_varlen_backward
  * and fcl_attention_packed_qkv_backward, as tables run by errors_run (support_errors.h: the

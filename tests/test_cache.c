@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The program cache: per-context memory hits, the disk cache (FLASHCL_CACHE_DIR, read at
  * context creation), rejection and replacement of corrupt, truncated and foreign files,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_context: device selection (env, "cpu", "gpu", names, "P:D"), wrapping the caller's
  * OpenCL objects, device info, version, finish and release. What each selector should pick

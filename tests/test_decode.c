@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_kv_cache_append and fcl_attention_decode, on the FLASHCL_DEVICE device.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_attention_forward against the float64 reference, on the FLASHCL_DEVICE device.
  *

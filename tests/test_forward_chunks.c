@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The chunked forward (keys split over several launches that carry the softmax state, the
  * path taken on devices that cap a work-item's loop iterations) must give exactly the

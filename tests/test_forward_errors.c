@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bad input for fcl_attention_forward as tables run by errors_run (support_errors.h: the
  * default problem, the edits, and what every row checks), and the tensor-creation checks that

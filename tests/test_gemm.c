@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The projection GEMMs (src/gemm/linear.h, internal) against a float64 GEMM, on the
  * FLASHCL_DEVICE device, through whichever kernel runs them there (fcl_projection_path: NVIDIA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tensors over host memory (fcl_tensor_wrap_host, fcl_tensor_sync_host, fcl_host_alignment):
  * a forward whose Q, K, V and O all live in the caller's host arrays, aligned to the device's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_precompile: after it, a deployment's first calls compile nothing, in the same context
  * (memory) and in a new one on the same cache folder (disk); a folder warmed on another device,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The projection ops against the float64 reference (tests/ref/ref_projection.h), on the
  * FLASHCL_DEVICE device: fcl_project_kv, fcl_attention_qkvo_forward (self- and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_attention_qkvo_backward against the float64 reference gradients
  * (tests/ref/ref_projection_backward.h), on the FLASHCL_DEVICE device, and the proof of that

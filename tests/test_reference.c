@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Proves the float64 reference (and its naive twin) on tiny, hand-checkable cases.
  * Needs no OpenCL device: only the library's host dtype conversions. */
 #include <criterion/criterion.h>

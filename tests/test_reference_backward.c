@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Proves the float64 reference gradients (and their naive storage-dtype twin): central finite
  * differences of L = sum(dO * O) on tiny shapes with every flag, hand-checkable cases, and the
  * naive twin's distance from float64. Needs no OpenCL device. */

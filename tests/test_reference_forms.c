@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Each forward operation of the reference family (../shared/reference), expressed through
  * fcl_attention_forward exactly as docs/API.md maps it, checked in two steps:

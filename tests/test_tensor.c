@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_tensor: creation, getters, host copies with dtype conversion, raw copies, strided
  * views, views of views, wrapped caller buffers, and argument checking. The F16/BF16

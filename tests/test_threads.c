@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Threads on one context (its calls serialised by the context's lock), one context per thread,
  * and contexts loading the same cached program binaries at once (threads_work.c). The probe of

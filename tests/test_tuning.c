@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tuned tiles (fcl_tuning_save / fcl_tuning_get): bad input is refused with its status and
  * a sentence and stores nothing; tensor-core forward and backward entries read back where those

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_attention_varlen_forward and fcl_varlen_validate, on the FLASHCL_DEVICE device.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fcl_attention_varlen_backward and fcl_attention_packed_qkv_backward on the FLASHCL_DEVICE
  * device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scenarios of threads_work.h without Criterion (whose runner does not start under
  * ThreadSanitizer): `threads_alone one|each|cached` runs one, prints what went wrong and exits
  * non-zero on a failure. scripts/test-abuse runs it from a ThreadSanitizer build. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The thread scenarios of test_threads.c and threads_alone.c (see threads_work.h). */
 #include "threads_work.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Several threads on flashcl, as scenarios that both test_threads.c (Criterion) and
  * threads_alone.c (a plain program, for ThreadSanitizer, which Criterion's runner does not
  * survive) run. Each thread runs a forward, a kv-cache append and a decode over that cache, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench: shared types of the benchmark tool (one job per file):
  *   flashcl_bench.c  main: device, op table, default suite
  *   bench_args.c     command-line parsing and usage

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench command line: parsing, validation and the usage text. */
 #include "bench.h"
 

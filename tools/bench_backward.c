@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "backward": fcl_attention_backward on random inputs (fixed seeds) after one
  * forward for O and LSE, timed by bench_time (wall clock: the op is several kernels, so its
  * last event is not the op's device time), then checked on batch 0's first KV-head group

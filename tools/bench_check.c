@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench correctness column: sampled query rows against the float64 reference, with
  * the DESIGN.md bound 2 * naive_err + 1e-5 (naive = float32 math rounding to the dtype).
  * Packed (varlen) cases check each sampled row against its own sequence alone. */

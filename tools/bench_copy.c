@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "copy": clEnqueueCopyBuffer between two device buffers on the flashcl
  * context's queue, the memory-bandwidth ceiling decode is read against. GB/s count the bytes
  * read and written (2 x the copy's size). */

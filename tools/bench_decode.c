@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "decode": fcl_attention_decode over a full contiguous KV cache (host
  * length = the cache length Sk) on random inputs (fixed seeds; the caches repeat a 4M-element
  * random block), timed by bench_time; GB/s count

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "forward": fcl_attention_forward on random inputs (fixed seeds), with an
  * F32 LSE output as in training, timed by bench_time, then checked on sampled rows. */
 #include "bench.h"

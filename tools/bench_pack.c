@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench packing of the varlen and packed_qkv ops: `seqs` sequences of lengths drawn
  * uniformly from [1, max_len] with a fixed seed, packed back to back; their prefix sums, the
  * packed-QKV row bounds, the default case, the exact FLOP count and the result fields. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "packed_qkv": fcl_attention_packed_qkv_forward straight off a fused QKV
  * buffer [L, 3, H, D] of seeded random sequences packed back to back, with I32 seq_bounds
  * [L, 2] built from the packing and an F32 LSE output, timed by bench_time, then each

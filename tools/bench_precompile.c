@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench --precompile: fcl_precompile for a deployment's shapes, dtypes and head dims,
  * timed, with the program-cache counters it leaves (what was built, loaded or stored). */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "qkvo": one self-attention layer with its projections,
  * fcl_attention_qkvo_forward on X [L, D] with biases, weights in the chosen dtype (I8 with f32
  * row scales), and the attention core alone (fcl_attention_forward on the [1, L, H, D / H]

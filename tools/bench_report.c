@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench output: a table (one line per case) or one JSON object per line. */
 #include "bench.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "sgemm": CLBlast SGEMM (row-major, M = N = K = n) on the flashcl
  * context's own cl_context and queue, the FLOP ceiling a CPU/GPU benchmark is read against.
  * A CLBlast or OpenCL failure is reported in the result (ok = 0, status), never fatal. */

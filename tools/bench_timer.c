@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench timing: warmup runs, then per timed run the wall clock around the enqueue +
  * fcl_finish and around the enqueue alone, and the device time of the op's event (CL
  * profiling) when the queue has it; then as many runs (fewer on slow devices) between two

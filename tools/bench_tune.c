@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
  * NVIDIA tensor-core backward where it runs, and of decode. Candidates are applied through the
  * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_CPU_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench helpers: clock, median, seeded random data and host inputs, FLOP counts.
  *
  * FLOP counts (two matmuls of 2*D FLOPs per visible (query, key) pair):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench op "varlen": fcl_attention_varlen_forward over seeded random sequences packed
  * back to back (Q [total, Hq, D], K and V [total, Hkv, D], one I32 cu_seqlens tensor passed
  * for both sides since each sequence attends to itself), with an F32 LSE output, timed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RUSTICL_ENABLE hint: Mesa's Rusticl exposes no device until RUSTICL_ENABLE names a driver. */
 #include "device_hint.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What to try when no device matched (flashcl-info, flashcl-bench). */
 #ifndef FLASHCL_DEVICE_HINT_H
 #define FLASHCL_DEVICE_HINT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench: times flashcl ops on one device and checks them against the float64
  * reference; see bench_usage() for the options and bench.h for the file map. */
 #include "bench.h"

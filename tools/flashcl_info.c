@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-info: every OpenCL platform and device as flashcl sees it (indices P:D are the
  * selector's), the device the default selector picks, its disk cache folder, kernels and tuned
  * tiles, and the version.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tuned entries as text: fcl_tuning_count / fcl_tuning_entry with each value named (see
  * fcl_tuning_save in flashcl.h for what the values mean). */
 #include "tuning_print.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tuned tiles stored for a device, printed readably (flashcl-info, flashcl-bench --tune --list). */
 #ifndef FLASHCL_TUNING_PRINT_H
 #define FLASHCL_TUNING_PRINT_H

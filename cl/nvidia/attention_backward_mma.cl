@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention backward on NVIDIA tensor cores (compute capability >= 8.0), through inline PTX
  * (mma_nv.cl): the same arguments, layouts, semantics and determinism as the portable

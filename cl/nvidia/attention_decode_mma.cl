@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decode attention on NVIDIA tensor cores (compute capability >= 8.0): decode_partial_mma, the
  * tensor-core form of decode_partial (attention_decode.cl, whose arguments, key splits, row

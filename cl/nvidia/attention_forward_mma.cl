@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention forward on NVIDIA tensor cores (compute capability >= 8.0), through inline PTX:
  * the same online softmax, arguments, layouts and key-tile grid as the portable

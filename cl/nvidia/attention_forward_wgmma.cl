@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention forward on Hopper's warpgroup tensor cores (compute capability 9.0, wgmma through
  * sm_90a: wgmma_nv.cl): the same online softmax (forward_softmax_nv.cl), arguments, layouts and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The online softmax of the NVIDIA tensor-core forwards (attention_forward_mma.cl and
  * attention_forward_wgmma.cl), on a warp's score and output accumulators in the mma fragment

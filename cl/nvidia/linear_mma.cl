@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The projection GEMM of cl/portable/linear.cl on NVIDIA tensor cores (compute capability >= 8.0),
  * through inline PTX (warp_nv.cl, mma_nv.cl): the same arguments and result,

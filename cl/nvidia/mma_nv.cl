@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NVIDIA tensor-core building blocks (compute capability >= 8.0) through inline PTX, shared by
  * the tensor-core attention kernels (attention_forward_mma.cl, attention_backward_mma.cl):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NVIDIA warp primitives through inline PTX, shared by the tensor-core kernels (mma_nv.cl) and
  * the decode kernel's team-shuffle form: shuffles, votes, a warp barrier and ex2.approx (compute

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hopper warpgroup matrix products (wgmma, compute capability 9.0 only) through inline PTX, for
  * attention_forward_wgmma.cl. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses

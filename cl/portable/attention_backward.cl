@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention backward (FlashAttention-2 style, recompute-based, deterministic), portable
  * OpenCL C 1.2. With attention_backward_rows.cl (the arguments, and the preprocessing kernel

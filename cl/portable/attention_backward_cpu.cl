@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention backward for CPUs: the two main kernels of attention_backward.cl (same arguments,
  * semantics, determinism; with attention_backward_rows.cl's helpers and delta kernel), shaped for

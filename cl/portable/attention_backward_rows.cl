@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the attention backward kernels share (the portable attention_backward.cl and the NVIDIA
  * tensor-core attention_backward_mma.cl): the argument list, so that one host launch serves

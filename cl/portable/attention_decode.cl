@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decode attention over a KV cache (flash-decoding), portable OpenCL C 1.2. Three kernels:
  *

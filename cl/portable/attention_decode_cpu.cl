@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decode's partial kernel for CPUs (-D DECODE_CPU 1; with attention_decode.cl's helpers, its
  * decode_mask_len and decode_combine): the same splits, rows, visibility and split states as

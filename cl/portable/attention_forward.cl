@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention forward: tiled online softmax (FlashAttention-2 style), portable OpenCL C 1.2.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention forward for GPUs, register-blocked: portable OpenCL C 1.2, no vendor code. The
  * same online softmax, arguments, layouts and key-tile grid as attention_forward.cl (which

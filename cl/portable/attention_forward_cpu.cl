@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attention forward for CPUs: the same online softmax, arguments, layouts and key-tile grid as
  * attention_forward.cl, shaped for a CPU core's vector unit instead of a GPU's work-groups.

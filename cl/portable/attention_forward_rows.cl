@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the attention forward kernels share (the portable attention_forward.cl and the NVIDIA
  * tensor-core attention_forward_mma.cl): the argument list, so that one host launch serves

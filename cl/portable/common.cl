@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Shared helpers of every flashcl kernel (with -D SIMD, the CPU kernels' vectors too): storage
  * dtype load/store selected by -D FCL_DTYPE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * KV-cache append: K_new, V_new [B, L_new, Hkv, D] copied into the caches at each sequence's
  * position (from the host, or from a device I32 tensor read here), one work-item per element.

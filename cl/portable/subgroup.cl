@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Subgroup primitives for the portable kernels' lane-group forms: the same names and meaning as
  * the NVIDIA warp primitives of cl/nvidia/warp_nv.cl, so that a kernel written for lanes that

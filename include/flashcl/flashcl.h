@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * flashcl — flash-attention kernels in OpenCL C for every OpenCL 1.2 device.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Contexts, tensors and the conversions between numpy / pyopencl arrays and flashcl tensors."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The C library through ctypes: loading, the signatures of the calls the package uses, the
 public structs (checked against the library's own layout at import), and errors."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FlashAttention-style calls: flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache,
 and the explicit backward calls flash_attn_backward, flash_attn_varlen_backward.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: the flashcl context (FLASHCL_DEVICE, PoCL in the test command) and seeded
 random inputs."""
 import os

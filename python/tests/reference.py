@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A float64 numpy reference of the attention ops (DESIGN.md semantics) and the "naive" twin in
 the storage dtype that the tolerance rule is measured against."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flash_attn_backward and flash_attn_varlen_backward against float64 gradients (DESIGN.md rule
 for gradients: max error <= 3 x the error of the same formula in float32 + 1e-5)."""
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flash_attn_func and flash_attn_varlen_func on numpy arrays against the float64 reference
 (DESIGN.md rule: max error <= 2 x the naive storage-dtype error + 1e-5), with every flag, GQA,
 LSE, and the mask forms (bool, uint8, additive float, Hugging Face's [B, 1, 1, Sk])."""

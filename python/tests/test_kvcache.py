@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """flash_attn_with_kvcache: contiguous numpy caches updated in place, per-sequence lengths,
 paged caches held as flashcl Tensors over a generation loop, and the non-causal multi-row form;
 every output against the float64 reference over the keys appended so far."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binding itself: struct layouts and version checked at import, tensors and their dtype
 conversions, host arrays in place, errors carrying the library's sentence, objects that keep
 their context alive whatever order they are collected in, and pyopencl buffers passed without

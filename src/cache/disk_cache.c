@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "cache/disk_cache.h"
 
 #include "cache/sha256.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The on-disk program-binary cache. Internal to flashcl; not part of the public API.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SHA-256 as specified in FIPS 180-4, sections 4.1.2, 4.2.2, 5.1.1, 6.2. */
 #include "cache/sha256.h"
 

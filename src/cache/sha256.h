@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SHA-256 (FIPS 180-4), incremental. Internal to flashcl; not part of the public API.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_struct_layout: the public structs' sizes and field offsets as compiled, for bindings. */
 #include "core/internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_context: device, in-order queue, capabilities and the program cache. */
 #include "cache/disk_cache.h"
 #include "core/device_select.h"

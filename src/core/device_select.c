@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device selection: turns a selector string into a (platform, device) pair. */
 #include "core/device_select.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device selection from a selector string (see fcl_context_create). */
 #ifndef FLASHCL_DEVICE_SELECT_H
 #define FLASHCL_DEVICE_SELECT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host float32 <-> F16 / BF16 conversions, round to nearest even. */
 #include <flashcl/flashcl.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counts computed in 64 bits (bytes, elements, work-items) that the host must hold in a size_t:
  * on a 32-bit host (armhf) they can exceed it where a 64-bit host has room. */
 #include "core/internal.h"

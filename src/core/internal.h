@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations shared by the host sources (never installed). */
 #ifndef FLASHCL_INTERNAL_H
 #define FLASHCL_INTERNAL_H

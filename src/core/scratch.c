@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The context's scratch pool: grow-only device buffers kept across calls. */
 #include "core/internal.h"
 

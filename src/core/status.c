@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Version, status names and the error messages (per thread: one per context, one without). */
 #include "core/internal.h"
 

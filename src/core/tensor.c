@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_tensor: strided views over cl_mem, with checked creation and host copies. */
 #include "core/internal.h"
 

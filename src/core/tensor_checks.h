@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensor argument checks shared by the ops and the GEMM; each failure sets a message starting with the op name. */
 #ifndef FLASHCL_OP_CHECKS_H
 #define FLASHCL_OP_CHECKS_H

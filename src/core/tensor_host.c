@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensors over the caller's host memory (CL_MEM_USE_HOST_PTR): wrapping, syncing back, and the
  * alignment at which implementations use such memory in place. */
 #include "core/internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One strided GEMM of the projection ops, as flashcl's kernels take it: the portable one
  * (cl/portable/linear.cl, launched by linear.c) and the NVIDIA tensor-core one
  * (cl/nvidia/linear_mma.cl, linear_mma.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The projection GEMM (cl/portable/linear.cl): weight checks, variant choice and launch (the
  * tensor-core GEMM of linear_mma.c first, where it applies). */
 #include "gemm/linear.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The projection GEMM of cl/portable/linear.cl and the fcl_weight checks, shared by the projection ops. */
 #ifndef FLASHCL_LINEAR_H
 #define FLASHCL_LINEAR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The projection GEMM on NVIDIA tensor cores (cl/nvidia/linear_mma.cl): applicability, the
  * variant's options (layouts, alignment, epilogue, tiles) and the launch. */
 #include "gemm/linear_mma.h"

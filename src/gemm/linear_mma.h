@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The projection GEMM on NVIDIA tensor cores (cl/nvidia/linear_mma.cl): where it applies, its
  * variant and launch. */
 #ifndef FLASHCL_LINEAR_MMA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attention_backward, fcl_attention_varlen_backward and fcl_attention_packed_qkv_backward:
  * each layout's checks and job; the launches are shared (backward_launch.c). */
 #include "ops/backward_launch.h"

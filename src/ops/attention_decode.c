@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attention_decode: checks, the form (portable, team shuffles, tensor cores), the split
  * count, and the launches of cl/portable/attention_decode.cl (mask length when asked, partial states per
  * split, combine; with one split, the partial kernel alone, writing O; the tensor-core form's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attention_forward: the dense [B, S, H, D] forward's checks; the launch is shared. */
 #include "ops/forward_launch.h"
 #include "ops/problem_checks.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attention_packed_qkv_forward: rows of a fused QKV projection, sequences given per row. */
 #include "ops/forward_launch.h"
 #include "ops/problem_checks.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attention_varlen_forward: packed sequences with device prefix sums; and
  * fcl_varlen_validate, the optional host check of those prefix sums. */
 #include "ops/forward_launch.h"

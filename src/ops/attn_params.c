@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attn_params: the default initializer and the checks every attention op shares. */
 #include "ops/attn_params.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of fcl_attn_params, shared by every attention op. */
 #ifndef FLASHCL_ATTN_PARAMS_H
 #define FLASHCL_ATTN_PARAMS_H

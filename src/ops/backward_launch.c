@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The attention backward's kernel variants, scratch, chunking and launches, shared by the
  * dense, varlen and packed backwards. */
 #include "ops/backward_launch.h"

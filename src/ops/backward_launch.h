@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launches of cl/portable/attention_backward.cl shared by the dense, varlen and packed backwards. */
 #ifndef FLASHCL_BACKWARD_LAUNCH_H
 #define FLASHCL_BACKWARD_LAUNCH_H

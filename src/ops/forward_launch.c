@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The attention forward kernel's variant choice and launch, shared by the dense, varlen and
  * packed forwards. */
 #include "ops/forward_launch.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launch of cl/portable/attention_forward.cl shared by the dense, varlen and packed forwards. */
 #ifndef FLASHCL_FORWARD_LAUNCH_H
 #define FLASHCL_FORWARD_LAUNCH_H

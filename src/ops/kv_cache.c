@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_kv_cache_append, and the KV-cache descriptor checks shared with decode. */
 #include "ops/kv_cache.h"
 

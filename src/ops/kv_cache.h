@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The KV-cache descriptor's checks and kernel-ready view, shared by append and decode. */
 #ifndef FLASHCL_KV_CACHE_H
 #define FLASHCL_KV_CACHE_H

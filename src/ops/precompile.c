@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_precompile: each op family of a spec runs once per dtype and head dim on zero-filled
  * temporaries, so the kernel variants those calls choose are built through the same choice as
  * any call (and, where an implementation compiles kernels per launch shape at their first

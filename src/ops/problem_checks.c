@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The forward problem checks (inputs Q, K, V, O, LSE and their layout) shared by the forward
  * and backward ops of each layout. */
 #include "ops/problem_checks.h"

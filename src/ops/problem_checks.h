@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks of an attention problem's forward tensors (Q, K, V, O, LSE), one per layout, shared
  * by the forward and backward ops; each failure sets a message starting with `op`. Messages
  * call O `o_name` (the backward checks dO's shape there when O is NULL). */

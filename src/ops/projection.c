@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_project_kv, fcl_attention_qkvo_forward, fcl_attention_q_with_kv_cached_forward: the
  * projections (linear.c) around the attention forward (forward_launch.c), through scratch. */
 #include "core/tensor_checks.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks and views shared by the projection ops (projection.c, projection_backward.c). */
 #ifndef FLASHCL_PROJECTION_H
 #define FLASHCL_PROJECTION_H

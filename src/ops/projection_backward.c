@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcl_attention_qkvo_backward: recompute the block's forward (projections and attention with
  * its LSE), then its gradients: dA = dO Wo, the attention backward, dX / dCtx through the
  * input projections, and the weight and bias gradients (accumulated). */

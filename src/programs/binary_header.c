@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cached binaries' header check (formats of the implementations flashcl is tested on). */
 #include "programs/binary_header.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plausibility check of cached program binaries before flashcl hands one to an OpenCL
  * implementation: a file forged with a valid checksum must not drive the implementation's
  * binary loader into its own bugs where flashcl knows the binary's format. */

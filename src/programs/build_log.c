@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The part of a failed build's log that says why (see build_log.h). */
 #include "programs/build_log.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The part of a failed build's log that says why, for error messages. */
 #ifndef FLASHCL_BUILD_LOG_H
 #define FLASHCL_BUILD_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The program cache: a kernel variant compiles once per context (memory) and once per
  * machine (disk, keyed by a SHA-256 of source, options, device, driver, platform and
  * library version). */

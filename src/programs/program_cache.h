@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel programs: the embedded OpenCL C sources, compiled per context on first use and kept in
  * memory (the context's program list) and on disk (src/cache/). */
 #ifndef FLASHCL_PROGRAM_CACHE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The promotion of an NVIDIA program to sm_90a (see cl/nvidia/wgmma_nv.cl): NVIDIA's OpenCL compiler
  * targets plain sm_90, whose ptxas refuses Hopper's warpgroup instructions, so the kernels write
  * them behind a PTX comment marker; the program's PTX (its "binary" on NVIDIA's platform) is

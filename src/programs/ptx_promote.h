@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Promotion of NVIDIA programs to sm_90a, for the kernels that use Hopper's wgmma. */
 #ifndef FLASHCL_PTX_PROMOTE_H
 #define FLASHCL_PTX_PROMOTE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tuned tiles, kept as one text entry of the disk cache per device (see tuned.h): lines
  * "<kernel> <head_dim_pad> <values...>", written whole through the cache's atomic store, so a
  * torn or corrupted file is never read (the cache's checksum rejects it). */

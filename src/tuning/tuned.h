@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tuned tiles: per-device entries that flashcl-bench --tune found, kept in the disk cache
  * folder (one entry of the program-binary cache, keyed by the device, driver and platform) and
  * read once per context. Internal to flashcl. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-device tuning table. Entries are matched in order; the first whose device-name or
  * vendor substring and device type match wins (an empty substring matches any). */
 #include "tuning/tuning.h"

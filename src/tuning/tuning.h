@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-device tile sizes, work-group shapes and code-shape knobs (vendor defaults, overridable
  * by environment), and the limits of devices that have them. */
 #ifndef FLASHCL_TUNING_H

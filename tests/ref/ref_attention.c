@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Float64 reference of the attention forward and its storage-dtype "naive" twin.
  * Written for clarity: one row at a time, one key at a time. */
 #include "ref_attention.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Float64 reference of the attention forward, written for clarity, not speed, plus the
  * "naive" twin that rounds inputs, scores, probabilities and outputs to a storage dtype

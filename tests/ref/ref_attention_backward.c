@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Float64 reference gradients of the attention forward, their storage-dtype "naive" twin, and
  * the float64 loss the finite-difference tests differentiate. Written for clarity: one query
  * row at a time, recomputing its probabilities, then spreading its gradient over the keys. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Float64 reference gradients of the attention forward (ref_attention.h semantics), the
  * storage-dtype "naive" twin used as the baseline of the 3x tolerance rule for gradients, and

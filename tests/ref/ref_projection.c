@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Float64 reference of the projection ops and its naive storage-dtype twin (ref_projection.h). */
 #include "ref_projection.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Float64 reference of the projection ops (fcl_project_kv, fcl_attention_qkvo_forward,
  * fcl_attention_q_with_kv_cached_forward), written for clarity, not speed, plus the "naive"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Float64 reference gradients of the projection block, their naive storage-dtype twin and the
  * float64 loss for finite differences (ref_projection_backward.h). Written for clarity. */
 #include "ref_projection_backward.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Float64 reference gradients of the attention block with its projections
  * (fcl_attention_qkvo_backward, semantics of ref_qkvo_forward in ref_projection.h), the "naive"
