@@ -15,8 +15,8 @@ cl_mem fcl_scratch_buffer(fcl_context ctx, int slot, uint64_t bytes, fcl_status 
     ctx->scratch[slot] = NULL;
     ctx->scratch_bytes[slot] = 0;
     if (bytes > ctx->info.max_alloc_bytes) { /* clCreateBuffer's CL_INVALID_BUFFER_SIZE: still memory */
-        *s = fcl_fail(ctx, FCL_ERR_OUT_OF_MEMORY, "scratch of %zu bytes exceeds the device's largest allocation "
-                      "(%llu bytes)", bytes, (unsigned long long)ctx->info.max_alloc_bytes);
+        *s = fcl_fail(ctx, FCL_ERR_OUT_OF_MEMORY, "scratch of %llu bytes exceeds the device's largest allocation "
+                      "(%llu bytes)", (unsigned long long)bytes, (unsigned long long)ctx->info.max_alloc_bytes);
         return NULL;
     }
     cl_int err;
