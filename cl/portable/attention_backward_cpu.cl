@@ -7,16 +7,17 @@
  * every product is a vertical FMA with one operand broadcast and no sum crosses lanes.
  *
  *  attention_backward_dkdv  a work-item owns LANES keys of one KV head: K and V transposed once
- *                           into kt[d][rv], vt[d][rv]; for each query row of each query head
- *                           of the group that may see them (ascending: deterministic), its q and
- *                           dO rows converted once, then s = q.k and dp = dO.v (2 x D x RV FMAs,
- *                           q and dO broadcast), P = exp(s - LSE) lane-wise (0 where the row does
- *                           not see the key), dS = P (dp - delta) (* dcap with softcap), and
- *                           dV += P dO, dK += dS q (2 x D x RV FMAs).
+ *                           into kt[d][rv], vt[d][rv]; for each STEP query rows of each query
+ *                           head of the group that may see them (ascending: deterministic),
+ *                           their q and dO rows converted once, then s = q.k and dp = dO.v
+ *                           (2 x D x RV FMAs a row, q and dO broadcast), P = exp(s - LSE)
+ *                           lane-wise (0 where the row does not see the key), dS = P (dp -
+ *                           delta) (* dcap with softcap), and dV += P dO, dK += dS q (2 x D x RV
+ *                           FMAs a row; each accumulator loaded and stored once per STEP rows).
  *  attention_backward_dq    a work-item owns LANES query rows of one head: Q and dO transposed
- *                           once; for each key the rows may see (ascending), its k and v rows
- *                           converted once, then s and dp (2 x D x RV FMAs), P and dS lane-wise,
- *                           dQ += dS k (D x RV FMAs).
+ *                           once; for each STEP keys the rows may see (ascending), their k and v
+ *                           rows converted once, then s and dp (2 x D x RV FMAs a key), P and dS
+ *                           lane-wise, dQ += dS k (D x RV FMAs a key).
  * No barriers, no local memory, no chunks: the host takes these kernels only on devices without
  * a loop cap (CPUs); the chunk arguments are unused.
  *
@@ -26,6 +27,10 @@
 
 #define LANES (SIMD * RV)
 #define CPU_LOOP _Pragma("unroll")
+/* Query rows (dK/dV) or keys (dQ) taken together in one step: each K/V (Q/dO) vector and each
+ * accumulator is loaded once per STEP rows or keys, not once per row or key (the accumulators
+ * do not fit in registers; this keeps the loads and stores below the FMAs). */
+#define STEP 4
 
 /* P and dS of one (row, key) block from the dot products x = q.k and dp = dO.v (lane-wise):
  * scale, soft-capping (its derivative in dcap), ALiBi at distance |pos - j|, then exp(s - lse)
@@ -91,8 +96,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         }
     }
 
-    simd_f qv[HEAD_DIM_PAD / SIMD], dov_v[HEAD_DIM_PAD / SIMD];
-    __private const float *const q = SIMD_FLOATS(qv), *const dov = SIMD_FLOATS(dov_v);
+    simd_f qv[STEP][HEAD_DIM_PAD / SIMD], dov_v[STEP][HEAD_DIM_PAD / SIMD];
     for (int g = 0; g < group && i_lo <= i_hi; g++) {
         const int h = hk * group + g;
 #if HAS_ALIBI
@@ -100,48 +104,73 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 #else
         const simd_f slope = (simd_f)(0.0f);
 #endif
-        for (int i = i_lo; i <= i_hi; i++) {
-            const long row = (long)(r.q_first + i);
-            const float lse = LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss];
-            if (lse == -INFINITY) /* a row that sees no key contributes nothing */
-                continue;
-            const float dlt = delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)];
-            simd_stage_row(qv, Q, q_off + b * q_sb + row * q_ss + h * q_sh, true, head_dim);
-            simd_stage_row(dov_v, dO, do_off + b * do_sb + row * do_ss + h * do_sh, true, head_dim);
-            const float p = (float)(i + shift);
-            simd_f x[RV], dp[RV];
-            CPU_LOOP
-            for (int rv = 0; rv < RV; rv++)
-                x[rv] = dp[rv] = (simd_f)(0.0f);
-            for (int d = 0; d < head_dim; d++)
-                CPU_LOOP
-                for (int rv = 0; rv < RV; rv++) {
-                    x[rv] = fma((simd_f)(q[d]), kt[d][rv], x[rv]);
-                    dp[rv] = fma((simd_f)(dov[d]), vt[d][rv], dp[rv]);
-                }
+        for (int i = i_lo; i <= i_hi; i += STEP) {
+            /* STEP query rows at a time: each K, V, dK and dV vector loaded once for all of them.
+             * A row past i_hi, or one that sees no key (LSE -inf), is staged as zeros and sees
+             * nothing, so it adds exactly 0 (its Q and dO may hold anything). */
+            float lse[STEP], dlt[STEP], p[STEP];
+            bool live[STEP];
 #if LAYOUT == 2
-            const float lo_i = (float)packed_lo(cu_q, cu_q_off, seq_ss, i, r.sq);
-            const float hi_i = (float)packed_hi(cu_q, cu_q_off, seq_ss, i, r.sq);
+            float lo_i[STEP], hi_i[STEP];
 #endif
-            simd_f pr[RV], ds[RV];
             CPU_LOOP
-            for (int rv = 0; rv < RV; rv++) {
-                simd_i visible = kept[rv];
-                if (window_left >= 0)
-                    visible &= jpos[rv] >= p - (float)window_left;
-                if (window_right >= 0)
-                    visible &= jpos[rv] <= p + (float)window_right;
+            for (int t = 0; t < STEP; t++) {
+                const int ii = min(i + t, i_hi);
+                const long row = (long)(r.q_first + ii);
+                lse[t] = LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss];
+                live[t] = i + t <= i_hi && lse[t] != -INFINITY;
+                dlt[t] = live[t] ? delta[scratch_row(b, h, Hq, ii, r.q_first, sq_arg, total_q)] : 0.0f;
+                p[t] = (float)(ii + shift);
+                simd_stage_row(qv[t], Q, q_off + b * q_sb + row * q_ss + h * q_sh, live[t], head_dim);
+                simd_stage_row(dov_v[t], dO, do_off + b * do_sb + row * do_ss + h * do_sh, live[t], head_dim);
 #if LAYOUT == 2
-                visible &= jpos[rv] >= lo_i & jpos[rv] < hi_i;
+                lo_i[t] = (float)packed_lo(cu_q, cu_q_off, seq_ss, ii, r.sq);
+                hi_i[t] = (float)packed_hi(cu_q, cu_q_off, seq_ss, ii, r.sq);
 #endif
-                backward_p_ds(x[rv], dp[rv], scale, softcap, slope, fabs(p - jpos[rv]), (simd_f)(lse),
-                              (simd_f)(dlt), visible, &pr[rv], &ds[rv]);
             }
+            simd_f x[STEP][RV], dp[STEP][RV];
+            CPU_LOOP
+            for (int t = 0; t < STEP; t++)
+                CPU_LOOP
+                for (int rv = 0; rv < RV; rv++)
+                    x[t][rv] = dp[t][rv] = (simd_f)(0.0f);
             for (int d = 0; d < head_dim; d++)
                 CPU_LOOP
                 for (int rv = 0; rv < RV; rv++) {
-                    dv[d][rv] = fma(pr[rv], (simd_f)(dov[d]), dv[d][rv]);
-                    dk[d][rv] = fma(ds[rv], (simd_f)(q[d]), dk[d][rv]);
+                    const simd_f kd = kt[d][rv], vd = vt[d][rv];
+                    CPU_LOOP
+                    for (int t = 0; t < STEP; t++) {
+                        x[t][rv] = fma((simd_f)(SIMD_FLOATS(qv[t])[d]), kd, x[t][rv]);
+                        dp[t][rv] = fma((simd_f)(SIMD_FLOATS(dov_v[t])[d]), vd, dp[t][rv]);
+                    }
+                }
+            simd_f pr[STEP][RV], ds[STEP][RV];
+            CPU_LOOP
+            for (int t = 0; t < STEP; t++)
+                CPU_LOOP
+                for (int rv = 0; rv < RV; rv++) {
+                    simd_i visible = live[t] ? kept[rv] : (simd_i)(0);
+                    if (window_left >= 0)
+                        visible &= jpos[rv] >= p[t] - (float)window_left;
+                    if (window_right >= 0)
+                        visible &= jpos[rv] <= p[t] + (float)window_right;
+#if LAYOUT == 2
+                    visible &= jpos[rv] >= lo_i[t] & jpos[rv] < hi_i[t];
+#endif
+                    backward_p_ds(x[t][rv], dp[t][rv], scale, softcap, slope, fabs(p[t] - jpos[rv]),
+                                  (simd_f)(live[t] ? lse[t] : 0.0f), (simd_f)(dlt[t]), visible, &pr[t][rv], &ds[t][rv]);
+                }
+            for (int d = 0; d < head_dim; d++)
+                CPU_LOOP
+                for (int rv = 0; rv < RV; rv++) {
+                    simd_f av = dv[d][rv], ak = dk[d][rv];
+                    CPU_LOOP
+                    for (int t = 0; t < STEP; t++) {
+                        av = fma(pr[t][rv], (simd_f)(SIMD_FLOATS(dov_v[t])[d]), av);
+                        ak = fma(ds[t][rv], (simd_f)(SIMD_FLOATS(qv[t])[d]), ak);
+                    }
+                    dv[d][rv] = av;
+                    dk[d][rv] = ak;
                 }
         }
     }
@@ -222,47 +251,68 @@ void attention_backward_dq(BACKWARD_ARGS)
     for (int rv = 0; rv < RV; rv++)
         live[rv] = lse[rv] != (simd_f)(-INFINITY);
 
-    simd_f kv[HEAD_DIM_PAD / SIMD], vv[HEAD_DIM_PAD / SIMD];
-    __private const float *const k = SIMD_FLOATS(kv), *const v = SIMD_FLOATS(vv);
+    simd_f kv[STEP][HEAD_DIM_PAD / SIMD], vv[STEP][HEAD_DIM_PAD / SIMD];
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
-    for (int j = j_lo; j <= j_hi; j++) {
-#if HAS_MASK
-        if (!(mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f))
-            continue;
-#endif
-        simd_stage_row(kv, K, kbase + (long)j * k_ss, true, head_dim);
-        simd_stage_row(vv, V, vbase + (long)j * v_ss, true, head_dim);
-        simd_f x[RV], dp[RV];
+    for (int j = j_lo; j <= j_hi; j += STEP) {
+        /* STEP keys at a time: each Q, dO and dQ vector loaded once for all of them. A key past
+         * j_hi, or one the mask drops, is staged as zeros and seen by no row (its K and V may
+         * hold anything). */
+        bool kept[STEP];
+        float jf[STEP];
         CPU_LOOP
-        for (int rv = 0; rv < RV; rv++)
-            x[rv] = dp[rv] = (simd_f)(0.0f);
+        for (int t = 0; t < STEP; t++) {
+            const int jj = min(j + t, j_hi);
+            kept[t] = j + t <= j_hi;
+#if HAS_MASK
+            kept[t] = kept[t] && mask[mask_off + b * mask_sb + (long)(r.k_first + jj) * mask_ss] > 0.5f;
+#endif
+            jf[t] = (float)jj;
+            simd_stage_row(kv[t], K, kbase + (long)jj * k_ss, kept[t], head_dim);
+            simd_stage_row(vv[t], V, vbase + (long)jj * v_ss, kept[t], head_dim);
+        }
+        simd_f x[STEP][RV], dp[STEP][RV];
+        CPU_LOOP
+        for (int t = 0; t < STEP; t++)
+            CPU_LOOP
+            for (int rv = 0; rv < RV; rv++)
+                x[t][rv] = dp[t][rv] = (simd_f)(0.0f);
         for (int d = 0; d < head_dim; d++)
             CPU_LOOP
             for (int rv = 0; rv < RV; rv++) {
-                x[rv] = fma((simd_f)(k[d]), qt[d][rv], x[rv]);
-                dp[rv] = fma((simd_f)(v[d]), dot[d][rv], dp[rv]);
+                const simd_f qd = qt[d][rv], od = dot[d][rv];
+                CPU_LOOP
+                for (int t = 0; t < STEP; t++) {
+                    x[t][rv] = fma((simd_f)(SIMD_FLOATS(kv[t])[d]), qd, x[t][rv]);
+                    dp[t][rv] = fma((simd_f)(SIMD_FLOATS(vv[t])[d]), od, dp[t][rv]);
+                }
             }
-        const float jf = (float)j;
-        simd_f ds[RV];
+        simd_f ds[STEP][RV];
         CPU_LOOP
-        for (int rv = 0; rv < RV; rv++) {
-            simd_i visible = live[rv];
-            if (window_left >= 0)
-                visible &= jf >= pos[rv] - (float)window_left;
-            if (window_right >= 0)
-                visible &= jf <= pos[rv] + (float)window_right;
+        for (int t = 0; t < STEP; t++)
+            CPU_LOOP
+            for (int rv = 0; rv < RV; rv++) {
+                simd_i visible = kept[t] ? live[rv] : (simd_i)(0);
+                if (window_left >= 0)
+                    visible &= jf[t] >= pos[rv] - (float)window_left;
+                if (window_right >= 0)
+                    visible &= jf[t] <= pos[rv] + (float)window_right;
 #if LAYOUT == 2
-            visible &= jf >= lo[rv] & jf < hi[rv];
+                visible &= jf[t] >= lo[rv] & jf[t] < hi[rv];
 #endif
-            simd_f pr;
-            backward_p_ds(x[rv], dp[rv], scale, softcap, slope, fabs(pos[rv] - jf), lse[rv], dlt[rv], visible,
-                          &pr, &ds[rv]);
-        }
+                simd_f pr;
+                backward_p_ds(x[t][rv], dp[t][rv], scale, softcap, slope, fabs(pos[rv] - jf[t]), lse[rv], dlt[rv],
+                              visible, &pr, &ds[t][rv]);
+            }
         for (int d = 0; d < head_dim; d++)
             CPU_LOOP
-            for (int rv = 0; rv < RV; rv++)
-                dq[d][rv] = fma(ds[rv], (simd_f)(k[d]), dq[d][rv]);
+            for (int rv = 0; rv < RV; rv++) {
+                simd_f a = dq[d][rv];
+                CPU_LOOP
+                for (int t = 0; t < STEP; t++)
+                    a = fma(ds[t][rv], (simd_f)(SIMD_FLOATS(kv[t])[d]), a);
+                dq[d][rv] = a;
+            }
     }
 
     for (int rv = 0; rv < RV; rv++)
