@@ -127,20 +127,20 @@ def h200_decode():
 
 
 def cpu():
-    """docs/perf/2026-12-02-cpu-peer-quiet.md (from -cpu-peer-quiet-flashcl.jsonl, -torch.jsonl)"""
-    rows = md_table("2026-12-02-cpu-peer-quiet.md", "case")
+    """docs/perf/2026-12-03-cpu-peer-run1.md, -run2.md (from their -flashcl.jsonl, -torch.jsonl)"""
+    runs = [md_table(f"2026-12-03-cpu-peer-run{n}.md", "case") for n in (1, 2)]
     fig, ax = plt.subplots(figsize=(13, 4.8))
-    bars(ax, [r["case"].replace("prefill ", "prefill\n").replace("decode ", "decode\n") for r in rows],
-         [("PoCL", [float(r["PyTorch / PoCL"]) for r in rows]),
-          ("Intel's runtime", [float(r["PyTorch / Intel"]) for r in rows])],
+    series = [(f"{dev}, run {n + 1}", [float(r[f"PyTorch / {key}"]) for r in rows])
+              for dev, key in (("PoCL", "PoCL"), ("Intel's runtime", "Intel")) for n, rows in enumerate(runs)]
+    bars(ax, [r["case"].replace("prefill ", "prefill\n").replace("decode ", "decode\n") for r in runs[0]], series,
          "PyTorch CPU scaled_dot_product_attention time over flashcl's, same machine, same minutes",
          "speed-up over PyTorch")
     for t in ax.get_xticklabels():
         t.set_rotation(35)
         t.set_horizontalalignment("right")
     ax.legend(fontsize=8)
-    fig.suptitle("CPUs: 2-core Xeon, AVX-512 (v0.17.0, 2026-12-02)", fontsize=11)
-    fig.text(0.5, 0.01, "raw: docs/perf/2026-12-02-cpu-peer-quiet.md, -cpu-peer-quiet-flashcl.jsonl, -torch.jsonl",
+    fig.suptitle("CPUs: 2-core Xeon with AVX-512 and AMX (v0.17.0, 2026-12-03, two runs)", fontsize=11)
+    fig.text(0.5, 0.01, "raw: docs/perf/2026-12-03-cpu-peer-run1.md, -run2.md, and their -flashcl.jsonl, -torch.jsonl",
              ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 0.95))
     fig.savefig(OUT / "cpu.png", dpi=90)
