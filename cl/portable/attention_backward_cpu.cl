@@ -51,6 +51,44 @@ inline void backward_p_ds(simd_f x, simd_f dp, float scale, float softcap, simd_
     *ds = select((simd_f)(0.0f), *p * (dp - dlt) * dcap, visible); /* a dropped key's V may hold NaN */
 }
 
+/* x[t][rv] = a_t . at[.][rv] and dp[t][rv] = b_t . bt[.][rv] for the STEP staged rows a_t, b_t
+ * (broadcast, dim by dim) against the transposed at, bt (lane = key or row): s and dp of STEP
+ * rows (keys) with the work-item's LANES keys (rows), 2 x head_dim x RV FMAs a step row. */
+inline void step_dots(__private const simd_f (*a)[HEAD_DIM_PAD / SIMD], __private const simd_f (*b)[HEAD_DIM_PAD / SIMD],
+                      __private const simd_f (*at)[RV], __private const simd_f (*bt)[RV], int head_dim,
+                      __private simd_f (*x)[RV], __private simd_f (*dp)[RV])
+{
+    CPU_LOOP
+    for (int t = 0; t < STEP; t++)
+        CPU_LOOP
+        for (int rv = 0; rv < RV; rv++)
+            x[t][rv] = dp[t][rv] = (simd_f)(0.0f);
+    for (int d = 0; d < head_dim; d++)
+        CPU_LOOP
+        for (int rv = 0; rv < RV; rv++) {
+            const simd_f ad = at[d][rv], bd = bt[d][rv];
+            CPU_LOOP
+            for (int t = 0; t < STEP; t++) {
+                x[t][rv] = fma((simd_f)(SIMD_FLOATS(a[t])[d]), ad, x[t][rv]);
+                dp[t][rv] = fma((simd_f)(SIMD_FLOATS(b[t])[d]), bd, dp[t][rv]);
+            }
+        }
+}
+
+/* base narrowed to the keys at positions j that a row at position p sees through the window
+ * (and, packed, inside the row's sequence [lo, hi)). */
+inline simd_i step_visible(simd_i base, simd_f j, simd_f p, simd_f lo, simd_f hi, int window_left, int window_right)
+{
+    if (window_left >= 0)
+        base &= j >= p - (float)window_left;
+    if (window_right >= 0)
+        base &= j <= p + (float)window_right;
+#if LAYOUT == 2
+    base &= j >= lo & j < hi;
+#endif
+    return base;
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)
 {
@@ -110,9 +148,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
              * nothing, so it adds exactly 0 (its Q and dO may hold anything). */
             float lse[STEP], dlt[STEP], p[STEP];
             bool live[STEP];
-#if LAYOUT == 2
-            float lo_i[STEP], hi_i[STEP];
-#endif
+            float lo_i[STEP], hi_i[STEP]; /* packed: the row's own sequence (unused otherwise) */
             CPU_LOOP
             for (int t = 0; t < STEP; t++) {
                 const int ii = min(i + t, i_hi);
@@ -126,37 +162,19 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 #if LAYOUT == 2
                 lo_i[t] = (float)packed_lo(cu_q, cu_q_off, seq_ss, ii, r.sq);
                 hi_i[t] = (float)packed_hi(cu_q, cu_q_off, seq_ss, ii, r.sq);
+#else
+                lo_i[t] = hi_i[t] = 0.0f;
 #endif
             }
             simd_f x[STEP][RV], dp[STEP][RV];
-            CPU_LOOP
-            for (int t = 0; t < STEP; t++)
-                CPU_LOOP
-                for (int rv = 0; rv < RV; rv++)
-                    x[t][rv] = dp[t][rv] = (simd_f)(0.0f);
-            for (int d = 0; d < head_dim; d++)
-                CPU_LOOP
-                for (int rv = 0; rv < RV; rv++) {
-                    const simd_f kd = kt[d][rv], vd = vt[d][rv];
-                    CPU_LOOP
-                    for (int t = 0; t < STEP; t++) {
-                        x[t][rv] = fma((simd_f)(SIMD_FLOATS(qv[t])[d]), kd, x[t][rv]);
-                        dp[t][rv] = fma((simd_f)(SIMD_FLOATS(dov_v[t])[d]), vd, dp[t][rv]);
-                    }
-                }
+            step_dots(qv, dov_v, kt, vt, head_dim, x, dp);
             simd_f pr[STEP][RV], ds[STEP][RV];
             CPU_LOOP
             for (int t = 0; t < STEP; t++)
                 CPU_LOOP
                 for (int rv = 0; rv < RV; rv++) {
-                    simd_i visible = live[t] ? kept[rv] : (simd_i)(0);
-                    if (window_left >= 0)
-                        visible &= jpos[rv] >= p[t] - (float)window_left;
-                    if (window_right >= 0)
-                        visible &= jpos[rv] <= p[t] + (float)window_right;
-#if LAYOUT == 2
-                    visible &= jpos[rv] >= lo_i[t] & jpos[rv] < hi_i[t];
-#endif
+                    const simd_i visible = step_visible(live[t] ? kept[rv] : (simd_i)(0), jpos[rv], (simd_f)(p[t]),
+                                                        (simd_f)(lo_i[t]), (simd_f)(hi_i[t]), window_left, window_right);
                     backward_p_ds(x[t][rv], dp[t][rv], scale, softcap, slope, fabs(p[t] - jpos[rv]),
                                   (simd_f)(live[t] ? lse[t] : 0.0f), (simd_f)(dlt[t]), visible, &pr[t][rv], &ds[t][rv]);
                 }
@@ -203,9 +221,7 @@ void attention_backward_dq(BACKWARD_ARGS)
 
     simd_f qt[HEAD_DIM_PAD][RV], dot[HEAD_DIM_PAD][RV], dq[HEAD_DIM_PAD][RV];
     simd_f pos[RV], lse[RV], dlt[RV];
-#if LAYOUT == 2
-    simd_f lo[RV], hi[RV]; /* each row's own sequence */
-#endif
+    simd_f lo[RV], hi[RV]; /* packed: each row's own sequence (zeros otherwise) */
     {
         simd_f row[HEAD_DIM_PAD / SIMD];
         for (int rv = 0; rv < RV; rv++) {
@@ -237,6 +253,8 @@ void attention_backward_dq(BACKWARD_ARGS)
 #if LAYOUT == 2
             lo[rv] = lou.v;
             hi[rv] = hiu.v;
+#else
+            lo[rv] = hi[rv] = (simd_f)(0.0f);
 #endif
             for (int d = 0; d < HEAD_DIM_PAD; d++)
                 dq[d][rv] = (simd_f)(0.0f);
@@ -272,34 +290,14 @@ void attention_backward_dq(BACKWARD_ARGS)
             simd_stage_row(vv[t], V, vbase + (long)jj * v_ss, kept[t], head_dim);
         }
         simd_f x[STEP][RV], dp[STEP][RV];
-        CPU_LOOP
-        for (int t = 0; t < STEP; t++)
-            CPU_LOOP
-            for (int rv = 0; rv < RV; rv++)
-                x[t][rv] = dp[t][rv] = (simd_f)(0.0f);
-        for (int d = 0; d < head_dim; d++)
-            CPU_LOOP
-            for (int rv = 0; rv < RV; rv++) {
-                const simd_f qd = qt[d][rv], od = dot[d][rv];
-                CPU_LOOP
-                for (int t = 0; t < STEP; t++) {
-                    x[t][rv] = fma((simd_f)(SIMD_FLOATS(kv[t])[d]), qd, x[t][rv]);
-                    dp[t][rv] = fma((simd_f)(SIMD_FLOATS(vv[t])[d]), od, dp[t][rv]);
-                }
-            }
+        step_dots(kv, vv, qt, dot, head_dim, x, dp);
         simd_f ds[STEP][RV];
         CPU_LOOP
         for (int t = 0; t < STEP; t++)
             CPU_LOOP
             for (int rv = 0; rv < RV; rv++) {
-                simd_i visible = kept[t] ? live[rv] : (simd_i)(0);
-                if (window_left >= 0)
-                    visible &= jf[t] >= pos[rv] - (float)window_left;
-                if (window_right >= 0)
-                    visible &= jf[t] <= pos[rv] + (float)window_right;
-#if LAYOUT == 2
-                visible &= jf[t] >= lo[rv] & jf[t] < hi[rv];
-#endif
+                const simd_i visible = step_visible(kept[t] ? live[rv] : (simd_i)(0), (simd_f)(jf[t]), pos[rv],
+                                                    lo[rv], hi[rv], window_left, window_right);
                 simd_f pr;
                 backward_p_ds(x[t][rv], dp[t][rv], scale, softcap, slope, fabs(pos[rv] - jf[t]), lse[rv], dlt[rv],
                               visible, &pr, &ds[t][rv]);
