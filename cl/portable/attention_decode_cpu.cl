@@ -18,17 +18,24 @@
  *              slot may hold anything).
  * K and V are read straight from the cache (paged or contiguous), each element once per
  * work-item; work-groups of one work-item (the table's CPU decode tiles: one work-item owning
- * every dim). Queries, accumulators and states as decode_partial: the split's unnormalised
- * state to `part`, or with DIRECT_OUT O and LSE.
+ * every dim). With HEADS > 1 a work-item takes every KV head of its split and row block, batch
+ * by batch: a cache [B, L, Hkv, D] then streams by in whole rows of Hkv x D, where one head's
+ * rows lie Hkv x D elements apart (a page or more: the hardware prefetchers stop at each).
+ * Queries, accumulators and states as decode_partial: the split's unnormalised state to `part`,
+ * or with DIRECT_OUT O and LSE.
  *
  * Specialisation (-D), beside attention_decode.cl's: DECODE_CPU 1; SIMD (4, 8 or 16: floats per
- * vector, the device's native width; HEAD_DIM_PAD a multiple of it).
+ * vector, the device's native width; HEAD_DIM_PAD a multiple of it); HEADS (KV heads per
+ * work-item: 1, or all of them, the grid then having no KV head dimension).
  */
 
 #if HEAD_DIM_PAD % SIMD
 #error "DECODE_CPU: HEAD_DIM_PAD a multiple of SIMD"
 #endif
 #define CHUNKS (HEAD_DIM_PAD / SIMD)
+#ifndef HEADS
+#define HEADS 1
+#endif
 #ifndef AHEAD
 #define AHEAD (2 * SIMD) /* keys between a row's prefetch and its use */
 #endif
@@ -63,167 +70,179 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void decode_partial_cpu(DECODE_PARTIAL_ARGS)
 {
     DECODE_PARTIAL_UNPACK
-    const int n_rows = group * lq; /* rows of this KV head: (query head, position) pairs */
-    int split, hk, r0, b, Hq, p_first, j_lo, j_hi;
+    const int n_rows = group * lq; /* rows of a KV head: (query head, position) pairs */
+    int split, hk_first, r0, b, Hq, p_first, j_lo, j_hi;
     decode_group(ROWS_WG, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left,
-                 &split, &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
+                 &split, &hk_first, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
+#if HEADS > 1 /* every KV head in this work-item: the grid has no KV head dimension */
+    hk_first = 0;
+    Hq = HEADS * group;
+#endif
 #if HAS_LOGIT_MODS
     const float qscale = scale;
 #else
     const float qscale = scale * FCL_LOG2E;
 #endif
-    simd_f q[ROWS_WG][CHUNKS], acc[ROWS_WG][CHUNKS];
-    float m[ROWS_WG], l[ROWS_WG], slope[ROWS_WG];
-    int lo[ROWS_WG], hi[ROWS_WG], pos[ROWS_WG];
-    for (int r = 0; r < ROWS_WG; r++) {
-        decode_row_view(r0 + r, j_hi, n_rows, lq, hk, group, p_first, b, window_left, alibi, alibi_off, alibi_sb,
-                        alibi_sh, &lo[r], &hi[r], &pos[r], &slope[r]);
-        const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
-        const long qi = q_off + b * q_sb + (long)t * q_ss + h * q_sh;
-        for (int c = 0; c < CHUNKS; c++) {
-            q[r][c] = load_dims(Q, qi + c * SIMD, c * SIMD, head_dim) * qscale;
-            acc[r][c] = (simd_f)(0.0f);
+    simd_f q[HEADS][ROWS_WG][CHUNKS], acc[HEADS][ROWS_WG][CHUNKS];
+    float m[HEADS][ROWS_WG], l[HEADS][ROWS_WG], slope[HEADS][ROWS_WG];
+    int lo[HEADS][ROWS_WG], hi[HEADS][ROWS_WG], pos[HEADS][ROWS_WG];
+    for (int g = 0; g < HEADS; g++)
+        for (int r = 0; r < ROWS_WG; r++) {
+            const int hk = hk_first + g;
+            decode_row_view(r0 + r, j_hi, n_rows, lq, hk, group, p_first, b, window_left, alibi, alibi_off, alibi_sb,
+                            alibi_sh, &lo[g][r], &hi[g][r], &pos[g][r], &slope[g][r]);
+            const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
+            const long qi = q_off + b * q_sb + (long)t * q_ss + h * q_sh;
+            for (int c = 0; c < CHUNKS; c++) {
+                q[g][r][c] = load_dims(Q, qi + c * SIMD, c * SIMD, head_dim) * qscale;
+                acc[g][r][c] = (simd_f)(0.0f);
+            }
+            m[g][r] = -INFINITY;
+            l[g][r] = 0.0f;
         }
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-    }
     simd_fu lane_u;
     for (int e = 0; e < SIMD; e++)
         lane_u.s[e] = (float)e;
     const simd_f lane = lane_u.v;
 
     for (int jb = j_lo; jb <= j_hi; jb += SIMD) {
-        long ki[SIMD], vi[SIMD];
-        simd_f part[ROWS_WG][SIMD];
-        for (int k = 0; k < SIMD; k++) {
-            cache_rows(b, min(jb + k, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
-                       bt_sb, bt_ss, page_size, num_pages, &ki[k], &vi[k]);
-            /* the rows AHEAD keys on, prefetched now, every cache line of them: a KV head's rows
-             * lie a page or more apart, where the hardware prefetchers stop, so each row would be
-             * a demand miss of its own */
-            if (jb + k + AHEAD <= j_hi) {
-                long tk, tv;
-                cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
-                           bt_sb, bt_ss, page_size, num_pages, &tk, &tv);
-                for (int e = 0; e < head_dim; e += LINE_ELEMS) {
-                    FCL_PREFETCH(Kc + tk + e);
-                    FCL_PREFETCH(Vc + tv + e);
-                }
-            }
-            simd_f x0[ROWS_WG], x1[ROWS_WG];
-            CPU_LOOP
-            for (int r = 0; r < ROWS_WG; r++)
-                x0[r] = x1[r] = (simd_f)(0.0f);
-            for (int c = 0; c + 1 < CHUNKS; c += 2) {
-                const simd_f k0 = load_dims(Kc, ki[k] + c * SIMD, c * SIMD, head_dim);
-                const simd_f k1 = load_dims(Kc, ki[k] + (c + 1) * SIMD, (c + 1) * SIMD, head_dim);
-                CPU_LOOP
-                for (int r = 0; r < ROWS_WG; r++) {
-                    x0[r] = fma(q[r][c], k0, x0[r]);
-                    x1[r] = fma(q[r][c + 1], k1, x1[r]);
-                }
-            }
-#if CHUNKS % 2
-            {
-                const simd_f k0 = load_dims(Kc, ki[k] + (CHUNKS - 1) * SIMD, (CHUNKS - 1) * SIMD, head_dim);
-                CPU_LOOP
-                for (int r = 0; r < ROWS_WG; r++)
-                    x0[r] = fma(q[r][CHUNKS - 1], k0, x0[r]);
-            }
-#endif
-            CPU_LOOP
-            for (int r = 0; r < ROWS_WG; r++)
-                part[r][k] = x0[r] + x1[r];
-        }
-
-        /* the batch's keys lane by lane: visibility, logits, the rows' online softmax */
-        const simd_f jv = lane + (float)jb;
 #if HAS_MASK
         simd_fu kept_u;
         for (int k = 0; k < SIMD; k++)
             kept_u.s[k] = mask[mask_off + b * mask_sb + (long)min(jb + k, l_max - 1) * mask_ss];
         const simd_i kept = kept_u.v > 0.5f;
 #endif
-        float p[ROWS_WG][SIMD]; /* the batch's probabilities, row by row */
-        float alpha[ROWS_WG];
-        simd_f live = (simd_f)(0.0f); /* > 0 where some row sees the key */
-        for (int r = 0; r < ROWS_WG; r++) {
-            simd_f x = reduce_keys(part[r]);
-#if HAS_SOFTCAP
-            x = softcap * tanh(x / softcap);
-#endif
-#if HAS_LOGIT_MODS
-            x *= FCL_LOG2E;
-#endif
-#if HAS_ALIBI
-            x -= slope[r] * fabs((float)pos[r] - jv);
-#endif
-            simd_i visible = jv >= (float)lo[r] & jv <= (float)hi[r];
-#if HAS_MASK
-            visible &= kept;
-#endif
-            x = select((simd_f)(-INFINITY), x, visible);
-            const float mx = fmax(m[r], simd_max(x));
-            alpha[r] = mx == -INFINITY ? 1.0f : exp2(m[r] - mx);
-            const simd_f pr = mx == -INFINITY ? (simd_f)(0.0f) : exp2(x - mx);
-            l[r] = l[r] * alpha[r] + simd_sum(pr);
-            m[r] = mx;
-            live = fmax(live, pr);
-            simd_store(pr, p[r]);
-        }
-        simd_fu live_u;
-        live_u.v = live;
-
-        /* acc = acc * alpha + p V, SIMD dims of every row at a time */
-        for (int c = 0; c < CHUNKS; c++) {
-            simd_f a0[ROWS_WG], a1[ROWS_WG];
-            CPU_LOOP
-            for (int r = 0; r < ROWS_WG; r++) {
-                a0[r] = acc[r][c] * alpha[r];
-                a1[r] = (simd_f)(0.0f);
+        /* the batch's keys head by head: with HEADS > 1 the heads' rows of a key lie side by
+         * side, so the batch's K and V are read as whole contiguous rows of the cache */
+        for (int g = 0; g < HEADS; g++) {
+            const int hk = hk_first + g;
+            long ki[SIMD], vi[SIMD];
+            simd_f part[ROWS_WG][SIMD];
+            for (int k = 0; k < SIMD; k++) {
+                cache_rows(b, min(jb + k, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
+                           bt_sb, bt_ss, page_size, num_pages, &ki[k], &vi[k]);
+                /* the rows AHEAD keys on, prefetched now, every cache line of them: a KV head's rows
+                 * lie a page or more apart, where the hardware prefetchers stop, so each row would be
+                 * a demand miss of its own */
+                if (jb + k + AHEAD <= j_hi) {
+                    long tk, tv;
+                    cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
+                               bt_sb, bt_ss, page_size, num_pages, &tk, &tv);
+                    for (int e = 0; e < head_dim; e += LINE_ELEMS) {
+                        FCL_PREFETCH(Kc + tk + e);
+                        FCL_PREFETCH(Vc + tv + e);
+                    }
+                }
+                simd_f x0[ROWS_WG], x1[ROWS_WG];
+                CPU_LOOP
+                for (int r = 0; r < ROWS_WG; r++)
+                    x0[r] = x1[r] = (simd_f)(0.0f);
+                for (int c = 0; c + 1 < CHUNKS; c += 2) {
+                    const simd_f k0 = load_dims(Kc, ki[k] + c * SIMD, c * SIMD, head_dim);
+                    const simd_f k1 = load_dims(Kc, ki[k] + (c + 1) * SIMD, (c + 1) * SIMD, head_dim);
+                    CPU_LOOP
+                    for (int r = 0; r < ROWS_WG; r++) {
+                        x0[r] = fma(q[g][r][c], k0, x0[r]);
+                        x1[r] = fma(q[g][r][c + 1], k1, x1[r]);
+                    }
+                }
+    #if CHUNKS % 2
+                {
+                    const simd_f k0 = load_dims(Kc, ki[k] + (CHUNKS - 1) * SIMD, (CHUNKS - 1) * SIMD, head_dim);
+                    CPU_LOOP
+                    for (int r = 0; r < ROWS_WG; r++)
+                        x0[r] = fma(q[g][r][CHUNKS - 1], k0, x0[r]);
+                }
+    #endif
+                CPU_LOOP
+                for (int r = 0; r < ROWS_WG; r++)
+                    part[r][k] = x0[r] + x1[r];
             }
-            for (int k = 0; k < SIMD; k += 2) {
-                const simd_f v0 = live_u.s[k] > 0.0f ? load_dims(Vc, vi[k] + c * SIMD, c * SIMD, head_dim)
-                                                     : (simd_f)(0.0f);
-                const simd_f v1 = live_u.s[k + 1] > 0.0f
-                                      ? load_dims(Vc, vi[k + 1] + c * SIMD, c * SIMD, head_dim)
-                                      : (simd_f)(0.0f);
+
+            /* the batch's keys lane by lane: visibility, logits, the rows' online softmax */
+            const simd_f jv = lane + (float)jb;
+            float p[ROWS_WG][SIMD]; /* the batch's probabilities, row by row */
+            float alpha[ROWS_WG];
+            simd_f live = (simd_f)(0.0f); /* > 0 where some row sees the key */
+            for (int r = 0; r < ROWS_WG; r++) {
+                simd_f x = reduce_keys(part[r]);
+    #if HAS_SOFTCAP
+                x = softcap * tanh(x / softcap);
+    #endif
+    #if HAS_LOGIT_MODS
+                x *= FCL_LOG2E;
+    #endif
+    #if HAS_ALIBI
+                x -= slope[g][r] * fabs((float)pos[g][r] - jv);
+    #endif
+                simd_i visible = jv >= (float)lo[g][r] & jv <= (float)hi[g][r];
+    #if HAS_MASK
+                visible &= kept;
+    #endif
+                x = select((simd_f)(-INFINITY), x, visible);
+                const float mx = fmax(m[g][r], simd_max(x));
+                alpha[r] = mx == -INFINITY ? 1.0f : exp2(m[g][r] - mx);
+                const simd_f pr = mx == -INFINITY ? (simd_f)(0.0f) : exp2(x - mx);
+                l[g][r] = l[g][r] * alpha[r] + simd_sum(pr);
+                m[g][r] = mx;
+                live = fmax(live, pr);
+                simd_store(pr, p[r]);
+            }
+            simd_fu live_u;
+            live_u.v = live;
+
+            /* acc = acc * alpha + p V, SIMD dims of every row at a time */
+            for (int c = 0; c < CHUNKS; c++) {
+                simd_f a0[ROWS_WG], a1[ROWS_WG];
                 CPU_LOOP
                 for (int r = 0; r < ROWS_WG; r++) {
-                    a0[r] = fma((simd_f)(p[r][k]), v0, a0[r]);
-                    a1[r] = fma((simd_f)(p[r][k + 1]), v1, a1[r]);
+                    a0[r] = acc[g][r][c] * alpha[r];
+                    a1[r] = (simd_f)(0.0f);
                 }
+                for (int k = 0; k < SIMD; k += 2) {
+                    const simd_f v0 = live_u.s[k] > 0.0f ? load_dims(Vc, vi[k] + c * SIMD, c * SIMD, head_dim)
+                                                         : (simd_f)(0.0f);
+                    const simd_f v1 = live_u.s[k + 1] > 0.0f
+                                          ? load_dims(Vc, vi[k + 1] + c * SIMD, c * SIMD, head_dim)
+                                          : (simd_f)(0.0f);
+                    CPU_LOOP
+                    for (int r = 0; r < ROWS_WG; r++) {
+                        a0[r] = fma((simd_f)(p[r][k]), v0, a0[r]);
+                        a1[r] = fma((simd_f)(p[r][k + 1]), v1, a1[r]);
+                    }
+                }
+                CPU_LOOP
+                for (int r = 0; r < ROWS_WG; r++)
+                    acc[g][r][c] = a0[r] + a1[r];
             }
-            CPU_LOOP
-            for (int r = 0; r < ROWS_WG; r++)
-                acc[r][c] = a0[r] + a1[r];
         }
     }
 
     /* The split's state: part[((b * Hq + h) * lq + t) * n_splits + split] = acc[HDP], m, l; with
      * DIRECT_OUT the rows' O and LSE. */
-    for (int r = 0; r < ROWS_WG; r++) {
-        const int row = r0 + r;
-        if (row >= n_rows)
-            break;
+    for (int g = 0; g < HEADS; g++)
+        for (int r = 0; r < ROWS_WG; r++) {
+            const int row = r0 + r, hk = hk_first + g;
+            if (row >= n_rows)
+                break;
 #if DIRECT_OUT
-        const int h = hk * group + row / lq, t = row % lq;
-        const long oi = o_off + b * o_sb + (long)t * o_ss + h * o_sh;
-        const float inv_l = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        for (int c = 0; c < CHUNKS; c++) {
-            simd_fu x;
-            x.v = acc[r][c] * inv_l;
-            for (int e = 0; e < SIMD && c * SIMD + e < head_dim; e++)
-                STORE(O, oi + c * SIMD + e, x.s[e]);
-        }
-        if (write_lse)
-            LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = fcl_row_lse(m[r], l[r]);
+            const int h = hk * group + row / lq, t = row % lq;
+            const long oi = o_off + b * o_sb + (long)t * o_ss + h * o_sh;
+            const float inv_l = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
+            for (int c = 0; c < CHUNKS; c++) {
+                simd_fu x;
+                x.v = acc[g][r][c] * inv_l;
+                for (int e = 0; e < SIMD && c * SIMD + e < head_dim; e++)
+                    STORE(O, oi + c * SIMD + e, x.s[e]);
+            }
+            if (write_lse)
+                LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = fcl_row_lse(m[g][r], l[g][r]);
 #else
-        const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
-        for (int c = 0; c < CHUNKS; c++)
-            simd_store(acc[r][c], part + slot * PART_LD + c * SIMD);
-        part[slot * PART_LD + HEAD_DIM_PAD] = m[r];
-        part[slot * PART_LD + HEAD_DIM_PAD + 1] = l[r];
+            const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
+            for (int c = 0; c < CHUNKS; c++)
+                simd_store(acc[g][r][c], part + slot * PART_LD + c * SIMD);
+            part[slot * PART_LD + HEAD_DIM_PAD] = m[g][r];
+            part[slot * PART_LD + HEAD_DIM_PAD + 1] = l[g][r];
 #endif
-    }
+        }
 }

@@ -111,6 +111,8 @@ typedef struct decode_plan {
     int warps;          /* > 0: the tensor-core form (decode_partial_mma), warps per work-group */
     int cpu;            /* > 0: the CPU form (decode_partial_cpu), its vector width: one work-item per
                          * work-group (team of one) on a device without a loop cap */
+    int heads;          /* KV heads per work-item of the CPU form: all of them where their rows fit
+                         * (HEADS; the grid then has no KV head dimension), else 1 */
     int direct;         /* DIRECT_OUT: one split, whose partial kernel writes O and LSE (no combine) */
 } decode_plan;
 
@@ -223,7 +225,9 @@ static long batches_under_cap(fcl_context ctx, const decode_plan *p, long *per_b
 static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, decode_plan *p)
 {
     const long batch = p->batch, keys = bound > 0 ? (long)bound : 1;
-    const long base = (long)(B * Hkv * p->row_blocks);
+    /* the CPU form over every KV head at once while their rows' states stay small (32 rows) */
+    p->heads = p->cpu && Hkv > 1 && Hkv * p->t.rows <= 32 ? (int)Hkv : 1;
+    const long base = (long)(B * (Hkv / p->heads) * p->row_blocks);
     const long round = (long)ctx->info.compute_units * p->t.waves;
     const long least = p->t.split_min > batch ? p->t.split_min : batch;
     const long most = (keys + least - 1) / least;
@@ -280,7 +284,8 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
                  p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
                  p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0);
         if (p->cpu)
-            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d -DFCL_CPU_PREFETCH=1", p->cpu);
+            n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d -DFCL_CPU_PREFETCH=1 -DHEADS=%d", p->cpu,
+                          p->heads);
         if (p->t.max_regs > 0 && ctx->info.nv_cc_major > 0) /* NVIDIA's compiler only */
             snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", p->t.max_regs);
         fcl_status s = FCL_SUCCESS;
@@ -526,7 +531,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
         arg_add(&a, sizeof(cl_long8), &longs[16]);
         if (p.direct)
             arg_add_out(&a, &out);
-        const size_t g[3] = {(size_t)p.n_splits * (size_t)p.wg, (size_t)(kv.Hkv * p.row_blocks), (size_t)B};
+        const size_t g[3] = {(size_t)p.n_splits * (size_t)p.wg, (size_t)(kv.Hkv / p.heads * p.row_blocks),
+                             (size_t)B};
         const size_t l[3] = {(size_t)p.wg, 1, 1};
         if (err == CL_SUCCESS)
             err = set_args(k[1], &a);
