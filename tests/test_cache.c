@@ -9,9 +9,11 @@
  * clGetProgramInfo on a tiny program; where it does not, the disk tests check that the library
  * reported disk_writes == 0 and then skip (reported as skipped, never as passed). The tests
  * run with FLASHCL_CACHE_PROGRAMS=1, so that programs go to disk on PoCL too (by default they do
- * not there: PoCL keeps its own); programs_policy checks the default and =0.
+ * not there: PoCL keeps its own); programs_policy checks the default and =0. build_log_excerpt
+ * checks what a failed build's message quotes (white box: programs/build_log.h).
  */
 #define _XOPEN_SOURCE 700 /* realpath */
+#include "programs/build_log.h"
 #include "ref_attention.h"
 #include "support.h"
 
@@ -641,4 +643,34 @@ Test(cache, home_fallback)
     cr_assert_eq((uint64_t)count_files(want), stats(ctx).disk_writes);
     fcl_context_release(ctx);
     result_free(&r);
+}
+
+/* A build whose log is long (60 warnings, some 4 KB, before its errors: the length at which
+ * NVIDIA's logs came back empty) is quoted from its first error line, the undeclared names
+ * included; a program that built gives the text of its log, whatever it is, and never fails. */
+Test(cache, build_log_excerpt)
+{
+    fcl_context ctx = support_context();
+    char src[8192];
+    int n = 0;
+    for (int i = 0; i < 60; i++)
+        n += snprintf(src + n, sizeof src - (size_t)n, "#warning padding the build log, line %d\n", i);
+    snprintf(src + n, sizeof src - (size_t)n,
+             "__kernel void k(__global float *x) { x[0] = undeclared_one; undeclared_two(); }\n");
+    const char *text = src;
+    cl_int err;
+    cl_program prog = clCreateProgramWithSource(fcl_context_cl_context(ctx), 1, &text, NULL, &err);
+    cr_assert(err == CL_SUCCESS);
+    cl_device_id dev = fcl_context_cl_device(ctx);
+    cr_assert(clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS, "a program with undeclared names built");
+    char out[512];
+    memset(out, 'x', sizeof out);
+    fcl_build_log_excerpt(ctx, prog, out, sizeof out);
+    cr_assert(memchr(out, '\0', sizeof out) != NULL, "the excerpt is not terminated");
+    const char *first_error = strstr(out, "undeclared_one"), *warning = strstr(out, "padding the build log");
+    cr_assert(first_error != NULL, "the excerpt misses the first error: \"%s\"", out);
+    cr_assert(warning == NULL || warning > first_error, "the excerpt starts before the errors: \"%s\"", out);
+    cr_assert(strchr(out, '\n') == NULL, "a line break in the excerpt: \"%s\"", out);
+    clReleaseProgram(prog);
+    fcl_context_release(ctx);
 }
