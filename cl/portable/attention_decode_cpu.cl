@@ -146,14 +146,14 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                         x1[r] = fma(q[g][r][c + 1], k1, x1[r]);
                     }
                 }
-    #if CHUNKS % 2
+#if CHUNKS % 2
                 {
                     const simd_f k0 = load_dims(Kc, ki[k] + (CHUNKS - 1) * SIMD, (CHUNKS - 1) * SIMD, head_dim);
                     CPU_LOOP
                     for (int r = 0; r < ROWS_WG; r++)
                         x0[r] = fma(q[g][r][CHUNKS - 1], k0, x0[r]);
                 }
-    #endif
+#endif
                 CPU_LOOP
                 for (int r = 0; r < ROWS_WG; r++)
                     part[r][k] = x0[r] + x1[r];
@@ -165,20 +165,12 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
             float alpha[ROWS_WG];
             simd_f live = (simd_f)(0.0f); /* > 0 where some row sees the key */
             for (int r = 0; r < ROWS_WG; r++) {
-                simd_f x = reduce_keys(part[r]);
-    #if HAS_SOFTCAP
-                x = softcap * tanh(x / softcap);
-    #endif
-    #if HAS_LOGIT_MODS
-                x *= FCL_LOG2E;
-    #endif
-    #if HAS_ALIBI
-                x -= slope[g][r] * fabs((float)pos[g][r] - jv);
-    #endif
+                simd_f x = simd_logit(reduce_keys(part[r]), softcap, (simd_f)(slope[g][r]),
+                                      fabs((float)pos[g][r] - jv));
                 simd_i visible = jv >= (float)lo[g][r] & jv <= (float)hi[g][r];
-    #if HAS_MASK
+#if HAS_MASK
                 visible &= kept;
-    #endif
+#endif
                 x = select((simd_f)(-INFINITY), x, visible);
                 const float mx = fmax(m[g][r], simd_max(x));
                 alpha[r] = mx == -INFINITY ? 1.0f : exp2(m[g][r] - mx);

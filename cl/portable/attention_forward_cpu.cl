@@ -137,16 +137,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             UNROLLED
             for (int n = 0; n < BN; n++) {
                 const int j = j0 + n;
-                simd_f x = st[rv][n];
-#if HAS_SOFTCAP
-                x = softcap * tanh(x / softcap);
-#endif
-#if HAS_LOGIT_MODS
-                x *= FCL_LOG2E;
-#endif
-#if HAS_ALIBI
-                x -= slope * fabs(pos[rv] - (float)j);
-#endif
+                simd_f x = simd_logit(st[rv][n], softcap, (simd_f)(slope), fabs(pos[rv] - (float)j));
                 if (!whole) {
 #if HAS_MASK /* keys outside [g_lo, g_hi] are not visible anyway (and may lie past the mask) */
                     const bool kept = j >= g_lo && j <= g_hi && mask[mo + b * mask_sb + (long)j * mask_ss] > 0.5f;

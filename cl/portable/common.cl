@@ -207,21 +207,42 @@ inline float simd_sum(simd_f x)
 /* A score, already scaled, as the softmax's logit where logit mods apply (HAS_LOGIT_MODS; else
  * log2(e) is folded into the scale and x is returned as it is): soft-capped (HAS_SOFTCAP), in
  * log2 units, minus slope2 * dist (HAS_ALIBI; slope2 the head's slope in log2 units, dist the
- * query-key distance). The forward kernels and decode_logit (attention_decode.cl) transform
- * their scores through this. */
-inline float fcl_logit(float x, float softcap, float slope2, float dist)
-{
+ * query-key distance). FCL_LOGIT for a variable of any float type; fcl_logit for one score (the forward kernels
+ * and decode_logit, attention_decode.cl), simd_logit lane-wise (the CPU kernels' vectors). */
 #if HAS_SOFTCAP
-    x = softcap * tanh(x / softcap);
+#define FCL_SOFTCAP_OF(x, softcap) ((softcap) * tanh((x) / (softcap)))
+#else
+#define FCL_SOFTCAP_OF(x, softcap) (x)
 #endif
 #if HAS_LOGIT_MODS
-    x *= FCL_LOG2E;
+#define FCL_LOG2_OF(x) ((x) * FCL_LOG2E)
+#else
+#define FCL_LOG2_OF(x) (x)
 #endif
 #if HAS_ALIBI
-    x -= slope2 * dist;
+#define FCL_ALIBI_OF(x, slope2, dist) ((x) - (slope2) * (dist))
+#else
+#define FCL_ALIBI_OF(x, slope2, dist) (x)
 #endif
+/* x transformed in place, one statement per step (so that FMA contraction stays within a step) */
+#define FCL_LOGIT(x, softcap, slope2, dist)                                                        \
+    x = FCL_SOFTCAP_OF(x, softcap);                                                            \
+    x = FCL_LOG2_OF(x);                                                                        \
+    x = FCL_ALIBI_OF(x, slope2, dist)
+
+inline float fcl_logit(float x, float softcap, float slope2, float dist)
+{
+    FCL_LOGIT(x, softcap, slope2, dist);
     return x;
 }
+
+#ifdef SIMD
+inline simd_f simd_logit(simd_f x, float softcap, simd_f slope2, simd_f dist)
+{
+    FCL_LOGIT(x, softcap, slope2, dist);
+    return x;
+}
+#endif
 
 /* A row's log-sum-exp (natural log) from its running max m (log2 units) and its sum l of
  * 2^(logit - m): -inf for a row that saw no key (l = 0). Every kernel that writes LSE. */

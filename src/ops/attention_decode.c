@@ -98,6 +98,7 @@ typedef struct decode_plan {
     fcl_decode_tiles t;
     fcl_decode_shape s; /* of t */
     int hdp, group, n_rows, row_blocks, n_splits, split_keys;
+    int kv_heads;       /* Hkv of the call (1 where no call is planned: fcl_attention_decode_path) */
     int wg, batch;      /* work-items per work-group, keys per work-group and batch */
     int combine_lanes;  /* decode_combine: lanes of splits ... */
     int combine_dl;     /* ... times lanes of dims (float4s; divides hdp / 4) */
@@ -168,6 +169,7 @@ static int reshape_mma(fcl_context ctx, decode_plan *p)
 static void reshape(fcl_context ctx, decode_plan *p)
 {
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
+    p->heads = 1;
     if (p->warps > 0 && reshape_mma(ctx, p))
         return;
     p->wg = p->s.team * p->s.teams;
@@ -178,6 +180,9 @@ static void reshape(fcl_context ctx, decode_plan *p)
                  ? fcl_device_simd_floats(ctx) : 0;
     if (p->cpu)
         p->batch = p->cpu; /* one vector of keys per step */
+    /* the CPU form over every KV head at once while their rows' states stay small (32 rows) */
+    if (p->cpu && p->kv_heads > 1 && p->kv_heads * p->t.rows <= 32)
+        p->heads = p->kv_heads;
     p->row_blocks = (p->n_rows + p->t.rows - 1) / p->t.rows;
     p->shuffle = p->shuffle_lanes > 0 && p->s.team >= 2 && p->s.team <= p->shuffle_lanes && power_of_two(p->s.team) &&
                  p->t.rows <= p->s.team && power_of_two(p->t.rows * p->s.keys) && p->wg % p->shuffle_lanes == 0;
@@ -225,8 +230,6 @@ static long batches_under_cap(fcl_context ctx, const decode_plan *p, long *per_b
 static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, decode_plan *p)
 {
     const long batch = p->batch, keys = bound > 0 ? (long)bound : 1;
-    /* the CPU form over every KV head at once while their rows' states stay small (32 rows) */
-    p->heads = p->cpu && Hkv > 1 && Hkv * p->t.rows <= 32 ? (int)Hkv : 1;
     const long base = (long)(B * (Hkv / p->heads) * p->row_blocks);
     const long round = (long)ctx->info.compute_units * p->t.waves;
     const long least = p->t.split_min > batch ? p->t.split_min : batch;
@@ -414,7 +417,8 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
     const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
     if (mma_warps(ctx, dtype, hdp, head_dim % 8 == 0, 0, &t) > 0)
         return "nvidia-mma";
-    decode_plan p = {.hdp = hdp, .t = t, .n_rows = t.rows, .dtype = dtype, .shuffle_lanes = shuffle_wanted(ctx)};
+    decode_plan p = {.hdp = hdp, .t = t, .n_rows = t.rows, .kv_heads = 1, .dtype = dtype,
+                     .shuffle_lanes = shuffle_wanted(ctx)};
     reshape(ctx, &p);
     return p.cpu       ? "cpu"
            : !p.shuffle ? "portable"
@@ -435,8 +439,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
     if (s != FCL_SUCCESS)
         return s;
     const int64_t B = Q->shape[0], Lq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
-    decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .dtype = Q->dtype,
-                     .shuffle_lanes = shuffle_wanted(ctx), .wide = wide_loads(&kv, D)};
+    decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .kv_heads = (int)kv.Hkv,
+                     .dtype = Q->dtype, .shuffle_lanes = shuffle_wanted(ctx), .wide = wide_loads(&kv, D)};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
     p.warps = mma_warps(ctx, Q->dtype, p.hdp, p.wide, mask != NULL, &p.t);
