@@ -40,6 +40,8 @@ static void sandbox_init(void)
     unsetenv("FLASHCL_BLOCKED_TILES");
     unsetenv("FLASHCL_WGMMA_TILES");
     unsetenv("FLASHCL_DECODE_TILES");
+    unsetenv("FLASHCL_BACKWARD_PATH");
+    unsetenv("FLASHCL_BACKWARD_BLOCKED_TILES");
 }
 
 static void sandbox_fini(void)
@@ -102,6 +104,7 @@ Test(tuning, bad_input_refused)
     static const int bwd_odd[5] = {64, 20, 64, 32, 0}, bwd_big[5] = {512, 32, 64, 32, 0};
     static const int bwd_zero[5] = {64, 32, 0, 32, 0}, bwd_kvlocal[5] = {64, 32, 64, 32, 17};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
+    static const int bb_uneven[4] = {64, 64, 4, 3}, bb_big[4] = {64, 512, 4, 4}, bb_wide[4] = {64, 64, 32, 4};
     static const int cpu_simd[4] = {12, 2, 8, 4}, cpu_rows[4] = {16, 9, 8, 4}, cpu_keys[4] = {16, 2, 65, 4};
     static const int cpu_db[4] = {16, 2, 8, 3};
     /* decode: block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps; valid (for
@@ -145,6 +148,10 @@ Test(tuning, bad_input_refused)
         {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_wide, 4, "forward_blocked"},
+        {"backward_blocks", 64, good, 3, "4"},
+        {"backward_blocks", 64, bb_uneven, 4, "backward_blocks"},
+        {"backward_blocks", 64, bb_big, 4, "backward_blocks"},
+        {"backward_blocks", 64, bb_wide, 4, "backward_blocks"},
         {"forward_cpu", 64, good, 3, "4"},
         {"forward_cpu", 64, cpu_simd, 4, "forward_cpu"},
         {"forward_cpu", 64, cpu_rows, 4, "forward_cpu"},
@@ -174,7 +181,7 @@ Test(tuning, bad_input_refused)
     }
     cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 8) == FCL_ERR_INVALID_ARGUMENT);
     SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_cpu", "forward_mma",
-                          "forward_wgmma", "backward_mma", "decode");
+                          "forward_wgmma", "backward_mma", "backward_blocks", "decode");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
     int out[FCL_TUNING_MAX_VALUES];
     cr_assert(fcl_tuning_get(ctx, "forward", 64, out, 4) == FCL_ERR_INVALID_ARGUMENT);
@@ -201,6 +208,26 @@ Test(tuning, backward_mma_entry)
                   "stored 32,16,128,32,16, got %d,%d,%d,%d,%d", now[0], now[1], now[2], now[3], now[4]);
     else
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
+    fcl_context_release(ctx);
+}
+
+/* A blocked-backward entry is stored and read back where that kernel runs (forced here with
+ * FLASHCL_BACKWARD_PATH=blocked, which any device without a loop cap runs; its own rows halved
+ * only where the device's work-group or local memory asks); elsewhere (loop-capped devices)
+ * fcl_tuning_get reports no such kernel (first value 0). */
+Test(tuning, backward_blocks_entry)
+{
+    setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);
+    fcl_context ctx = support_context();
+    const int v[4] = {128, 64, 8, 4};
+    cr_assert(fcl_tuning_save(ctx, "backward_blocks", 64, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[4] = {-1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "backward_blocks", 64, now, 4) == FCL_SUCCESS);
+    if (strcmp(fcl_attention_backward_path(ctx, FCL_F32, 64), "blocked") == 0)
+        cr_assert(memcmp(now, v, sizeof v) == 0 || (now[0] < v[0] && now[1] == v[1] && now[2] == v[2]),
+                  "stored 128,64,8,4, got %d,%d,%d,%d", now[0], now[1], now[2], now[3]);
+    else
+        cr_assert(now[0] == 0, "no blocked backward here, yet fcl_tuning_get gave %d rows per work-group", now[0]);
     fcl_context_release(ctx);
 }
 

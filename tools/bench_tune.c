@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
- * NVIDIA tensor-core backward where it runs, and of decode. Candidates are applied through the
- * FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES / FLASHCL_CPU_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES /
- * FLASHCL_BACKWARD_MMA_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any
+ * NVIDIA tensor-core backward or the GPUs' blocked backward where it runs, and of decode.
+ * Candidates are applied through the FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES /
+ * FLASHCL_CPU_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES / FLASHCL_BACKWARD_MMA_TILES /
+ * FLASHCL_BACKWARD_BLOCKED_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any
  * stored entry), each is timed and checked against the float64 reference (a backward candidate
  * on a smaller shape that the check covers, then timed on the big one; a decode candidate on
  * sampled rows of its own run), and the fastest candidate that passes is stored with
@@ -118,10 +119,18 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
     }
 }
 
-/* The candidates of the tensor-core backward at (dtype, d); 0 where it does not run. */
+/* The candidates of the tensor-core or the blocked backward at (dtype, d); 0 where neither runs. */
 static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
+    if (strcmp(fcl_attention_backward_path(env->ctx, dt, d), "blocked") == 0) {
+        *s = (tune_space){TUNE_BACKWARD, "backward_blocks", "FLASHCL_BACKWARD_BLOCKED_TILES", 4, 0, {{0}}};
+        static const int bw[][4] = {{64, 64, 4, 4}, {128, 64, 8, 4}, {64, 128, 4, 8}, {128, 32, 8, 2},
+                                    {64, 32, 4, 2}, {32, 64, 2, 4},  {128, 128, 8, 8}, {64, 64, 8, 8}};
+        for (size_t i = 0; i < sizeof bw / sizeof *bw; i++)
+            add(s, bw[i][0], bw[i][1], bw[i][2], bw[i][3], 0);
+        return 1;
+    }
     if (strcmp(fcl_attention_backward_path(env->ctx, dt, d), "nvidia-mma") != 0)
         return 0;
     *s = (tune_space){TUNE_BACKWARD, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 5, 0, {{0}}};

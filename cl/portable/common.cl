@@ -74,6 +74,37 @@ typedef union {
     floatv v;
     float s[VW];
 } vec_u;
+
+/* Helpers that take register arrays: always inlined, so that the arrays stay in registers. */
+#define BLOCKED_INLINE __attribute__((always_inline)) inline
+
+/* A work-group of TY x TX work-items (the kernel defines both) owning a block in VW-vectors: the
+ * block row of work-item row ty's i-th row, and the block column of column tx's c-th one, so
+ * that neighbouring work-items read neighbouring vectors. */
+#define ROW_OF(i, ty) (((i) / VW) * TY * VW + (ty) * VW + (i) % VW)
+#define COL_OF(c, tx) (((c) / VW) * TX * VW + (tx) * VW + (c) % VW)
+
+/* Four consecutive elements of a row as floats: one aligned vector load where VEC_LOAD (the
+ * host checked that every row of the tensors read starts at a multiple of 4 elements and that
+ * head_dim is one), else element by element, zeros from head dim `head_dim` on. */
+BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int head_dim)
+{
+#if VEC_LOAD && FCL_DTYPE == 0
+    return *(__global const float4 *)(p + i);
+#elif VEC_LOAD && FCL_DTYPE == 1
+    const ushort4 u = *(__global const ushort4 *)((__global const ushort *)p + i);
+    return vload_half4(0, (const __private half *)&u);
+#elif VEC_LOAD && FCL_DTYPE == 2
+    return as_float4(convert_uint4(*(__global const ushort4 *)(p + i)) << 16);
+#else
+    float4 x;
+    x.s0 = d < head_dim ? LOAD(p, i) : 0.0f;
+    x.s1 = d + 1 < head_dim ? LOAD(p, i + 1) : 0.0f;
+    x.s2 = d + 2 < head_dim ? LOAD(p, i + 2) : 0.0f;
+    x.s3 = d + 3 < head_dim ? LOAD(p, i + 3) : 0.0f;
+    return x;
+#endif
+}
 #endif
 
 #ifdef SIMD

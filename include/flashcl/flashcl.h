@@ -367,8 +367,10 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  * Which backward kernels run for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed backwards, and the attention inside fcl_attention_qkvo_backward): "nvidia-mma"
  * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128), "cpu" (CPUs
- * without a loop cap: vertical SIMD across keys and rows, as the "cpu" forward) or "portable"
- * (any OpenCL device; also where FLASHCL_BACKWARD_PATH=portable). All are deterministic (no
+ * without a loop cap: vertical SIMD across keys and rows, as the "cpu" forward), "blocked"
+ * (GPUs without a loop cap, and any such device where FLASHCL_BACKWARD_PATH=blocked: each
+ * tile's products as register-blocked GEMMs) or "portable" (any OpenCL device; also where
+ * FLASHCL_BACKWARD_PATH=portable). All are deterministic (no
  * atomics) and meet the same tolerance; the tensor-core path rounds P and dS to the storage
  * dtype before their products. Static string; NULL for a NULL ctx. Thread-safe.
  */
@@ -405,6 +407,10 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  local memory instead of registers, lowered to what fits beside its Q/dO
  *                  tiles (the NVIDIA tensor-core backward; head dims up to 128; an entry
  *                  stored with 4 values by 0.10 is ignored)
+ *   "backward_blocks" 4 values: the work-group's own rows (keys of the dK/dV kernel, query rows
+ *                  of the dQ kernel), the rows of the tile it walks, and of each per work-item,
+ *                  each dividing the first two, at most 256 / 256 / 16 / 16 (the "blocked"
+ *                  backward kernels of GPUs)
  *   "decode"       8 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
  *                  most query rows per work-group (1 to 64), most work-items per work-group
  *                  (1 to 1024), work-groups per compute unit in one round (1 to 64), fewest
@@ -421,7 +427,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
  * values[0 .. n_values - 1] (forward_blocked / forward_cpu / forward_mma / forward_wgmma /
- * backward_mma where that kernel does not exist: first value 0; decode: the tiles of a KV head
+ * backward_mma / backward_blocks where that kernel does not exist: first value 0; decode: the tiles of a KV head
  * with at least as many query rows (query heads per KV head x Lq) as the tiles hold, rows
  * rounded up to a power of two, keys and work-items as the work-group's shape gives them; a KV
  * head with fewer query rows runs fewer rows per work-group). Neither call enqueues anything.

@@ -18,6 +18,7 @@ static const char *const kernel_names[N_KERNELS] = {"attention_backward_delta", 
 typedef struct backward_variant {
     cl_kernel kern[N_KERNELS];
     int mma;                 /* the tensor-core kernels (never chunked) */
+    int blocked;             /* the register-blocked GPU kernels (never chunked) */
     fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
 } backward_variant;
@@ -48,7 +49,7 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
     static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward"};
     fcl_backward_tiles *t = &v->t;
     *t = fcl_tune_backward(ctx, hdp);
-    v->mma = 0;
+    v->mma = v->blocked = 0;
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
@@ -75,12 +76,51 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
     }
 }
 
-/* The CPU kernels apply (their tiles in *t): the CPU forward's tiles (CPUs without a loop cap)
- * and FLASHCL_BACKWARD_PATH is not "portable". */
-static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *t)
+/* The blocked kernels apply (their tiles in *t): fcl_tune_backward_blocked (GPUs without a loop
+ * cap, or FLASHCL_BACKWARD_PATH=blocked) and FLASHCL_BACKWARD_PATH is not "portable". */
+static int blocked_applies(fcl_context ctx, int hdp, fcl_backward_blocked_tiles *t)
 {
     const char *env = getenv("FLASHCL_BACKWARD_PATH");
     if (env && strcmp(env, "portable") == 0)
+        return 0;
+    *t = fcl_tune_backward_blocked(ctx, hdp);
+    return t->block_a > 0;
+}
+
+/* The register-blocked GPU kernels (cl/portable/attention_backward_blocked.cl), or the portable
+ * ones where the compiled kernels cannot run their work-groups (registers). */
+static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
+                                      const fcl_backward_blocked_tiles *t, backward_variant *v)
+{
+    static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward_blocked"};
+    const fcl_forward_job *f = &job->fwd;
+    const int vec = f->D % 4 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 4) && fcl_rows_aligned(f->K, f->k_dims, 4) &&
+                    fcl_rows_aligned(f->V, f->v_dims, 4) && fcl_rows_aligned(job->dO, job->do_dims, 4);
+    char opts[320];
+    snprintf(opts, sizeof opts,
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_A=%d -DBLOCK_B=%d -DWA=%d -DWB=%d -DDK=%d -DNK=%d -DVW=%d "
+             "-DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+             (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, f->layout,
+             f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+    size_t wg[2];
+    fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+    if (s != FCL_SUCCESS)
+        return s;
+    v->mma = 0;
+    v->blocked = 1;
+    v->t = (fcl_backward_tiles){t->block_a, t->block_a};
+    v->dkdv_wg = v->dq_wg = (size_t)(t->block_a / t->wa * (t->block_b / t->wb));
+    if (wg[0] < v->dkdv_wg || wg[1] < v->dq_wg)
+        return get_portable_kernels(ctx, f, hdp, v);
+    return FCL_SUCCESS;
+}
+
+/* The CPU kernels apply (their tiles in *t): the CPU forward's tiles (CPUs without a loop cap)
+ * and FLASHCL_BACKWARD_PATH is not "portable" or "blocked". */
+static int cpu_applies(fcl_context ctx, int hdp, fcl_cpu_tiles *t)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_PATH");
+    if (env && (strcmp(env, "portable") == 0 || strcmp(env, "blocked") == 0))
         return 0;
     *t = fcl_tune_forward_cpu(ctx, hdp);
     return t->rv > 0;
@@ -102,7 +142,7 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
     fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
     if (s != FCL_SUCCESS)
         return s;
-    v->mma = 0;
+    v->mma = v->blocked = 0;
     v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
     v->dkdv_wg = v->dq_wg = 1;
     return FCL_SUCCESS;
@@ -121,11 +161,15 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
 {
     FCL_LOCK(ctx);
     fcl_backward_mma_tiles t;
+    fcl_backward_blocked_tiles bt;
     fcl_cpu_tiles ct;
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
-    return head_dim > 0 && mma_applies(ctx, dtype, hdp, &t) ? "nvidia-mma" : cpu_applies(ctx, hdp, &ct) ? "cpu" : "portable";
+    return head_dim > 0 && mma_applies(ctx, dtype, hdp, &t) ? "nvidia-mma"
+           : cpu_applies(ctx, hdp, &ct)                     ? "cpu"
+           : blocked_applies(ctx, hdp, &bt)                 ? "blocked"
+                                                            : "portable";
 }
 
 /* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
@@ -153,6 +197,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 1;
+    v->blocked = 0;
     v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
     v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
     v->dq_wg = (size_t)(2 * t->dq_block_m);
@@ -262,9 +307,11 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const int hdp = fcl_pad_head_dim(f->D);
     backward_variant v;
     fcl_backward_mma_tiles mt;
+    fcl_backward_blocked_tiles bt;
     fcl_cpu_tiles ct;
     fcl_status s = mma_applies(ctx, f->dtype, hdp, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
                    : cpu_applies(ctx, hdp, &ct)        ? get_cpu_kernels(ctx, f, hdp, &ct, &v)
+                   : blocked_applies(ctx, hdp, &bt)    ? get_blocked_kernels(ctx, job, hdp, &bt, &v)
                                                         : get_portable_kernels(ctx, f, hdp, &v);
     if (s != FCL_SUCCESS)
         return s;
@@ -273,7 +320,7 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const long bm = t.block_m, bn = t.block_n, group = (long)(f->Hq / f->Hkv);
     const long n_qtiles = f->sq > 0 ? (long)((f->sq + bm - 1) / bm) : 1;
     long dkdv_tiles = 0, dq_tiles = 0; /* the portable kernels' chunks (the others: never) */
-    if (!v.mma && ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
+    if (!v.mma && !v.blocked && ((s = tiles_per_launch(ctx, f->op, "query", (bm * hdp + bn - 1) / bn + bm * (3 * hdp + 6) + 16,
                                          3 * hdp + bn + group + 64, &dkdv_tiles)) ||
                    (s = tiles_per_launch(ctx, f->op, "key", (bn * hdp + bm - 1) / bm + bn * (2 * hdp + 6) + 16,
                                          3 * hdp + bm + 64, &dq_tiles))))

@@ -19,7 +19,7 @@ int fcl_tuned_value_count(const char *kernel)
     if (strcmp(kernel, "forward") == 0)
         return 3;
     if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0 ||
-        strcmp(kernel, "forward_cpu") == 0)
+        strcmp(kernel, "forward_cpu") == 0 || strcmp(kernel, "backward_blocks") == 0)
         return 4;
     if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
         return 5;
@@ -34,7 +34,9 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return 0;
     if (strcmp(kernel, "forward") == 0) /* block_m, block_n, rows */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 1024 && v[2] > 0 && v[0] % v[2] == 0;
-    if (strcmp(kernel, "forward_blocked") == 0) /* block_m, block_n, rows and keys per item */
+    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "backward_blocks") == 0)
+        /* own rows per work-group, tile rows, and of each per work-item (block_m, block_n, wm, wn
+         * of the forward; block_a, block_b, wa, wb of the backward) */
         return v[2] > 0 && v[2] <= 16 && v[3] > 0 && v[3] <= 16 && v[0] > 0 && v[0] <= 256 && v[0] % v[2] == 0 &&
                v[1] > 0 && v[1] <= 256 && v[1] % v[3] == 0;
     if (strcmp(kernel, "forward_cpu") == 0) /* floats per vector, row vectors, keys per tile, dims per P V step */

@@ -13,7 +13,7 @@
 int fcl_tuned_value_count(const char *kernel);
 
 /* The tuned kernels' names, for messages. */
-#define FCL_TUNED_KERNEL_NAMES "forward, forward_blocked, forward_cpu, forward_mma, forward_wgmma, backward_mma, decode"
+#define FCL_TUNED_KERNEL_NAMES "forward, forward_blocked, forward_cpu, forward_mma, forward_wgmma, backward_mma, backward_blocks, decode"
 
 /* Whether `values` (fcl_tuned_value_count(kernel) of them) are valid tiles for `kernel` (see
  * fcl_tuning_save). */

@@ -27,11 +27,12 @@ typedef struct tuning_entry {
     fcl_backward_mma_tiles backward_mma;
     fcl_decode_tiles decode;
     fcl_cpu_tiles cpu;     /* the CPU forward; none (simd 0 and rv 0) off CPUs */
+    fcl_backward_blocked_tiles backward_blocked; /* the GPUs' portable backward; none (block_a 0) elsewhere */
 } tuning_entry;
 
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
-     {4, 2, 32, 1, 0, 0, 0, 0}, {0}},
+     {4, 2, 32, 1, 0, 0, 0, 0}, {0}, {0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
@@ -42,20 +43,20 @@ static const tuning_entry table[] = {
      * buffers there (+0.0 to +1.5%; -1.1 to +0.0% at D 64 with 64x64 blocks, and the table's
      * 64x128 has no room for them, perf.md v0.16.0-dev) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}, {0}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}, {0}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}, {0}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}, {0}, {64, 64, 4, 4, 8, 8, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits) */
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 4, 128, 0, 0, 0}, {0}},
+     {32, 4, 128, 4, 128, 0, 0, 0}, {0}, {64, 64, 4, 4, 8, 8, 0}},
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
     {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0},
-     {0, 2, 8, 4}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}, {0}},
+     {0, 2, 8, 4}, {0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}, {0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -364,6 +365,12 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[1] = t.block_n;
         values[2] = t.wm;
         values[3] = t.wn;
+    } else if (strcmp(kernel, "backward_blocks") == 0) {
+        const fcl_backward_blocked_tiles t = fcl_tune_backward_blocked(ctx, hdp);
+        values[0] = t.block_a;
+        values[1] = t.block_b;
+        values[2] = t.wa;
+        values[3] = t.wb;
     } else if (strcmp(kernel, "backward_mma") == 0) {
         const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp);
         values[0] = t.dkdv_block_n;
@@ -405,6 +412,67 @@ fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad)
     while (t.block_n > 1 && ((uint64_t)(2 * t.block_n * head_dim_pad + t.block_n) * 4 > budget ||
                              (size_t)t.block_n > ctx->info.max_work_group_size))
         t.block_n /= 2;
+    return t;
+}
+
+/* The widest of 4, 2, 1 that divides the blocked backward's rows per work-item and dims per item. */
+static int backward_blocked_vw(const fcl_backward_blocked_tiles *t, int head_dim_pad)
+{
+    const int oc = head_dim_pad / (t->block_b / t->wb);
+    int vw = 4;
+    while (vw > 1 && (t->wa % vw || t->wb % vw || oc % vw))
+        vw /= 2;
+    return vw;
+}
+
+uint64_t fcl_backward_blocked_local_bytes(const fcl_backward_blocked_tiles *t, int head_dim_pad)
+{
+    /* as declared in cl/portable/attention_backward_blocked.cl: the staging array (a product
+     * slice or two rank-update slices), the transposed P / dS tile (or a product slice), the
+     * dK/dV kernel's rows */
+    const uint64_t vw = (uint64_t)t->vw, as = t->block_a / vw + 1, bs = t->block_b / vw + 1;
+    const uint64_t slice = 2 * (uint64_t)t->dk * (as + bs), cslices = 2 * (uint64_t)t->nk * (head_dim_pad / vw + 1);
+    const uint64_t p = (uint64_t)t->block_b * as;
+    return ((slice > cslices ? slice : cslices) + (p > slice ? p : slice)) * vw * 4 + (uint64_t)t->block_b * 16;
+}
+
+fcl_backward_blocked_tiles fcl_tune_backward_blocked(fcl_context ctx, int head_dim_pad)
+{
+    fcl_backward_blocked_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_blocked;
+    const char *path = getenv("FLASHCL_BACKWARD_PATH");
+    if (t.block_a == 0 && path && strcmp(path, "blocked") == 0) { /* forced: any GPU's tiles */
+        const fcl_device_info gpu = {.name = "", .vendor = "", .type = FCL_DEVICE_GPU};
+        t = entry_for(&gpu, head_dim_pad)->backward_blocked;
+    }
+    if (t.block_a == 0 || fcl_device_loop_limit(ctx) > 0) /* no blocked kernel on this device */
+        return (fcl_backward_blocked_tiles){0, 0, 0, 0, 0, 0, 0};
+    int v[FCL_TUNING_MAX_VALUES] = {t.block_a, t.block_b, t.wa, t.wb, t.dk, t.nk};
+    int tuned[FCL_TUNING_MAX_VALUES] = {0};
+    if (fcl_tuned_find(ctx, "backward_blocks", head_dim_pad, tuned))
+        memcpy(v, tuned, 4 * sizeof *v);
+    const char *env = getenv("FLASHCL_BACKWARD_BLOCKED_TILES");
+    int e[FCL_TUNING_MAX_VALUES];
+    memcpy(e, v, sizeof e);
+    if (env && parse_values(env, e, 6) >= 4 && fcl_tuned_values_valid("backward_blocks", e) && e[4] > 0 && e[5] > 0)
+        memcpy(v, e, sizeof e);
+    t = (fcl_backward_blocked_tiles){v[0], v[1], v[2], v[3], v[4], v[5], 0};
+    while (head_dim_pad % (t.block_b / t.wb) && t.wb < t.block_b)
+        t.wb *= 2;
+    t.dk = t.dk < 4 ? 4 : t.dk / 4 * 4;
+    while (head_dim_pad % t.dk)
+        t.dk -= 4;
+    while (t.block_b % t.nk)
+        t.nk--;
+    t.vw = backward_blocked_vw(&t, head_dim_pad);
+    while (t.block_a > t.wa && ((size_t)(t.block_a / t.wa * (t.block_b / t.wb)) > ctx->info.max_work_group_size ||
+                                fcl_backward_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)) {
+        t.block_a /= 2;
+        t.vw = backward_blocked_vw(&t, head_dim_pad);
+    }
+    if ((size_t)(t.block_a / t.wa * (t.block_b / t.wb)) > ctx->info.max_work_group_size ||
+        fcl_backward_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes || t.block_a % t.wa ||
+        t.block_b % t.wb || head_dim_pad % (t.block_b / t.wb))
+        t.block_a = 0;
     return t;
 }
 

@@ -103,6 +103,27 @@ typedef struct fcl_backward_tiles {
  * the work-group limit. */
 fcl_backward_tiles fcl_tune_backward(fcl_context ctx, int head_dim_pad);
 
+typedef struct fcl_backward_blocked_tiles {
+    int block_a;      /* the work-group's own rows: keys of the dK/dV kernel, query rows of the dQ kernel */
+    int block_b;      /* rows of the tile it walks: query rows (dK/dV), keys (dQ) */
+    int wa, wb;       /* own rows and tile rows per work-item: (block_a / wa) x (block_b / wb) work-items */
+    int dk;           /* head dims per local slice of the products (a multiple of 4) */
+    int nk;           /* tile rows per local slice of the rank updates */
+    int vw;           /* local-memory vector width (4, 2 or 1), dividing wa, wb and the dims per item */
+} fcl_backward_blocked_tiles;
+
+/* Tiles of the register-blocked GPU backward (cl/portable/attention_backward_blocked.cl) at
+ * padded head dim `head_dim_pad`: the device's table entry (with FLASHCL_BACKWARD_PATH=blocked
+ * any GPU's where the device has none), then a tuned entry ("backward_blocked": block_a, block_b,
+ * wa, wb), then FLASHCL_BACKWARD_BLOCKED_TILES="A,B,WA,WB[,DK[,NK]]" if valid; then made to fit:
+ * wb doubled until block_b / wb divides head_dim_pad, dk and nk to divisors, block_a halved until
+ * the work-group and its local arrays fit the device. block_a 0 where the kernel does not run
+ * (no table entry: CPUs; devices with a loop cap). */
+fcl_backward_blocked_tiles fcl_tune_backward_blocked(fcl_context ctx, int head_dim_pad);
+
+/* Bytes of the blocked backward's local arrays with tiles t at head dim `head_dim_pad`. */
+uint64_t fcl_backward_blocked_local_bytes(const fcl_backward_blocked_tiles *t, int head_dim_pad);
+
 typedef struct fcl_backward_mma_tiles {
     int dkdv_block_n; /* keys per dK/dV work-group (16 per warp); 0: no tensor-core backward */
     int dkdv_block_m; /* query rows per local tile of the dK/dV kernel */
