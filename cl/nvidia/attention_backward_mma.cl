@@ -319,11 +319,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 #endif
         }
         copies_landed(item + 1 == n_items);
-#if HAS_ALIBI
-        const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
-#else
-        const float slope = 0.0f;
-#endif
+        const float slope = HEAD_SLOPE(h);
         float s[DKDV_BLOCK_M / 8][4], dp[DKDV_BLOCK_M / 8][4];
         mma_rows_tile(s, kf, KV_STASH(0), KV_FIRST, lid, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
         mma_rows_tile(dp, vf, KV_STASH(1), KV_FIRST, lid, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
@@ -401,11 +397,7 @@ void attention_backward_dq(BACKWARD_ARGS)
         lo_max = max(lo_max, jlo[hr]);
         hi_min = min(hi_min, jhi[hr]);
     }
-#if HAS_ALIBI
-    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
-#else
-    const float slope = 0.0f;
-#endif
+    const float slope = HEAD_SLOPE(h);
     float dq[NT_O][4];
     #pragma unroll
     for (int nt = 0; nt < NT_O; nt++)

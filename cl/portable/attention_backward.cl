@@ -70,11 +70,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     const int t_lo = max(item_lo, 0), t_hi = min(item_hi, group * n_qtiles - 1);
     for (int g = t_lo / n_qtiles; g <= t_hi / n_qtiles && i_lo <= i_hi; g++) {
         const int h = hk * group + g;
-#if HAS_ALIBI
-        const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
-#else
-        const float slope = 0.0f;
-#endif
+        const float slope = HEAD_SLOPE(h);
         const int qt_first = max(g == t_lo / n_qtiles ? t_lo % n_qtiles : 0, i_lo / BLOCK_M);
         const int qt_last = min(g == t_hi / n_qtiles ? t_hi % n_qtiles : n_qtiles - 1, i_hi / BLOCK_M);
         for (int qt = qt_first; qt <= qt_last; qt++) {
@@ -182,11 +178,7 @@ void attention_backward_dq(BACKWARD_ARGS)
     }
     const float lse = own ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] : -INFINITY;
     const float dlt = own ? delta[srow] : 0.0f;
-#if HAS_ALIBI
-    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
-#else
-    const float slope = 0.0f;
-#endif
+    const float slope = HEAD_SLOPE(h);
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
 

@@ -272,11 +272,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 
     for (int g = 0; g < group && i_lo <= i_hi; g++) {
         const int h = hk * group + g;
-#if HAS_ALIBI
-        const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
-#else
-        const float slope = 0.0f;
-#endif
+        const float slope = HEAD_SLOPE(h);
         const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh;
         const long dobase = do_off + b * do_sb + (long)r.q_first * do_ss + h * do_sh;
         for (int i0 = i_lo; i0 <= i_hi; i0 += BLOCK_B) {
@@ -350,11 +346,7 @@ void attention_backward_dq(BACKWARD_ARGS)
     const int i0 = row_block * BLOCK_A, i_last = min(i0 + BLOCK_A, r.sq) - 1;
     int j_lo, j_hi; /* the keys that some row of this block may see (before masks) */
     rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
-#if HAS_ALIBI
-    const float slope = alibi[alibi_off + b * alibi_sb + h * alibi_sh];
-#else
-    const float slope = 0.0f;
-#endif
+    const float slope = HEAD_SLOPE(h);
     const long mrow = mask_off + b * mask_sb + (long)r.k_first * mask_ss;
     const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh;
     const long dobase = do_off + b * do_sb + (long)r.q_first * do_ss + h * do_sh;

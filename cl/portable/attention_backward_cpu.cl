@@ -138,7 +138,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     for (int g = 0; g < group && i_lo <= i_hi; g++) {
         const int h = hk * group + g;
 #if HAS_ALIBI
-        const simd_f slope = (simd_f)(alibi[alibi_off + b * alibi_sb + h * alibi_sh]);
+        const simd_f slope = (simd_f)(HEAD_SLOPE(h));
 #else
         const simd_f slope = (simd_f)(0.0f);
 #endif
@@ -261,7 +261,7 @@ void attention_backward_dq(BACKWARD_ARGS)
         }
     }
 #if HAS_ALIBI
-    const simd_f slope = (simd_f)(alibi[alibi_off + b * alibi_sb + h * alibi_sh]);
+    const simd_f slope = (simd_f)(HEAD_SLOPE(h));
 #else
     const simd_f slope = (simd_f)(0.0f);
 #endif

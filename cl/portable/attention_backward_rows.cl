@@ -33,6 +33,13 @@
         const long alibi_off, const long alibi_sb, const long alibi_sh,                            \
         const long cu_q_off, const long cu_k_off, const long seq_ss
 
+/* Head h's ALiBi slope (0 without ALiBi), in a kernel of BACKWARD_ARGS at batch b. */
+#if HAS_ALIBI
+#define HEAD_SLOPE(h) alibi[alibi_off + b * alibi_sb + (h) * alibi_sh]
+#else
+#define HEAD_SLOPE(h) 0.0f
+#endif
+
 /* One sequence's rows: queries [q_first, q_first + sq) and keys [k_first, k_first + sk) of
  * the tensors (varlen: from the prefix sums, clamped to the totals and the bounds). */
 typedef struct seq_rows {

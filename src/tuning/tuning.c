@@ -176,6 +176,17 @@ fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad)
     return (fcl_cpu_tiles){v[0], v[1], v[2], v[3]};
 }
 
+/* A register-blocked kernel's slices: *dk head dims per product slice to a multiple of 4 that
+ * divides head_dim_pad, *nk rows per update slice to a divisor of the tile's rows. */
+static void fit_slices(int head_dim_pad, int tile_rows, int *dk, int *nk)
+{
+    *dk = *dk < 4 ? 4 : *dk / 4 * 4;
+    while (head_dim_pad % *dk)
+        *dk -= 4;
+    while (tile_rows % *nk)
+        (*nk)--;
+}
+
 /* The widest of 4, 2, 1 that divides the blocked kernel's rows, keys and dims per work-item. */
 static int blocked_vw(const fcl_blocked_tiles *t, int head_dim_pad)
 {
@@ -226,11 +237,7 @@ fcl_blocked_tiles fcl_tune_forward_blocked(fcl_context ctx, int head_dim_pad)
         t = (fcl_blocked_tiles){e[0], e[1], e[2], e[3], e[4], e[5], e[6], 0, e[7]};
     while (head_dim_pad % (t.block_n / t.wn) && t.wn < t.block_n)
         t.wn *= 2;
-    t.dk = t.dk < 4 ? 4 : t.dk / 4 * 4;
-    while (head_dim_pad % t.dk)
-        t.dk -= 4;
-    while (t.block_n % t.nk)
-        t.nk--;
+    fit_slices(head_dim_pad, t.block_n, &t.dk, &t.nk);
     t.vw = blocked_vw(&t, head_dim_pad);
     if (t.v_buffers == 2 && fcl_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)
         t.v_buffers = 1;
@@ -462,11 +469,7 @@ fcl_backward_blocked_tiles fcl_tune_backward_blocked(fcl_context ctx, int head_d
     t = (fcl_backward_blocked_tiles){v[0], v[1], v[2], v[3], v[4], v[5], 0};
     while (head_dim_pad % (t.block_b / t.wb) && t.wb < t.block_b)
         t.wb *= 2;
-    t.dk = t.dk < 4 ? 4 : t.dk / 4 * 4;
-    while (head_dim_pad % t.dk)
-        t.dk -= 4;
-    while (t.block_b % t.nk)
-        t.nk--;
+    fit_slices(head_dim_pad, t.block_b, &t.dk, &t.nk);
     t.vw = backward_blocked_vw(&t, head_dim_pad);
     while (t.block_a > t.wa && ((size_t)(t.block_a / t.wa * (t.block_b / t.wb)) > ctx->info.max_work_group_size ||
                                 fcl_backward_blocked_local_bytes(&t, head_dim_pad) > ctx->info.local_mem_bytes)) {
