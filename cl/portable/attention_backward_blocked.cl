@@ -48,9 +48,6 @@
 #define SLICE_VECS (2 * DK * (AS_ROW + BS_ROW))
 #define STAGE_VECS MAX2(SLICE_VECS, 2 * NK * CS_ROW)
 #define PS_VECS MAX2(BLOCK_B * PS_ROW, SLICE_VECS)
-/* Chunks (4 head dims of one row) per work-item of a slice of `rows` rows, and of a C slice. */
-#define CHUNKS(rows) (((rows) * DK / 4 + NT - 1) / NT)
-#define C_CHUNKS ((NK * HEAD_DIM_PAD / 4 + NT - 1) / NT)
 
 #if BLOCK_A % WA || BLOCK_B % WB || HEAD_DIM_PAD % TX || WA % VW || WB % VW || OC % VW || DK % 4 ||              \
     HEAD_DIM_PAD % DK || BLOCK_B % NK
@@ -63,29 +60,33 @@
 #define KEY_KEPT(j) true
 #endif
 
-/* Work-item lid's chunks of the slice of head dims d0 .. d0 + DK - 1 of rows r0 .. r0 + rows - 1
- * of X (row r at base + r * ss) into x: zeros for rows outside [lo, hi]. */
-BLOCKED_INLINE void fetch_slice(__global const store_t *X, long base, long ss, int rows, int r0, int lo, int hi,
-                                int d0, int head_dim, int lid, float4 *x)
+/* Work-item lid's chunks (4 head dims of one row) of head dims d0 .. d0 + width - 1 of rows r0 ..
+ * r0 + rows - 1 of X (row r at base + r * ss) into x, CHUNKS_OF(rows, width) of them: zeros for
+ * rows outside [lo, hi], and for dropped keys where `keys` (the rows are keys). */
+#define CHUNKS_OF(rows, width) (((rows) * (width) / 4 + NT - 1) / NT)
+BLOCKED_INLINE void fetch_chunks(__global const store_t *X, long base, long ss, int rows, int width, int r0, int lo,
+                                 int hi, int d0, bool keys, __global const float *mask, long mrow, long mask_ss,
+                                 int head_dim, int lid, float4 *x)
 {
     FCL_UNROLL_LOOP
-    for (int l = 0; l < CHUNKS(rows); l++) {
-        const int e = lid + l * NT, row = r0 + e / (DK / 4), d = d0 + 4 * (e % (DK / 4));
-        x[l] = (CHUNKS(rows) * NT == rows * DK / 4 || e < rows * DK / 4) && row >= lo && row <= hi && d < head_dim
+    for (int l = 0; l < CHUNKS_OF(rows, width); l++) {
+        const int e = lid + l * NT, row = r0 + e / (width / 4), d = d0 + 4 * (e % (width / 4));
+        x[l] = (CHUNKS_OF(rows, width) * NT == rows * width / 4 || e < rows * width / 4) && row >= lo && row <= hi &&
+                       d < head_dim && (!keys || KEY_KEPT(row))
                    ? load_chunk(X, base + (long)row * ss + d, d, head_dim)
                    : (float4)(0.0f);
     }
 }
 
-/* The chunks x (fetch_slice's) into `slice`, k-major: dim k's `rows` entries at k * row_vecs
+/* The chunks x (fetch_chunks') into `slice`, k-major: dim k's `rows` entries at k * row_vecs
  * vectors. */
 BLOCKED_INLINE void stage_slice(__local floatv *slice, int row_vecs, int rows, int lid, const float4 *x)
 {
     __local float *const s = (__local float *)slice;
     FCL_UNROLL_LOOP
-    for (int l = 0; l < CHUNKS(rows); l++) {
+    for (int l = 0; l < CHUNKS_OF(rows, DK); l++) {
         const int e = lid + l * NT, r = e / (DK / 4), k = 4 * (e % (DK / 4));
-        if (CHUNKS(rows) * NT == rows * DK / 4 || e < rows * DK / 4) {
+        if (CHUNKS_OF(rows, DK) * NT == rows * DK / 4 || e < rows * DK / 4) {
             s[k * row_vecs * VW + r] = x[l].s0;
             s[(k + 1) * row_vecs * VW + r] = x[l].s1;
             s[(k + 2) * row_vecs * VW + r] = x[l].s2;
@@ -105,16 +106,16 @@ BLOCKED_INLINE void pair_products(__global const store_t *A1, long a1base, long 
                                   int b_lo, int b_hi, int head_dim, int lid, int tx, int ty, __local floatv *stage,
                                   __local floatv *ps, float x[WA][WB], float y[WA][WB])
 {
-    float4 ra1[CHUNKS(BLOCK_A)], ra2[CHUNKS(BLOCK_A)], rb1[CHUNKS(BLOCK_B)], rb2[CHUNKS(BLOCK_B)];
+    float4 ra1[CHUNKS_OF(BLOCK_A, DK)], ra2[CHUNKS_OF(BLOCK_A, DK)], rb1[CHUNKS_OF(BLOCK_B, DK)], rb2[CHUNKS_OF(BLOCK_B, DK)];
     FCL_UNROLL_LOOP
     for (int i = 0; i < WA; i++)
         FCL_UNROLL_LOOP
         for (int c = 0; c < WB; c++)
             x[i][c] = y[i][c] = 0.0f;
-    fetch_slice(A1, a1base, a1_ss, BLOCK_A, a0, a_lo, a_hi, 0, head_dim, lid, ra1);
-    fetch_slice(A2, a2base, a2_ss, BLOCK_A, a0, a_lo, a_hi, 0, head_dim, lid, ra2);
-    fetch_slice(B1, b1base, b1_ss, BLOCK_B, b0, b_lo, b_hi, 0, head_dim, lid, rb1);
-    fetch_slice(B2, b2base, b2_ss, BLOCK_B, b0, b_lo, b_hi, 0, head_dim, lid, rb2);
+    fetch_chunks(A1, a1base, a1_ss, BLOCK_A, DK, a0, a_lo, a_hi, 0, false, 0, 0, 0, head_dim, lid, ra1);
+    fetch_chunks(A2, a2base, a2_ss, BLOCK_A, DK, a0, a_lo, a_hi, 0, false, 0, 0, 0, head_dim, lid, ra2);
+    fetch_chunks(B1, b1base, b1_ss, BLOCK_B, DK, b0, b_lo, b_hi, 0, false, 0, 0, 0, head_dim, lid, rb1);
+    fetch_chunks(B2, b2base, b2_ss, BLOCK_B, DK, b0, b_lo, b_hi, 0, false, 0, 0, 0, head_dim, lid, rb2);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int d0 = 0; d0 < HEAD_DIM_PAD; d0 += DK) {
         /* slice d0 / DK's buffer was last read two slices ago: every work-item is past it */
@@ -126,10 +127,10 @@ BLOCKED_INLINE void pair_products(__global const store_t *A1, long a1base, long 
         stage_slice(b2s, BS_ROW, BLOCK_B, lid, rb2);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (d0 + DK < HEAD_DIM_PAD) {
-            fetch_slice(A1, a1base, a1_ss, BLOCK_A, a0, a_lo, a_hi, d0 + DK, head_dim, lid, ra1);
-            fetch_slice(A2, a2base, a2_ss, BLOCK_A, a0, a_lo, a_hi, d0 + DK, head_dim, lid, ra2);
-            fetch_slice(B1, b1base, b1_ss, BLOCK_B, b0, b_lo, b_hi, d0 + DK, head_dim, lid, rb1);
-            fetch_slice(B2, b2base, b2_ss, BLOCK_B, b0, b_lo, b_hi, d0 + DK, head_dim, lid, rb2);
+            fetch_chunks(A1, a1base, a1_ss, BLOCK_A, DK, a0, a_lo, a_hi, d0 + DK, false, 0, 0, 0, head_dim, lid, ra1);
+            fetch_chunks(A2, a2base, a2_ss, BLOCK_A, DK, a0, a_lo, a_hi, d0 + DK, false, 0, 0, 0, head_dim, lid, ra2);
+            fetch_chunks(B1, b1base, b1_ss, BLOCK_B, DK, b0, b_lo, b_hi, d0 + DK, false, 0, 0, 0, head_dim, lid, rb1);
+            fetch_chunks(B2, b2base, b2_ss, BLOCK_B, DK, b0, b_lo, b_hi, d0 + DK, false, 0, 0, 0, head_dim, lid, rb2);
         }
         FCL_UNROLL_LOOP
         for (int k = 0; k < DK; k++) {
@@ -170,44 +171,30 @@ BLOCKED_INLINE void store_transposed(__local floatv *ps, int tx, int ty, float v
             p[COL_OF(c, tx) * PS_ROW * VW + ROW_OF(i, ty)] = v[i][c];
 }
 
-/* Work-item lid's chunks of rows r0 .. r0 + NK - 1 of X (all head dims) into x: zeros outside
- * [lo, hi], and for dropped keys where c_keys. */
-BLOCKED_INLINE void fetch_rows(__global const store_t *X, long base, long ss, int r0, int lo, int hi, bool c_keys,
-                               __global const float *mask, long mrow, long mask_ss, int head_dim, int lid, float4 *x)
-{
-    FCL_UNROLL_LOOP
-    for (int l = 0; l < C_CHUNKS; l++) {
-        const int e = lid + l * NT, row = r0 + e / (HEAD_DIM_PAD / 4), d = 4 * (e % (HEAD_DIM_PAD / 4));
-        x[l] = (C_CHUNKS * NT == NK * HEAD_DIM_PAD / 4 || e < NK * HEAD_DIM_PAD / 4) && row >= lo && row <= hi &&
-                       d < head_dim && (!c_keys || KEY_KEPT(row))
-                   ? load_chunk(X, base + (long)row * ss + d, d, head_dim)
-                   : (float4)(0.0f);
-    }
-}
-
 /* acc += P C over the tile's B rows: P from ps (BLOCK_B rows of BLOCK_A entries), C rows b0 ..
- * b0 + BLOCK_B - 1 of X (see fetch_rows) through the staging array in NK-row slices, the next
+ * b0 + BLOCK_B - 1 of X (zeros outside [lo, hi], and for dropped keys where c_keys) through the staging array in NK-row slices, the next
  * one fetched into registers while one is used. Starts with a barrier (ps written, the staging
  * array free). */
 BLOCKED_INLINE void rank_update(__global const store_t *X, long base, long ss, int b0, int lo, int hi, bool c_keys,
                                 __global const float *mask, long mrow, long mask_ss, int head_dim, int lid, int tx,
                                 int ty, __local floatv *stage, __local const floatv *ps, float acc[WA][OC])
 {
-    float4 rc[C_CHUNKS];
-    fetch_rows(X, base, ss, b0, lo, hi, c_keys, mask, mrow, mask_ss, head_dim, lid, rc);
+    float4 rc[CHUNKS_OF(NK, HEAD_DIM_PAD)];
+    fetch_chunks(X, base, ss, NK, HEAD_DIM_PAD, b0, lo, hi, 0, c_keys, mask, mrow, mask_ss, head_dim, lid, rc);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int n0 = 0; n0 < BLOCK_B; n0 += NK) {
         /* slice n0 / NK's half was last read two slices ago */
         __local floatv *const cs = stage + ((n0 / NK) % 2) * NK * CS_ROW;
         FCL_UNROLL_LOOP
-        for (int l = 0; l < C_CHUNKS; l++) {
+        for (int l = 0; l < CHUNKS_OF(NK, HEAD_DIM_PAD); l++) {
             const int e = lid + l * NT;
-            if (C_CHUNKS * NT == NK * HEAD_DIM_PAD / 4 || e < NK * HEAD_DIM_PAD / 4)
+            if (CHUNKS_OF(NK, HEAD_DIM_PAD) * NT == NK * HEAD_DIM_PAD / 4 || e < NK * HEAD_DIM_PAD / 4)
                 vstore4(rc[l], 0, (__local float *)cs + (e / (HEAD_DIM_PAD / 4)) * CS_ROW * VW + 4 * (e % (HEAD_DIM_PAD / 4)));
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (n0 + NK < BLOCK_B)
-            fetch_rows(X, base, ss, b0 + n0 + NK, lo, hi, c_keys, mask, mrow, mask_ss, head_dim, lid, rc);
+            fetch_chunks(X, base, ss, NK, HEAD_DIM_PAD, b0 + n0 + NK, lo, hi, 0, c_keys, mask, mrow, mask_ss, head_dim, lid,
+                             rc);
         FCL_UNROLL_LOOP
         for (int n = 0; n < NK; n++) {
             vec_u p[WA / VW], c[OC / VW];
@@ -226,15 +213,32 @@ BLOCKED_INLINE void rank_update(__global const store_t *X, long base, long ss, i
     }
 }
 
-/* The keys [*lo, *hi] that query row i of the sequence sees (empty for rows past sq and rows
- * that saw no key, LSE = -inf). */
-inline void row_span(int i, int sq, int sk, int shift, float lse, int window_left, int window_right,
-                     __global const int *bounds, long off, long ss, int *lo, int *hi)
+/* Query row i of head h (of the sequence r at batch b): its LSE, delta, and the keys [*lo, *hi]
+ * it sees; rows past i_last (or sq) and rows that saw no key (LSE = -inf) see none. */
+inline void row_state(int i, int i_last, int b, int h, int Hq, seq_rows r, int sq_arg, int total_q,
+                      __global const float *LSE, long lse_off, long lse_sb, long lse_sh, long lse_ss,
+                      __global const float *delta, int window_left, int window_right, __global const int *bounds,
+                      long off, long ss, float *lse, float *dlt, int *lo, int *hi)
 {
+    const bool in = i <= i_last && i < r.sq;
+    *lse = in ? LSE[lse_off + b * lse_sb + h * lse_sh + (long)(r.q_first + i) * lse_ss] : -INFINITY;
+    *dlt = in ? delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)] : 0.0f;
     *lo = 0;
     *hi = -1;
-    if (i < sq && lse != -INFINITY)
-        rows_keys(i, i, sk, shift, window_left, window_right, bounds, off, ss, lo, hi);
+    if (in && *lse != -INFINITY)
+        rows_keys(i, i, r.sk, r.sk - r.sq, window_left, window_right, bounds, off, ss, lo, hi);
+}
+
+/* Entry (i, j) of a tile: x = q.k becomes P, dp = dO.v becomes dS (both 0 where the row at
+ * position pos cannot see key j). */
+BLOCKED_INLINE void tile_p_ds(float *x, float *dp, bool visible, float lse, float dlt, float scale, float softcap,
+                              float slope, int pos, int j)
+{
+    float dcap;
+    const float s = backward_score(*x, scale, softcap, slope, pos, j, &dcap);
+    const float pr = visible ? exp(s - lse) : 0.0f;
+    *dp = visible ? pr * (*dp - dlt) * dcap : 0.0f;
+    *x = pr;
 }
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
@@ -278,13 +282,12 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         for (int i0 = i_lo; i0 <= i_hi; i0 += BLOCK_B) {
             const int i_end = min(i0 + BLOCK_B - 1, i_hi);
             for (int m = lid; m < BLOCK_B; m += NT) { /* read after pair_products' barriers */
-                const int i = i0 + m;
-                const long row = (long)(r.q_first + min(i, r.sq - 1));
-                lse_s[m] = i <= i_end ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] : -INFINITY;
-                delta_s[m] = i <= i_end ? delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)] : 0.0f;
+                float lse, dlt;
                 int lo, hi;
-                row_span(i <= i_end ? i : r.sq, r.sq, r.sk, shift, lse_s[m], window_left, window_right, cu_q, cu_q_off,
-                         seq_ss, &lo, &hi);
+                row_state(i0 + m, i_end, b, h, Hq, r, sq_arg, total_q, LSE, lse_off, lse_sb, lse_sh, lse_ss, delta,
+                          window_left, window_right, cu_q, cu_q_off, seq_ss, &lse, &dlt, &lo, &hi);
+                lse_s[m] = lse;
+                delta_s[m] = dlt;
                 rlo[m] = lo;
                 rhi[m] = hi;
             }
@@ -296,12 +299,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                 FCL_UNROLL_LOOP
                 for (int c = 0; c < WB; c++) {
                     const int m = COL_OF(c, tx);
-                    const bool visible = kept[a] && j >= rlo[m] && j <= rhi[m];
-                    float dcap;
-                    const float x = backward_score(s[a][c], scale, softcap, slope, i0 + m + shift, j, &dcap);
-                    const float pr = visible ? exp(x - lse_s[m]) : 0.0f;
-                    dp[a][c] = visible ? pr * (dp[a][c] - delta_s[m]) * dcap : 0.0f;
-                    s[a][c] = pr;
+                    tile_p_ds(&s[a][c], &dp[a][c], kept[a] && j >= rlo[m] && j <= rhi[m], lse_s[m], delta_s[m], scale,
+                              softcap, slope, i0 + m + shift, j);
                 }
             }
             store_transposed(ps, tx, ty, s);
@@ -357,12 +356,8 @@ void attention_backward_dq(BACKWARD_ARGS)
     int lo[WA], hi[WA];
     FCL_UNROLL_LOOP
     for (int a = 0; a < WA; a++) {
-        const int i = i0 + ROW_OF(a, ty);
-        const long row = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
-        lse[a] = i <= i_last ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] : -INFINITY;
-        dlt[a] = i <= i_last ? delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)] : 0.0f;
-        row_span(i <= i_last ? i : r.sq, r.sq, r.sk, shift, lse[a], window_left, window_right, cu_q, cu_q_off, seq_ss,
-                 &lo[a], &hi[a]);
+        row_state(i0 + ROW_OF(a, ty), i_last, b, h, Hq, r, sq_arg, total_q, LSE, lse_off, lse_sb, lse_sh, lse_ss, delta,
+                  window_left, window_right, cu_q, cu_q_off, seq_ss, &lse[a], &dlt[a], &lo[a], &hi[a]);
         FCL_UNROLL_LOOP
         for (int c = 0; c < OC; c++)
             dq[a][c] = 0.0f;
@@ -378,11 +373,8 @@ void attention_backward_dq(BACKWARD_ARGS)
             FCL_UNROLL_LOOP
             for (int c = 0; c < WB; c++) {
                 const int j = j0 + COL_OF(c, tx);
-                const bool visible = j >= lo[a] && j <= hi[a] && KEY_KEPT(j);
-                float dcap;
-                const float x = backward_score(s[a][c], scale, softcap, slope, pos, j, &dcap);
-                const float pr = visible ? exp(x - lse[a]) : 0.0f;
-                dp[a][c] = visible ? pr * (dp[a][c] - dlt[a]) * dcap : 0.0f;
+                tile_p_ds(&s[a][c], &dp[a][c], j >= lo[a] && j <= hi[a] && KEY_KEPT(j), lse[a], dlt[a], scale, softcap,
+                          slope, pos, j);
             }
         }
         store_transposed(ps, tx, ty, dp);

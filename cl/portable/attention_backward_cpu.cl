@@ -137,11 +137,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     simd_f qv[STEP][HEAD_DIM_PAD / SIMD], dov_v[STEP][HEAD_DIM_PAD / SIMD];
     for (int g = 0; g < group && i_lo <= i_hi; g++) {
         const int h = hk * group + g;
-#if HAS_ALIBI
         const simd_f slope = (simd_f)(HEAD_SLOPE(h));
-#else
-        const simd_f slope = (simd_f)(0.0f);
-#endif
         for (int i = i_lo; i <= i_hi; i += STEP) {
             /* STEP query rows at a time: each K, V, dK and dV vector loaded once for all of them.
              * A row past i_hi, or one that sees no key (LSE -inf), is staged as zeros and sees
@@ -260,11 +256,7 @@ void attention_backward_dq(BACKWARD_ARGS)
                 dq[d][rv] = (simd_f)(0.0f);
         }
     }
-#if HAS_ALIBI
     const simd_f slope = (simd_f)(HEAD_SLOPE(h));
-#else
-    const simd_f slope = (simd_f)(0.0f);
-#endif
     simd_i live[RV]; /* rows that see some key at all */
     for (int rv = 0; rv < RV; rv++)
         live[rv] = lse[rv] != (simd_f)(-INFINITY);
