@@ -88,7 +88,8 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
  * registers. Per TK-deep slice of K, the work-group stages A[TM, TK] and B[TK, TN] in local
  * memory as float (B converted, I8 dequantised on the way in), k-major so a work-item reads its
  * WM (WN) operands as WM / VW (WN / VW) vectors; while it multiplies one slice it has already
- * fetched the next into registers. Work-item (tn, tm) owns rows (i * DIM_M + tm) * VW + u and
+ * fetched the next into registers, which it then stores into the other of two local buffers
+ * (one barrier per slice). Work-item (tn, tm) owns rows (i * DIM_M + tm) * VW + u and
  * columns (j * DIM_N + tn) * VW + w of the block (neighbouring work-items read neighbouring
  * vectors: no bank conflicts, and the stores of a row are contiguous). A_K1 / B_K1 (the
  * operand's k stride is 1) only choose which way the tile loads run, so that neighbouring
@@ -146,6 +147,34 @@ FCL_UNROLL_LOOP
     }
 }
 
+/* Work-item t's fetched elements ra (A) and rb (B) into the local tiles as (As[k][m]) and bs
+ * (Bs[k][n]) of one slice. */
+inline void gemm_stage(__local float *as, __local float *bs, const int t, const float *ra, const float *rb)
+{
+FCL_UNROLL_LOOP
+    for (int l = 0; l < A_LOADS; l++) {
+        const int e = t + l * NT;
+#if A_K1
+        const int m = e / TK, k = e % TK;
+#else
+        const int m = e % TM, k = e / TM;
+#endif
+        if (A_LOADS * NT == TM * TK || e < TM * TK)
+            as[k * AS_ROW + m] = ra[l];
+    }
+FCL_UNROLL_LOOP
+    for (int l = 0; l < B_LOADS; l++) {
+        const int e = t + l * NT;
+#if B_K1
+        const int n = e / TK, k = e % TK;
+#else
+        const int n = e % TN, k = e / TN;
+#endif
+        if (B_LOADS * NT == TN * TK || e < TN * TK)
+            bs[k * BS_ROW + n] = rb[l];
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(DIM_N, DIM_M, 1)))
 void gemm(__global const store_t *A, __global const w_t *B, __global const float *scale,
           __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
@@ -153,9 +182,8 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
           const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
           const long bias_s, const long s_off, const long s_s)
 {
-    __local floatv As[TK][AS_ROW / VW]; /* As[k][m], m in vectors of VW */
-    __local floatv Bs[TK][BS_ROW / VW]; /* Bs[k][n] */
-    __local float *const as = (__local float *)As, *const bs = (__local float *)Bs;
+    __local floatv As[2][TK][AS_ROW / VW]; /* As[slice parity][k][m], m in vectors of VW */
+    __local floatv Bs[2][TK][BS_ROW / VW]; /* Bs[slice parity][k][n] */
     const int tn = get_local_id(0), tm = get_local_id(1), t = tm * DIM_N + tn;
     const int n0 = get_group_id(0) * TN, m0 = get_group_id(1) * TM;
     float acc[WM][WN], ra[A_LOADS], rb[B_LOADS];
@@ -166,32 +194,12 @@ FCL_UNROLL_LOOP
             acc[i][j] = 0.0f;
     gemm_fetch_a(A, a_off, a_sm, a_sk, M, K, m0, 0, t, ra);
     gemm_fetch_b(B, scale, b_off, b_sk, b_sn, s_off, s_s, N, K, n0, 0, t, rb);
+    gemm_stage((__local float *)As[0], (__local float *)Bs[0], t, ra, rb);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int cur = 0; /* the parity of the slice being multiplied */
     for (int k0 = 0; k0 < K; k0 += TK) {
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous slice is consumed */
-FCL_UNROLL_LOOP
-        for (int l = 0; l < A_LOADS; l++) {
-            const int e = t + l * NT;
-#if A_K1
-            const int m = e / TK, k = e % TK;
-#else
-            const int m = e % TM, k = e / TM;
-#endif
-            if (A_LOADS * NT == TM * TK || e < TM * TK)
-                as[k * AS_ROW + m] = ra[l];
-        }
-FCL_UNROLL_LOOP
-        for (int l = 0; l < B_LOADS; l++) {
-            const int e = t + l * NT;
-#if B_K1
-            const int n = e / TK, k = e % TK;
-#else
-            const int n = e % TN, k = e / TN;
-#endif
-            if (B_LOADS * NT == TN * TK || e < TN * TK)
-                bs[k * BS_ROW + n] = rb[l];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + TK < K) { /* the next slice, in flight while this one is multiplied */
+        const bool more = k0 + TK < K;
+        if (more) { /* the next slice, in flight while this one is multiplied */
             gemm_fetch_a(A, a_off, a_sm, a_sk, M, K, m0, k0 + TK, t, ra);
             gemm_fetch_b(B, scale, b_off, b_sk, b_sn, s_off, s_s, N, K, n0, k0 + TK, t, rb);
         }
@@ -200,16 +208,22 @@ FCL_UNROLL_LOOP
             vec_u a[WM / VW], b[WN / VW];
 FCL_UNROLL_LOOP
             for (int i = 0; i < WM / VW; i++)
-                a[i].v = As[k][i * DIM_M + tm];
+                a[i].v = As[cur][k][i * DIM_M + tm];
 FCL_UNROLL_LOOP
             for (int j = 0; j < WN / VW; j++)
-                b[j].v = Bs[k][j * DIM_N + tn];
+                b[j].v = Bs[cur][k][j * DIM_N + tn];
 FCL_UNROLL_LOOP
             for (int i = 0; i < WM; i++)
 FCL_UNROLL_LOOP
                 for (int j = 0; j < WN; j++)
                     acc[i][j] = fma(a[i / VW].s[i % VW], b[j / VW].s[j % VW], acc[i][j]);
         }
+        /* the next slice goes to the other buffers, whose last readers (the previous slice)
+         * passed the previous barrier: one barrier per slice */
+        if (more)
+            gemm_stage((__local float *)As[cur ^ 1], (__local float *)Bs[cur ^ 1], t, ra, rb);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        cur ^= 1;
     }
     /* epilogue: per column the I8 row scale and the bias, then the stores inside M x N */
     float post_mul[WN], post_add[WN];

@@ -571,10 +571,11 @@ typedef struct gemm_entry {
     fcl_gemm_mma_tiles mma; /* the tensor-core GEMM (NVIDIA compute capability >= 8.0, checked by the caller) */
 } gemm_entry;
 
-/* NVIDIA: 128 x 128 blocks of 8 x 4 per work-item (512 work-items; H200 sweeps, qkvo D 4096 L 2048,
- * f16 weights, ms: 128x128x16 8x4 11.8, 64x128x16 8x4 12.8, 128x64x16 8x4 13.2, 128x128x8 8x8
- * 14.0, 64x128x8 8x4 13.8, 64x64x16 4x4 14.6, 128x128x16 8x8 16.3, 64x256x16 8x8 20.2, TK 32
- * 26.3, v0.19.0; an earlier sweep ranked the tiles alike with i8 weights); other GPUs 64 x 64 of 4 x 4
+/* NVIDIA: 256 x 128 blocks of 8 x 4 per work-item, K slices of 8 (1024 work-items; H200 sweep of
+ * the two-buffer kernel, qkvo D 4096 L 2048, f16 weights, ms: 256x128x8 8x4 8.52, 128x256x8 8x8
+ * 8.55, 128x128x16 8x4 9.00, 128x128x8 8x4 9.01, 128x128x16 4x8 9.14, 64x128x8 8x4 9.17,
+ * 64x128x16 8x4 10.9, 128x64x16 8x4 11.0, 64x64x16 4x4 11.1, 128x128x16 8x8 14.5, v0.19.0);
+ * other GPUs 64 x 64 of 4 x 4
  * (256 work-items, within AMD's and Mali's limits); llvmpipe and the rest (CPUs on the tiled
  * kernel under a loop cap) 32 x 32 of 2 x 2, which keep a work-item's loop count per K slice low
  * (llvmpipe, qkvo L 256 D 512 f16: 2 x 2 took 0.6x the time of 4 x 4, 32 x 32 and 64 x 64 blocks
@@ -582,7 +583,7 @@ typedef struct gemm_entry {
  * 32 in a 2-stage ring (40 KB of the 48 KB of local memory; not yet measured). */
 static const gemm_entry gemm_table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
-    {"NVIDIA", FCL_DEVICE_GPU, {128, 128, 16, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}},
     {"", FCL_DEVICE_GPU, {64, 64, 16, 4, 4, 4}, {0}},
     {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
 };
@@ -601,7 +602,7 @@ static const gemm_entry *gemm_entry_for(fcl_context ctx)
 
 int fcl_gemm_local_floats(const fcl_gemm_tiles *t)
 {
-    return t->tile_k * (t->tile_m + t->vw + t->tile_n + t->vw);
+    return 2 * t->tile_k * (t->tile_m + t->vw + t->tile_n + t->vw);
 }
 
 fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx)

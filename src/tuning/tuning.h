@@ -218,7 +218,7 @@ typedef struct fcl_gemm_tiles {
  * (fcl_gemm_local_floats) to the local memory, halving tile_k first. */
 fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx);
 
-/* Floats of the tiled GEMM's local arrays: TK rows of TM + VW and of TN + VW. */
+/* Floats of the tiled GEMM's local arrays: two buffers of TK rows of TM + VW and of TN + VW. */
 int fcl_gemm_local_floats(const fcl_gemm_tiles *t);
 
 /* ---- projection GEMM on NVIDIA tensor cores (cl/nvidia/linear_mma.cl) ---- */
