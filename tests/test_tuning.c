@@ -115,6 +115,9 @@ Test(tuning, bad_input_refused)
     static const int dec_wg[8] = {8, 4, 2048, 2, 64, 0, 0, 0}, dec_waves[8] = {8, 4, 8, 0, 64, 0, 0, 0};
     static const int dec_split[8] = {8, 4, 8, 2, -1, 0, 0, 0}, dec_regs[8] = {8, 4, 8, 2, 64, 256, 0, 0};
     static const int dec_warps[8] = {8, 4, 8, 2, 64, 0, 0, 9};
+    /* gemm: TM, TN, TK, WM, WN; each with one value out of range or not dividing */
+    static const int gemm_uneven[5] = {64, 64, 16, 3, 4}, gemm_big[5] = {512, 64, 16, 8, 4};
+    static const int gemm_k[5] = {64, 64, 0, 4, 4}, gemm_items[5] = {256, 256, 8, 4, 4};
     static const struct {
         const char *kernel;
         int head_dim;
@@ -170,6 +173,11 @@ Test(tuning, bad_input_refused)
         {"decode", 64, dec_split, 8, "decode"},
         {"decode", 64, dec_regs, 8, "decode"},
         {"decode", 64, dec_warps, 8, "decode"},
+        {"gemm", 64, good, 3, "5"},
+        {"gemm", 64, gemm_uneven, 5, "gemm"},
+        {"gemm", 64, gemm_big, 5, "gemm"},
+        {"gemm", 64, gemm_k, 5, "gemm"},
+        {"gemm", 64, gemm_items, 5, "gemm"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const fcl_status st = fcl_tuning_save(ctx, cases[i].kernel, cases[i].head_dim, cases[i].values, cases[i].n);
@@ -181,7 +189,7 @@ Test(tuning, bad_input_refused)
     }
     cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 8) == FCL_ERR_INVALID_ARGUMENT);
     SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_cpu", "forward_mma",
-                          "forward_wgmma", "backward_mma", "backward_blocks", "decode");
+                          "forward_wgmma", "backward_mma", "backward_blocks", "decode", "gemm");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
     int out[FCL_TUNING_MAX_VALUES];
     cr_assert(fcl_tuning_get(ctx, "forward", 64, out, 4) == FCL_ERR_INVALID_ARGUMENT);
@@ -228,6 +236,27 @@ Test(tuning, backward_blocks_entry)
                   "stored 128,64,8,4, got %d,%d,%d,%d", now[0], now[1], now[2], now[3]);
     else
         cr_assert(now[0] == 0, "no blocked backward here, yet fcl_tuning_get gave %d rows per work-group", now[0]);
+    fcl_context_release(ctx);
+}
+
+/* A GEMM entry, saved at any head dim, serves every projection: read back at another head dim
+ * where the tiled GEMM runs (its work-group and K slice lowered only where the device asks),
+ * first value 0 where it does not (CPUs without a loop cap: the one-work-item GEMM). */
+Test(tuning, gemm_entry)
+{
+    fcl_context ctx = support_context();
+    const int v[5] = {32, 64, 8, 2, 4};
+    cr_assert(fcl_tuning_save(ctx, "gemm", 128, v, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[5] = {-1, -1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "gemm", 32, now, 5) == FCL_SUCCESS);
+    fcl_device_info info;
+    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS);
+    if (now[0] != 0) /* the tiled GEMM: GPUs and loop-capped CPUs (llvmpipe) */
+        cr_assert(now[0] == v[0] && now[1] == v[1] && now[3] == v[3] && now[4] == v[4] && now[2] > 0 && now[2] <= v[2],
+                  "stored 32,64,8,2,4, got %d,%d,%d,%d,%d", now[0], now[1], now[2], now[3], now[4]);
+    else
+        cr_assert(info.type == FCL_DEVICE_CPU, "a %s device reports no tiled GEMM", fcl_device_type_name(info.type));
+    cr_assert(fcl_tuning_count(ctx) == 1, "one entry for every projection, not one per head dim");
     fcl_context_release(ctx);
 }
 

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
- * NVIDIA tensor-core backward or the GPUs' blocked backward where it runs, and of decode.
+ * NVIDIA tensor-core backward or the GPUs' blocked backward where it runs, of decode, and of the
+ * projections' tiled portable GEMM where it runs (GPUs, llvmpipe; timed as flashcl-bench's qkvo
+ * layer with FLASHCL_GEMM=own, weights of the activations' dtype, so that it is that GEMM
+ * whatever path the projections take by default; candidates: 12 tile sets of 128 to 1024
+ * work-items on GPUs, 6 small ones elsewhere; stored once for every projection).
  * Candidates are applied through the FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES /
  * FLASHCL_CPU_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES / FLASHCL_BACKWARD_MMA_TILES /
- * FLASHCL_BACKWARD_BLOCKED_TILES / FLASHCL_DECODE_TILES overrides (which win over the table and any
+ * FLASHCL_BACKWARD_BLOCKED_TILES / FLASHCL_DECODE_TILES / FLASHCL_GEMM_TILES overrides (which win over the table and any
  * stored entry), each is timed and checked against the float64 reference (a backward candidate
  * on a smaller shape that the check covers, then timed on the big one; a decode candidate on
  * sampled rows of its own run), and the fastest candidate that passes is stored with
@@ -35,7 +39,7 @@
 #define MAX_CANDIDATES 64
 #define MAX_TUNE_SHAPES 2
 
-typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE } tune_op;
+typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE, TUNE_GEMM } tune_op;
 
 typedef struct tune_space {
     tune_op op;         /* what a candidate runs, and its score: TFLOP/s, decode GB/s */
@@ -217,11 +221,37 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
     return 0;
 }
 
+/* The candidates of the projections' tiled GEMM (see the top of this file); 0 where it does not
+ * run (CPUs take the one-work-item GEMM). */
+static int make_gemm_space(const bench_env *env, tune_space *s)
+{
+    memset(s, 0, sizeof *s);
+    *s = (tune_space){TUNE_GEMM, "gemm", "FLASHCL_GEMM_TILES", 5, 0, {{0}}};
+    int cur[FCL_TUNING_MAX_VALUES] = {0};
+    if (fcl_tuning_get(env->ctx, "gemm", 64, cur, s->n_values) != FCL_SUCCESS || cur[0] == 0)
+        return 0;
+    static const int gpu[][5] = {{256, 128, 8, 8, 4},  {128, 256, 8, 8, 8},  {128, 128, 16, 8, 4}, {128, 128, 8, 8, 4},
+                                 {128, 128, 16, 4, 8}, {64, 128, 8, 8, 4},   {64, 128, 16, 8, 4},  {128, 64, 8, 8, 4},
+                                 {128, 64, 16, 8, 4},  {64, 64, 16, 4, 4},   {64, 64, 8, 4, 4},    {128, 128, 16, 8, 8}};
+    static const int other[][5] = {{32, 32, 16, 2, 2}, {32, 32, 8, 2, 2}, {32, 64, 16, 2, 4},
+                                   {64, 64, 16, 4, 4}, {16, 32, 16, 2, 2}, {64, 32, 8, 4, 2}};
+    const int(*const grid)[5] = env->is_gpu ? gpu : other;
+    const size_t n = env->is_gpu ? sizeof gpu / sizeof *gpu : sizeof other / sizeof *other;
+    for (size_t i = 0; i < n; i++)
+        add_values(s, grid[i]);
+    return 1;
+}
+
 /* The timed shapes into c (returns how many, at most MAX_TUNE_SHAPES): FlashAttention's
  * benchmark at S 4096 on GPUs, a small one elsewhere; decode one query row over a full cache
  * (see the top of this file). */
 static int tune_cases(const bench_env *env, const tune_space *s, fcl_dtype dt, int d, bench_case *out)
 {
+    if (s->op == TUNE_GEMM) { /* flashcl-bench's qkvo layer, weights of the activations' dtype */
+        out[0] = bench_qkvo_default(env);
+        out[0].dtype = dt;
+        return 1;
+    }
     if (s->op == TUNE_DECODE) { /* flashcl-bench's decode case: shorter on GPUs, fewer heads elsewhere */
         bench_case c = bench_decode_default(env);
         c.dtype = dt;
@@ -283,8 +313,8 @@ static void progress(int done, int total, int d, const char *tiles, double score
     if (why)
         snprintf(figure, sizeof figure, "%s", why);
     else
-        snprintf(figure, sizeof figure, "%8.3f %s", score, unit);
-    fprintf(stderr, "\r[%s] %2d/%-2d D %-3d %-14s %-15s (best %.3f %s)  ", bar, done, total, d, tiles, figure,
+        snprintf(figure, sizeof figure, "%8.4g %s", score, unit);
+    fprintf(stderr, "\r[%s] %2d/%-2d D %-3d %-14s %-15s (best %.4g %s)  ", bar, done, total, d, tiles, figure,
             best > 0 ? best : 0.0, unit);
     fflush(stderr);
 }
@@ -318,6 +348,9 @@ static int try_shape(const bench_env *env, const tune_space *s, const bench_case
             return 0;
         memset(&r, 0, sizeof r);
         if (bench_backward(&quiet, c, &r) != 0 || !r.ok)
+            return 0;
+    } else if (s->op == TUNE_GEMM) {
+        if (bench_qkvo(&quiet, c, c->dtype, &r) != 0 || !r.ok || r.rows_checked == 0)
             return 0;
     } else if (s->op == TUNE_DECODE) {
         quiet.reps = 10; /* calls of a millisecond or less: more runs steady the median */
@@ -375,7 +408,7 @@ static void print_result(const bench_env *env, const tune_space *s, const bench_
                "settings; %s\n", s->kernel, c->d, dt, c->b, c->sq, c->sk, also, c->hq, c->hkv, won, best,
                n > 1 ? " (geometric mean)" : "", was, was_score, n_tried, stored ? "stored" : "NOT stored");
     else
-        printf("tune %s D %d (%s, B %d, S %d, H %d): %s at %.3f TFLOP/s (was %s at %.3f), %d settings; %s\n",
+        printf("tune %s D %d (%s, B %d, S %d, H %d): %s at %.4g TFLOP/s (was %s at %.4g), %d settings; %s\n",
                s->kernel, c->d, dt, c->b, c->sq, c->hq, won, best, was, was_score, n_tried,
                stored ? "stored" : "NOT stored");
 }
@@ -443,9 +476,9 @@ int bench_tune(const bench_env *env, const bench_opts *o)
     const int n = o->d > 0 ? 1 : 2;
     int rc = BENCH_EXIT_OK;
     const int fwd = !o->op || !strcmp(o->op, "forward"), bwd = !o->op || !strcmp(o->op, "backward");
-    const int dec = !o->op || !strcmp(o->op, "decode");
-    if (!fwd && !bwd && !dec) {
-        fprintf(stderr, "flashcl-bench: --tune takes --op forward, backward or decode (or no --op: all three)\n");
+    const int dec = !o->op || !strcmp(o->op, "decode"), gemm = !o->op || !strcmp(o->op, "qkvo");
+    if (!fwd && !bwd && !dec && !gemm) {
+        fprintf(stderr, "flashcl-bench: --tune takes --op forward, backward, decode or qkvo (or no --op: all four)\n");
         return BENCH_EXIT_USAGE;
     }
     if (dec)
@@ -472,6 +505,23 @@ int bench_tune(const bench_env *env, const bench_opts *o)
         }
         if (r > rc)
             rc = r;
+    }
+    tune_space s;
+    if (gemm && make_gemm_space(env, &s)) { /* the portable GEMM, whatever path the projections take now */
+        const char *was = getenv("FLASHCL_GEMM");
+        char saved[32] = "";
+        if (was)
+            snprintf(saved, sizeof saved, "%s", was);
+        setenv("FLASHCL_GEMM", "own", 1);
+        const int r = tune_space_at(env, dt, 64, &s);
+        if (was)
+            setenv("FLASHCL_GEMM", saved, 1);
+        else
+            unsetenv("FLASHCL_GEMM");
+        rc = r > rc ? r : rc;
+    } else if (gemm && o->op) {
+        fprintf(stderr, "flashcl-bench: tune qkvo: the projections run the one-work-item GEMM here (no tiles); "
+                        "nothing to tune\n");
     }
     return rc;
 }

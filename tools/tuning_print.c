@@ -21,6 +21,7 @@ static const kernel_names k_names[] = {
     {"backward_blocks", {"own_rows_per_group", "tile_rows", "own_rows_per_item", "tile_rows_per_item"}},
     {"decode", {"keys_per_group", "rows_per_group", "items_per_group", "groups_per_unit", "min_keys_per_split",
                 "max_registers", "async_stages", "mma_warps"}},
+    {"gemm", {"rows_per_group", "columns_per_group", "k_slice", "rows_per_item", "columns_per_item"}},
 };
 
 static const char *value_name(const char *kernel, int i)
@@ -44,9 +45,12 @@ int tools_print_tuned(FILE *f, fcl_context ctx, const char *indent)
             fprintf(f, "%s(entry %d: %s: %s)\n", indent, i, fcl_status_string(st), fcl_last_error(ctx));
             return -1;
         }
-        /* padded head dims: 16 serves 1-16, then each multiple of 32 the 32 below it */
+        /* padded head dims: 16 serves 1-16, then each multiple of 32 the 32 below it; the GEMM has none */
         const int lo = hdp <= 16 ? 1 : hdp == 32 ? 17 : hdp - 31;
-        fprintf(f, "%s%s, head dims %d-%d:", indent, kernel, lo, hdp);
+        if (strcmp(kernel, "gemm") == 0)
+            fprintf(f, "%s%s, every projection:", indent, kernel);
+        else
+            fprintf(f, "%s%s, head dims %d-%d:", indent, kernel, lo, hdp);
         for (int k = 0; k < nv; k++)
             fprintf(f, " %s=%d", value_name(kernel, k), v[k]);
         fputc('\n', f);

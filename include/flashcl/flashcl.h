@@ -420,6 +420,12 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  8; 0: none; NVIDIA compute capability >= 8 only, where it replaces the first
  *                  three values: 16 keys per warp and step, 16 rows) (fcl_attention_decode; an
  *                  entry stored with 7 values by 0.11 is ignored)
+ *   "gemm"         5 values, as FLASHCL_GEMM_TILES: rows and columns of C per work-group (1 to
+ *                  256), K slice (1 to 64), rows and columns per work-item (1 to 16, dividing
+ *                  the first two; at most 1024 work-items) (the projections' tiled portable GEMM
+ *                  of GPUs and loop-capped devices; since 0.19). It has no head dim: an entry
+ *                  saved at any `head_dim` serves every projection, and fcl_tuning_entry lists it
+ *                  under 16.
  * An entry serves every head dim with the same padded size (16, then multiples of 32).
  * fcl_tuning_save stores `values` for `head_dim` (replacing an older entry) and uses them at
  * once: FCL_ERR_INVALID_ARGUMENT for an unknown kernel, a wrong count, head_dim outside
@@ -427,7 +433,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * only store tiles it has checked (flashcl-bench --tune stores a winner only after the float64
  * check). fcl_tuning_get writes the tiles that `kernel` would use at `head_dim` now into
  * values[0 .. n_values - 1] (forward_blocked / forward_cpu / forward_mma / forward_wgmma /
- * backward_mma / backward_blocks where that kernel does not exist: first value 0; decode: the tiles of a KV head
+ * backward_mma / backward_blocks / gemm where that kernel does not exist: first value 0; decode: the tiles of a KV head
  * with at least as many query rows (query heads per KV head x Lq) as the tiles hold, rows
  * rounded up to a power of two, keys and work-items as the work-group's shape gives them; a KV
  * head with fewer query rows runs fewer rows per work-group). Neither call enqueues anything.

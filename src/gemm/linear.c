@@ -23,7 +23,7 @@
  * compiler); GPUs and llvmpipe the tiled one. */
 static int one_item(fcl_context ctx)
 {
-    return ctx->info.type == FCL_DEVICE_CPU && fcl_device_loop_limit(ctx) == 0;
+    return !fcl_gemm_tiled(ctx);
 }
 
 fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, const fcl_weight *w, int64_t N,

@@ -21,7 +21,7 @@ int fcl_tuned_value_count(const char *kernel)
     if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0 ||
         strcmp(kernel, "forward_cpu") == 0 || strcmp(kernel, "backward_blocks") == 0)
         return 4;
-    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0)
+    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0 || strcmp(kernel, "gemm") == 0)
         return 5;
     if (strcmp(kernel, "decode") == 0)
         return 8;
@@ -56,6 +56,10 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
                 return 0;
         return v[4] >= 0 && v[4] <= FCL_MAX_HEAD_DIM / 16;
     }
+    if (strcmp(kernel, "gemm") == 0) /* block rows and columns, K slice, rows and columns per work-item */
+        return v[0] > 0 && v[0] <= 256 && v[1] > 0 && v[1] <= 256 && v[2] > 0 && v[2] <= 64 && v[3] > 0 &&
+               v[3] <= 16 && v[4] > 0 && v[4] <= 16 && v[0] % v[3] == 0 && v[1] % v[4] == 0 &&
+               (v[0] / v[3]) * (v[1] / v[4]) <= 1024;
     if (strcmp(kernel, "decode") == 0) /* block_n, rows, wg, waves, split_min, max_regs, stages (the
                                         * kernel's ASYNC_STAGES takes 0 or 2 to 4), tensor-core warps */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 64 && v[2] > 0 && v[2] <= 1024 && v[3] > 0 &&
@@ -139,6 +143,11 @@ static void load_once(fcl_context ctx)
     free(bin);
 }
 
+int fcl_tuned_head_dim(const char *kernel, int head_dim)
+{
+    return strcmp(kernel, "gemm") == 0 ? 16 : fcl_pad_head_dim(head_dim);
+}
+
 int fcl_tuned_find(fcl_context ctx, const char *kernel, int head_dim_pad, int *values)
 {
     load_once(ctx);
@@ -192,7 +201,7 @@ fcl_status fcl_tuning_save(fcl_context ctx, const char *kernel, int head_dim, co
         return fcl_fail(ctx, FCL_ERR_UNSUPPORTED, "fcl_tuning_save: the disk cache is off; tuned tiles live in its "
                         "folder (FLASHCL_CACHE_DIR)");
     load_once(ctx);
-    const int hdp = fcl_pad_head_dim(head_dim);
+    const int hdp = fcl_tuned_head_dim(kernel, head_dim);
     int slot = 0;
     while (slot < ctx->n_tuned && !(ctx->tuned[slot].head_dim_pad == hdp && strcmp(ctx->tuned[slot].kernel, kernel) == 0))
         slot++;

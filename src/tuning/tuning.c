@@ -343,7 +343,14 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
                         : n_values != want ? "wrong value count"
                         : "head_dim outside [1, 256]");
     const int hdp = fcl_pad_head_dim(head_dim);
-    if (strcmp(kernel, "decode") == 0) { /* as a KV head with at least the tiles' query rows runs them */
+    if (strcmp(kernel, "gemm") == 0) { /* the tiled GEMM's, where it runs */
+        const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+        values[0] = fcl_gemm_tiled(ctx) ? t.tile_m : 0;
+        values[1] = t.tile_n;
+        values[2] = t.tile_k;
+        values[3] = t.wpt_m;
+        values[4] = t.wpt_n;
+    } else if (strcmp(kernel, "decode") == 0) { /* as a KV head with at least the tiles' query rows runs them */
         const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
         values[0] = t.block_n;
         values[1] = t.rows;
@@ -575,8 +582,8 @@ typedef struct gemm_entry {
  * the two-buffer kernel, qkvo D 4096 L 2048, f16 weights, ms: 256x128x8 8x4 8.52, 128x256x8 8x8
  * 8.55, 128x128x16 8x4 9.00, 128x128x8 8x4 9.01, 128x128x16 4x8 9.14, 64x128x8 8x4 9.17,
  * 64x128x16 8x4 10.9, 128x64x16 8x4 11.0, 64x64x16 4x4 11.1, 128x128x16 8x8 14.5, v0.19.0);
- * other GPUs 64 x 64 of 4 x 4
- * (256 work-items, within AMD's and Mali's limits); llvmpipe and the rest (CPUs on the tiled
+ * other GPUs 64 x 128 of 8 x 4 with K slices of 8 (256 work-items, within AMD's and Mali's
+ * limits; 13 KB of local memory; the fastest 256-work-item tiles of that sweep); llvmpipe and the rest (CPUs on the tiled
  * kernel under a loop cap) 32 x 32 of 2 x 2, which keep a work-item's loop count per K slice low
  * (llvmpipe, qkvo L 256 D 512 f16: 2 x 2 took 0.6x the time of 4 x 4, 32 x 32 and 64 x 64 blocks
  * alike). Tensor cores (NVIDIA): 128 x 128 blocks of 8 warps (2 x 4, 64 x 32 each), K slices of
@@ -584,7 +591,7 @@ typedef struct gemm_entry {
 static const gemm_entry gemm_table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}},
-    {"", FCL_DEVICE_GPU, {64, 64, 16, 4, 4, 4}, {0}},
+    {"", FCL_DEVICE_GPU, {64, 128, 8, 8, 4, 4}, {0}},
     {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
 };
 
@@ -605,9 +612,17 @@ int fcl_gemm_local_floats(const fcl_gemm_tiles *t)
     return 2 * t->tile_k * (t->tile_m + t->vw + t->tile_n + t->vw);
 }
 
+int fcl_gemm_tiled(fcl_context ctx)
+{
+    return !(ctx->info.type == FCL_DEVICE_CPU && fcl_device_loop_limit(ctx) == 0);
+}
+
 fcl_gemm_tiles fcl_tune_gemm(fcl_context ctx)
 {
     fcl_gemm_tiles t = gemm_entry_for(ctx)->tiles;
+    int v[FCL_TUNING_MAX_VALUES];
+    if (fcl_tuned_find(ctx, "gemm", fcl_tuned_head_dim("gemm", 0), v))
+        t = (fcl_gemm_tiles){v[0], v[1], v[2], v[3], v[4], 4};
     const char *env = getenv("FLASHCL_GEMM_TILES");
     fcl_gemm_tiles o = {0, 0, 0, 0, 0, 4};
     const int got = env ? sscanf(env, "%d,%d,%d,%d,%d,%d", &o.tile_m, &o.tile_n, &o.tile_k, &o.wpt_m, &o.wpt_n,

@@ -211,7 +211,12 @@ typedef struct fcl_gemm_tiles {
     int vw;           /* local-memory read width (VW: 1, 2 or 4), divides wpt_m and wpt_n */
 } fcl_gemm_tiles;
 
+/* Whether the projections' portable GEMM is the tiled kernel on ctx's device (GPUs and
+ * loop-capped devices); else (CPUs) the one-work-item kernel, which has no tiles. */
+int fcl_gemm_tiled(fcl_context ctx);
+
 /* Tiles for the tiled projection GEMM on ctx's device: the GEMM table's entry for the device,
+ * then a tuned entry ("gemm": TM, TN, TK, WM, WN, with VW 4 before the clamps below),
  * then FLASHCL_GEMM_TILES="TM,TN,TK,WM,WN[,VW]" if set and valid (WM divides TM, WN divides
  * TN), then clamped: vw to 4, 2 or 1 dividing wpt_m and wpt_n; the work-group
  * (tile_m / wpt_m) * (tile_n / wpt_n) to the device's limit; the local tiles
