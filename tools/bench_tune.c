@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* flashcl-bench --tune: the tile search of the forward kernel that runs on the device, of the
  * NVIDIA tensor-core backward or the GPUs' blocked backward where it runs, of decode, and of the
- * projections' tiled portable GEMM where it runs (GPUs, llvmpipe; timed as flashcl-bench's qkvo
- * layer with FLASHCL_GEMM=own, weights of the activations' dtype, so that it is that GEMM
- * whatever path the projections take by default; candidates: 12 tile sets of 128 to 1024
+ * projections' tiled portable GEMM where it runs (GPUs, llvmpipe; checked on a qkvo layer of
+ * L 301, D 512, 8 heads, then timed as flashcl-bench's qkvo layer, both with FLASHCL_GEMM=own and
+ * weights of the activations' dtype, so that it is that GEMM whatever path the projections take
+ * by default; candidates: 12 tile sets of 128 to 1024
  * work-items on GPUs, 6 small ones elsewhere; stored once for every projection).
  * Candidates are applied through the FLASHCL_FORWARD_TILES / FLASHCL_BLOCKED_TILES /
  * FLASHCL_CPU_TILES / FLASHCL_MMA_TILES / FLASHCL_WGMMA_TILES / FLASHCL_BACKWARD_MMA_TILES /
@@ -320,7 +321,7 @@ static void progress(int done, int total, int d, const char *tiles, double score
 }
 
 /* Times one candidate (the override set) on shape c; 1 when it ran and passed the check, its
- * score (TFLOP/s, decode GB/s) in *score. A backward candidate is first checked on a shape small enough for the
+ * score (TFLOP/s, decode GB/s) in *score. A backward or GEMM candidate is first checked on a shape small enough for the
  * float64 reference (odd lengths, GQA, causal), since the timed one is reported unchecked; a
  * decode run checks sampled rows of its own output. */
 static int try_shape(const bench_env *env, const tune_space *s, const bench_case *c, double *score)
@@ -349,8 +350,18 @@ static int try_shape(const bench_env *env, const tune_space *s, const bench_case
         memset(&r, 0, sizeof r);
         if (bench_backward(&quiet, c, &r) != 0 || !r.ok)
             return 0;
-    } else if (s->op == TUNE_GEMM) {
-        if (bench_qkvo(&quiet, c, c->dtype, &r) != 0 || !r.ok || r.rows_checked == 0)
+    } else if (s->op == TUNE_GEMM) { /* checked on a layer the float64 reference covers (odd L), then timed */
+        bench_case small = *c;
+        small.sq = small.sk = 301;
+        small.d = 512;
+        small.hq = small.hkv = 8;
+        bench_env once = quiet;
+        once.reps = 1;
+        once.warmup = 0;
+        if (bench_qkvo(&once, &small, c->dtype, &r) != 0 || !r.ok || r.rows_checked == 0)
+            return 0;
+        memset(&r, 0, sizeof r);
+        if (bench_qkvo(&quiet, c, c->dtype, &r) != 0 || !r.ok)
             return 0;
     } else if (s->op == TUNE_DECODE) {
         quiet.reps = 10; /* calls of a millisecond or less: more runs steady the median */
