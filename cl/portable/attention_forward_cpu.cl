@@ -15,7 +15,9 @@
  *            head fell into a few cache sets and missed); packed they stream by in order;
  *   S = QK^T st[rv][n] += kt[n][d] (broadcast) * qt[d][rv]: RV x BN independent accumulators;
  *   softmax  per lane: the row maxima are element-wise maxima over the tile's keys, the row
- *            sums element-wise sums, the exponentials vector exp2;
+ *            sums element-wise sums, the exponentials vector exp2; a row's reference maximum
+ *            moves only when a tile's scores exceed it by more than RESCALE_SLACK (the
+ *            probabilities stay below 2^RESCALE_SLACK, and the rescales become rare);
  *   O += PV  acc[d][rv] += vt[n][d] (broadcast) * p[n][rv], DB head dims at a time (DB x RV
  *            accumulators in registers while the tile's keys stream by); the rescale by the
  *            rows' factor is skipped when no row's maximum moved.
@@ -32,6 +34,8 @@
 
 #define ROWS (SIMD * RV)
 #define BLOCK_M ROWS
+/* How far (log2 units) a tile's scores may rise above a row's reference maximum before it moves. */
+#define RESCALE_SLACK 8.0f
 #define BLOCK_N BN
 
 /* The packed K/V rows (`state`): [K | V] floats per key; row j of KV head hk of batch b (dense,
@@ -150,8 +154,10 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 st[rv][n] = x;
                 tmax = fmax(tmax, x);
             }
-            /* a row that saw no key yet keeps m = -inf, alpha 1 and p 0 */
-            const simd_f m_new = fmax(m[rv], tmax);
+            /* a row that saw no key yet keeps m = -inf, alpha 1 and p 0; a row's reference
+             * maximum moves only when the tile's exceeds it by more than RESCALE_SLACK, so that
+             * the accumulators are rarely rescaled (probabilities stay below 2^RESCALE_SLACK) */
+            const simd_f m_new = select(m[rv], fmax(m[rv], tmax), tmax > m[rv] + RESCALE_SLACK);
             const simd_i none = isinf(m_new) & (m_new < 0.0f);
             const simd_f alpha = select(exp2(m[rv] - m_new), (simd_f)(1.0f), none);
             simd_f sum = (simd_f)(0.0f);
