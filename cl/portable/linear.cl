@@ -104,19 +104,21 @@ void gemm(__global const store_t *A, __global const w_t *B, __global const float
 #define BS_ROW (TN + VW)
 
 
+/* Element l of work-item t's share (e = t + l * NT) of a tile of `rows` rows (M or N) by TK:
+ * its row and k (K1, the operand's k stride is 1: neighbouring work-items take neighbouring k,
+ * else neighbouring rows), and whether it lies in the tile (`loads` elements per work-item). */
+#define TILE_ROW(e, rows, k1) ((k1) ? (e) / TK : (e) % (rows))
+#define TILE_K(e, rows, k1) ((k1) ? (e) % TK : (e) / (rows))
+#define TILE_IN(e, rows, loads) ((loads) * NT == (rows) * TK || (e) < (rows) * TK)
+
 /* Work-item t's elements of the A tile at (m0, k0) into r (zeros outside M x K). */
 inline void gemm_fetch_a(__global const store_t *A, const long a_off, const long a_sm, const long a_sk,
                          const int M, const int K, const int m0, const int k0, const int t, float *r)
 {
 FCL_UNROLL_LOOP
     for (int l = 0; l < A_LOADS; l++) {
-        const int e = t + l * NT;
-#if A_K1
-        const int m = e / TK, k = e % TK;
-#else
-        const int m = e % TM, k = e / TM;
-#endif
-        r[l] = (A_LOADS * NT == TM * TK || e < TM * TK) && m0 + m < M && k0 + k < K
+        const int e = t + l * NT, m = TILE_ROW(e, TM, A_K1), k = TILE_K(e, TM, A_K1);
+        r[l] = TILE_IN(e, TM, A_LOADS) && m0 + m < M && k0 + k < K
                    ? LOAD(A, a_off + (m0 + m) * a_sm + (k0 + k) * a_sk)
                    : 0.0f;
     }
@@ -130,14 +132,9 @@ inline void gemm_fetch_b(__global const w_t *B, __global const float *scale, con
 {
 FCL_UNROLL_LOOP
     for (int l = 0; l < B_LOADS; l++) {
-        const int e = t + l * NT;
-#if B_K1
-        const int n = e / TK, k = e % TK;
-#else
-        const int n = e % TN, k = e / TN;
-#endif
+        const int e = t + l * NT, n = TILE_ROW(e, TN, B_K1), k = TILE_K(e, TN, B_K1);
         float b = 0.0f;
-        if ((B_LOADS * NT == TN * TK || e < TN * TK) && n0 + n < N && k0 + k < K) {
+        if (TILE_IN(e, TN, B_LOADS) && n0 + n < N && k0 + k < K) {
             b = LOADW(B, b_off + (k0 + k) * b_sk + (n0 + n) * b_sn);
 #if W_DTYPE == 3 && SCALE_ON == 2
             b *= scale[s_off + (k0 + k) * s_s];
@@ -147,32 +144,23 @@ FCL_UNROLL_LOOP
     }
 }
 
+/* Work-item t's fetched elements r of one operand's tile (`rows` x TK, `loads` per work-item)
+ * into its local tile dst, k-major with `ld` floats per k (a macro: the counts stay literal
+ * constants, so the loop unrolls and r stays in registers). */
+#define GEMM_STAGE_TILE(dst, ld, rows, loads, k1, t, r)                                                           \
+    FCL_UNROLL_LOOP                                                                                              \
+    for (int l = 0; l < (loads); l++) {                                                                          \
+        const int e = (t) + l * NT;                                                                              \
+        if (TILE_IN(e, rows, loads))                                                                             \
+            (dst)[TILE_K(e, rows, k1) * (ld) + TILE_ROW(e, rows, k1)] = (r)[l];                                  \
+    }
+
 /* Work-item t's fetched elements ra (A) and rb (B) into the local tiles as (As[k][m]) and bs
  * (Bs[k][n]) of one slice. */
 inline void gemm_stage(__local float *as, __local float *bs, const int t, const float *ra, const float *rb)
 {
-FCL_UNROLL_LOOP
-    for (int l = 0; l < A_LOADS; l++) {
-        const int e = t + l * NT;
-#if A_K1
-        const int m = e / TK, k = e % TK;
-#else
-        const int m = e % TM, k = e / TM;
-#endif
-        if (A_LOADS * NT == TM * TK || e < TM * TK)
-            as[k * AS_ROW + m] = ra[l];
-    }
-FCL_UNROLL_LOOP
-    for (int l = 0; l < B_LOADS; l++) {
-        const int e = t + l * NT;
-#if B_K1
-        const int n = e / TK, k = e % TK;
-#else
-        const int n = e % TN, k = e / TN;
-#endif
-        if (B_LOADS * NT == TN * TK || e < TN * TK)
-            bs[k * BS_ROW + n] = rb[l];
-    }
+    GEMM_STAGE_TILE(as, AS_ROW, TM, A_LOADS, A_K1, t, ra)
+    GEMM_STAGE_TILE(bs, BS_ROW, TN, B_LOADS, B_K1, t, rb)
 }
 
 __kernel __attribute__((reqd_work_group_size(DIM_N, DIM_M, 1)))
