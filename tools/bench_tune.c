@@ -320,10 +320,27 @@ static void progress(int done, int total, int d, const char *tiles, double score
     fflush(stderr);
 }
 
+/* One run of the candidate's op on shape c (flashcl-bench's case functions; the GEMM as the
+ * qkvo layer with weights of the activations' dtype). */
+static int run_case(const bench_env *env, const tune_space *s, const bench_case *c, bench_result *r)
+{
+    switch (s->op) {
+    case TUNE_BACKWARD:
+        return bench_backward(env, c, r);
+    case TUNE_GEMM:
+        return bench_qkvo(env, c, c->dtype, r);
+    case TUNE_DECODE:
+        return bench_decode(env, c, r);
+    default:
+        return bench_forward(env, c, r);
+    }
+}
+
 /* Times one candidate (the override set) on shape c; 1 when it ran and passed the check, its
- * score (TFLOP/s, decode GB/s) in *score. A backward or GEMM candidate is first checked on a shape small enough for the
- * float64 reference (odd lengths, GQA, causal), since the timed one is reported unchecked; a
- * decode run checks sampled rows of its own output. */
+ * score (TFLOP/s, decode GB/s) in *score. A backward or GEMM candidate is first checked once on a
+ * shape small enough for the float64 reference (the backward: odd lengths, GQA, causal; the
+ * GEMM: a layer of odd length), since the timed one is reported unchecked; a decode run checks
+ * sampled rows of its own output. */
 static int try_shape(const bench_env *env, const tune_space *s, const bench_case *c, double *score)
 {
     bench_env quiet = *env;
@@ -331,49 +348,37 @@ static int try_shape(const bench_env *env, const tune_space *s, const bench_case
     quiet.reps = env->is_gpu ? 5 : 3;
     quiet.warmup = 1;
     quiet.check_rows = 8;
+    if (s->op == TUNE_DECODE) { /* calls of a millisecond or less: more runs steady the median */
+        quiet.reps = 10;
+        quiet.warmup = 3;
+    }
     bench_result r;
     memset(&r, 0, sizeof r);
     *score = 0.0;
-    if (s->op == TUNE_BACKWARD) {
+    if (s->op == TUNE_BACKWARD || s->op == TUNE_GEMM) { /* checked once where the reference reaches */
         bench_case small = *c;
-        small.b = 2;
-        small.sq = 301;
-        small.sk = 517;
-        small.hq = 4;
-        small.hkv = 2;
-        small.causal = 1;
+        if (s->op == TUNE_BACKWARD) { /* odd lengths, GQA, causal */
+            small.b = 2;
+            small.sq = 301;
+            small.sk = 517;
+            small.hq = 4;
+            small.hkv = 2;
+            small.causal = 1;
+        } else { /* a layer of odd length */
+            small.sq = small.sk = 301;
+            small.d = 512;
+            small.hq = small.hkv = 8;
+        }
         bench_env once = quiet;
         once.reps = 1;
         once.warmup = 0;
-        if (bench_backward(&once, &small, &r) != 0 || !r.ok || r.rows_checked == 0)
+        if (run_case(&once, s, &small, &r) != 0 || !r.ok || r.rows_checked == 0)
             return 0;
         memset(&r, 0, sizeof r);
-        if (bench_backward(&quiet, c, &r) != 0 || !r.ok)
-            return 0;
-    } else if (s->op == TUNE_GEMM) { /* checked on a layer the float64 reference covers (odd L), then timed */
-        bench_case small = *c;
-        small.sq = small.sk = 301;
-        small.d = 512;
-        small.hq = small.hkv = 8;
-        bench_env once = quiet;
-        once.reps = 1;
-        once.warmup = 0;
-        if (bench_qkvo(&once, &small, c->dtype, &r) != 0 || !r.ok || r.rows_checked == 0)
-            return 0;
-        memset(&r, 0, sizeof r);
-        if (bench_qkvo(&quiet, c, c->dtype, &r) != 0 || !r.ok)
-            return 0;
-    } else if (s->op == TUNE_DECODE) {
-        quiet.reps = 10; /* calls of a millisecond or less: more runs steady the median */
-        quiet.warmup = 3;
-        if (bench_decode(&quiet, c, &r) != 0 || !r.ok || r.rows_checked == 0)
-            return 0;
-        *score = r.gbps;
-        return 1;
-    } else if (bench_forward(&quiet, c, &r) != 0 || !r.ok) {
-        return 0;
     }
-    *score = r.tflops;
+    if (run_case(&quiet, s, c, &r) != 0 || !r.ok || (s->op == TUNE_DECODE && r.rows_checked == 0))
+        return 0;
+    *score = s->op == TUNE_DECODE ? r.gbps : r.tflops;
     return 1;
 }
 

@@ -16,15 +16,9 @@
 #include <clblast_c.h>
 #endif
 
-#define CPU_ROWS 8  /* one_item blocks: rows x columns of C per work-item */
+#define CPU_ROWS 8  /* one-work-item blocks (CPUs): rows x columns of C per work-item */
 #define CPU_COLS 32
 
-/* CPUs without a loop cap take the one-work-item GEMM (loops along n, vectorised by the
- * compiler); GPUs and llvmpipe the tiled one. */
-static int one_item(fcl_context ctx)
-{
-    return !fcl_gemm_tiled(ctx);
-}
 
 fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, const fcl_weight *w, int64_t N,
                             int64_t K, fcl_dtype act)
@@ -87,7 +81,7 @@ static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const fcl_ge
              "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DONE_ITEM=%d "
              "-DROWS=%d -DCOLS=%d -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d -DVW=%d -DA_K1=%d -DB_K1=%d",
              (int)g->a_dtype, g->b_dtype == FCL_I8 ? 3 : (int)g->b_dtype, g->c_dtype == FCL_F32, g->scale_on,
-             g->bias != NULL, g->accumulate, one_item(ctx), CPU_ROWS, CPU_COLS, t->tile_m, t->tile_n, t->tile_k,
+             g->bias != NULL, g->accumulate, !fcl_gemm_tiled(ctx), CPU_ROWS, CPU_COLS, t->tile_m, t->tile_n, t->tile_k,
              t->wpt_m, t->wpt_n, t->vw, g->a_sk == 1, g->b_sk == 1);
     return fcl_get_kernel(ctx, linear_sources, 2, opts, name, k);
 }
@@ -138,7 +132,7 @@ static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm
         return s;
     cl_int err = fcl_gemm_set_args(k, g);
     size_t global[2], local[2];
-    if (one_item(ctx)) {
+    if (!fcl_gemm_tiled(ctx)) { /* CPUs: the one-work-item GEMM, loops along n vectorised by the compiler */
         global[0] = ((size_t)g->N + CPU_COLS - 1) / CPU_COLS;
         global[1] = ((size_t)g->M + CPU_ROWS - 1) / CPU_ROWS;
         local[0] = local[1] = 1;
@@ -188,7 +182,7 @@ static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *eve
     const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
     long per_slice, fixed;
     gemm_loop_counts(&t, &per_slice, &fixed);
-    const long slices = one_item(ctx) ? 0 : fcl_tiles_under_loop_cap(ctx, per_slice, fixed);
+    const long slices = !fcl_gemm_tiled(ctx) ? 0 : fcl_tiles_under_loop_cap(ctx, per_slice, fixed);
     if (slices < 0)
         return fcl_loop_cap_error(ctx, "projection GEMM", "K", per_slice, fixed);
     const int64_t kc = slices * t.tile_k;
