@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`: the
-# projection GEMMs on tensor cores (cl/nvidia/linear_mma.cl), checked and timed in one run.
-#  1. Tests, on the default path (the tensor-core GEMM where it applies) and with FLASHCL_GEMM=own
-#     (flashcl's portable GEMM): test_gemm (every GEMM layout, dtype pair, edge and alignment
-#     case against a float64 GEMM; on such a device it asserts that F16/BF16 take "nvidia-mma"),
-#     test_qkvo and test_qkvo_backward. Each test's whole output goes into tests.txt; the
+# projection GEMMs on tensor cores (cl/nvidia/linear_wgmma.cl on compute capability 9.0,
+# cl/nvidia/linear_mma.cl elsewhere and for the other layouts), checked and timed in one run.
+#  1. Tests under each FLASHCL_GEMM of TEST_GEMMS (default "default mma": the wgmma GEMM where it
+#     applies, then the mma.sync one alone; "own" adds flashcl's portable GEMM): test_gemm (every
+#     GEMM layout, dtype pair, edge and alignment case against a float64 GEMM; on such a device it
+#     asserts that F16/BF16 take "nvidia-wgmma" or "nvidia-mma"), test_qkvo and test_qkvo_backward. Each test's whole output goes into tests.txt; the
 #     summary names each test's rc and prints the failing expectations (case, error, bound, the
 #     worst and the first element beyond the bound).
 #  2. One self-attention layer (flashcl-bench --op qkvo, L 2048, D 4096, 32 heads, biases):
 #     activations/weights f16/f16, f16/i8, bf16/bf16, bf16/i8 on the default path, f16/f16 and
-#     f16/i8 with FLASHCL_GEMM=own (the kernel before), the same pairs at L 256 D 1024 H 8 with
+#     f16/i8 with FLASHCL_GEMM=mma (the mma.sync GEMM, for the ratio), the same pairs at L 256 D 1024 H 8 with
 #     the bench's float64 check, and PyTorch's layer (scripts/layer_peer.py: 4 x F.linear + SDPA
 #     flash, F16 and BF16) in the same run; a table of the ratios.
-#  3. A small sweep of FLASHCL_GEMM_MMA_TILES="TM,TN,TK,WM,WN[,S[,R]]" (SWEEP=... to change it,
+#  3. A small sweep of FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" (SWEEP=... to change it,
 #     SWEEP= to skip) on the layer with f16 and i8 weights.
 # Output under $OUT (default ./gpu-out), at most 8 files: summary.txt (also on stdout), gpu.txt
 # (nvidia-smi, flashcl-info), tests.txt, bench.jsonl, peer.jsonl, sweep.jsonl, errors.log and
@@ -26,7 +27,7 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 export FLASHCL_DEVICE=${FLASHCL_DEVICE:-nvidia}
 export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
-unset FLASHCL_GEMM FLASHCL_GEMM_MMA_TILES
+unset FLASHCL_GEMM FLASHCL_GEMM_MMA_TILES FLASHCL_GEMM_WGMMA_TILES
 build=${BUILD:-build}
 bench=$build/tools/flashcl-bench
 reps=${REPS:-10}
@@ -59,12 +60,12 @@ grep -E "H200|NVIDIA|Projection GEMMs" "$out/gpu.txt" | head -n 6 | tee -a "$sum
 if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   say "== tests"
   : > "$out/tests.txt"
-  for gemm in default own; do
+  for gemm in ${TEST_GEMMS:-default mma}; do
     for t in test_gemm test_qkvo test_qkvo_backward; do
       start=$(date +%s)
       echo "######## $t FLASHCL_GEMM=$gemm" >> "$out/tests.txt"
-      if [[ $gemm == own ]]; then
-        FLASHCL_GEMM=own run_for 150 "$build/tests/$t" -j1 --verbose=0 > "$out/t.log" 2>&1
+      if [[ $gemm != default ]]; then
+        FLASHCL_GEMM=$gemm run_for 150 "$build/tests/$t" -j1 --verbose=0 > "$out/t.log" 2>&1
       else
         run_for 150 "$build/tests/$t" -j1 --verbose=0 > "$out/t.log" 2>&1
       fi
@@ -90,9 +91,9 @@ for p in $pairs; do
   run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
     >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench qkvo $p failed (rc $?)"
 done
-for p in f16/f16 f16/i8; do # the portable GEMM, for the before/after ratio
-  FLASHCL_GEMM=own run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
-    2>> "$out/errors.log" | sed 's/^{/{"gemm":"own",/' >> "$out/bench.jsonl" || say "bench qkvo own $p failed"
+for p in f16/f16 f16/i8; do # the mma.sync GEMM, for the before/after ratio
+  FLASHCL_GEMM=mma run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
+    2>> "$out/errors.log" | sed 's/^{/{"gemm":"mma",/' >> "$out/bench.jsonl" || say "bench qkvo mma $p failed"
 done
 for p in $pairs; do # small enough for the bench's float64 check (ok, max_err, err_bound)
   run_for 60 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${small[@]}" \
@@ -126,28 +127,28 @@ for r in rows:
 PY
 
 # ---------------------------------------------------------------- 3. tile sweep
-default_sweep="128,128,32,2,4,2 128,128,32,4,2,2 128,128,32,2,4,2,128 128,128,16,2,4,3 128,128,16,2,4,4
-  128,64,32,2,2,3 64,128,32,2,2,3 128,128,32,2,2,2 64,64,32,2,2,4"
+default_sweep="128,128,32,2,3,0 128,128,32,2,3,1 128,256,16,2,4,0 128,256,16,2,4,1 64,256,32,1,2,0
+  128,128,16,2,4,1 128,64,64,1,2,0 256,128,16,2,4,1 128,128,32,1,3,0 128,256,32,2,2,0"
 sweep=${SWEEP-$default_sweep}
 if [[ -n "$sweep" ]]; then
-  say "== sweep (FLASHCL_GEMM_MMA_TILES; f16 activations)"
+  say "== sweep (FLASHCL_GEMM_WGMMA_TILES; f16 activations)"
   : > "$out/sweep.jsonl"
   for t in $sweep; do
     for w in f16 i8; do
-      FLASHCL_GEMM_MMA_TILES=$t run_for 60 "$bench" --op qkvo --dtype f16 --weights $w "${layer[@]}" \
-        2>> "$out/errors.log" | sed "s/^{/{\"mma_tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+      FLASHCL_GEMM_WGMMA_TILES=$t run_for 60 "$bench" --op qkvo --dtype f16 --weights $w "${layer[@]}" \
+        2>> "$out/errors.log" | sed "s/^{/{\"wgmma_tiles\":\"$t\",/" >> "$out/sweep.jsonl"
     done
   done
   python3 - "$out/sweep.jsonl" << 'PY' | tee -a "$sum"
 import json, sys
-print("| tiles TM,TN,TK,WM,WN[,S[,R]] | weights | ms | projection TF/s |")
+print("| tiles TM,TN,TK,G,S,L[,R] | weights | ms | projection TF/s |")
 print("|---|---|---|---|")
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         r = json.loads(l)
         try:
             proj = 8.0 * r["sq"] * r["d"] ** 2 / ((r["ms"] - r["ms_attention"]) * 1e-3) * 1e-12
-            print("| %s | %s | %.3f | %.1f |" % (r["mma_tiles"], r["weights"], r["ms"], proj))
+            print("| %s | %s | %.3f | %.1f |" % (r["wgmma_tiles"], r["weights"], r["ms"], proj))
         except (KeyError, TypeError, ZeroDivisionError) as e:
             print("| row without its figures (%r): %s |" % (e, json.dumps(r)[:300]))
 PY

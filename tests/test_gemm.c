@@ -53,6 +53,8 @@ static const gcase cases[] = {
     {FWD, 150, 140, 203, {5, 5, 3}, 0, 1, 0},    /* aligned padded rows, K tail inside a 16-byte chunk */
     {FWD, 1, 3, 5, {0, 0, 0}, 0, 1, 0},          /* tiny */
     {FWD, 70, 33, 64, {0, 0, 0}, 1, 0, 0},       /* offset 1: misaligned */
+    {FWD, 300, 264, 272, {0, 0, 0}, 0, 1, 0},    /* I8 rows 16-byte aligned too, 3 x 3 tiles of 128 with partial
+                                                  * edges, a K tail of 16: the wgmma GEMM with I8 weights */
     {GRAD_IN, 131, 45, 77, {0, 0, 0}, 0, 0, 0},  /* odd */
     {GRAD_IN, 260, 136, 144, {0, 0, 0}, 0, 0, 1}, /* aligned, accumulating */
     {GRAD_IN, 150, 203, 140, {5, 4, 4}, 0, 0, 1}, /* aligned padded rows, reduction tail inside a chunk */
@@ -267,7 +269,9 @@ static int run_case(fcl_context ctx, const gcase *c, fcl_dtype act, fcl_dtype wd
 /* Every case with activations `act` and weights of both dtypes in `wdts` (the grad-weight cases,
  * which take no weight, once). On NVIDIA devices of compute capability >= 8.0, where FLASHCL_GEMM
  * is not "own", the F16 and BF16 products with weights of their own dtype or I8 must run on tensor
- * cores (fcl_projection_path "nvidia-mma"), so that the test cannot pass on another kernel. */
+ * cores (fcl_projection_path "nvidia-mma"; "nvidia-wgmma" at compute capability 9.0 unless
+ * FLASHCL_GEMM is "mma", where the forward cases with 16-byte aligned rows take the wgmma GEMM
+ * and the others the mma one), so that the test cannot pass on another kernel. */
 static void gemm_table(fcl_dtype act, const fcl_dtype wdts[2], uint64_t seed0)
 {
     fcl_context ctx = support_context();
@@ -278,9 +282,10 @@ static void gemm_table(fcl_dtype act, const fcl_dtype wdts[2], uint64_t seed0)
     for (int i = 0; i < 2; i++) {
         const char *path = fcl_projection_path(ctx, act, wdts[i]);
         cr_log_info("act %s weights %s: projection path %s", fcl_dtype_name(act), fcl_dtype_name(wdts[i]), path);
+        const int hopper = info.nv_cc_major == 9 && info.nv_cc_minor == 0 && !(env && strcmp(env, "mma") == 0);
         if (info.nv_cc_major >= 8 && !own && act != FCL_F32 && (wdts[i] == act || wdts[i] == FCL_I8))
-            cr_assert_str_eq(path, "nvidia-mma", "act %s weights %s on compute capability %d.%d", fcl_dtype_name(act),
-                             fcl_dtype_name(wdts[i]), info.nv_cc_major, info.nv_cc_minor);
+            cr_assert_str_eq(path, hopper ? "nvidia-wgmma" : "nvidia-mma", "act %s weights %s on compute capability %d.%d",
+                             fcl_dtype_name(act), fcl_dtype_name(wdts[i]), info.nv_cc_major, info.nv_cc_minor);
     }
     const size_t n_cases = sizeof cases / sizeof cases[0];
     int failed = 0, run = 0;

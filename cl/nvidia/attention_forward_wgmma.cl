@@ -32,9 +32,6 @@
 #define WG_SIZE 128
 #define Q_ATOM (64 * 64)       /* halves of one 64-column atom of Q */
 #define KV_ATOM (BLOCK_N * 64) /* halves of one 64-column atom of a K or V tile */
-#define WGMMA_CAT(a, b) a##b
-#define WGMMA_SS_N(n) WGMMA_CAT(wgmma_ss_n, n)
-#define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
 
 /* cp.async groups are committed Q, K 0, V 0, K 1, V 1, ...: a tile's K (or V) copy has landed
  * once at most 2 STAGES - 1 newer groups are pending; Q once at most 2 STAGES are; with OVERLAP

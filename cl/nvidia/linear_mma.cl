@@ -73,16 +73,6 @@ typedef ushort b_t;
 typedef uint4 b_raw;
 #endif
 
-#if C_F32
-typedef float c_t;
-#define LOADC(p, i) ((p)[i])
-#define STOREC(p, i, x) ((p)[i] = (x))
-#else
-typedef store_t c_t;
-#define LOADC(p, i) LOAD(p, i)
-#define STOREC(p, i, x) STORE(p, i, x)
-#endif
-
 #if A_ASYNC || B_ASYNC
 #define COMMIT_COPIES() async_commit()
 /* This work-item's copies of the slice about to be multiplied have landed (STAGES - 2 newer
@@ -151,20 +141,6 @@ MMA_INLINE uint2 chunk8(__global const char *src, long at, int n)
         if (j < n)
             w[j / 4] |= (uint)(uchar)src[at + j] << (8 * (j % 4));
     return (uint2)(w[0], w[1]);
-}
-
-/* Byte b (0 to 3) of w as a signed integer, as a float. */
-inline float i8_at(uint w, int b)
-{
-    const int x = (int)((w >> (8 * b)) & 0xffu);
-    return (float)(x - ((x & 0x80) << 1));
-}
-
-/* 8 I8 values as 8 values of the mma dtype (exact), in order. */
-MMA_INLINE uint4 i8_to_mma(uint2 v)
-{
-    return (uint4)(pack_pair(i8_at(v.x, 0), i8_at(v.x, 1)), pack_pair(i8_at(v.x, 2), i8_at(v.x, 3)),
-                   pack_pair(i8_at(v.y, 0), i8_at(v.y, 1)), pack_pair(i8_at(v.y, 2), i8_at(v.y, 3)));
 }
 
 /* This work-item's chunks of one slice of I8 B, as fetch16 reads them into raw (never by

@@ -5,7 +5,7 @@
  * mma.sync m16n8k16 with F16 or BF16 inputs and FP32 accumulation, ldmatrix, quad reductions,
  * and a cp.async copy of 16-byte row chunks into local memory (plain loads and
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned); the projection GEMM
- * (linear_mma.cl) uses the mma, ldmatrix and packing helpers.
+ * (linear_mma.cl, linear_wgmma.cl) uses the mma, ldmatrix, packing and I8 helpers.
  *
  * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); MMA_BF16 (the
  * products in BF16 whatever FCL_DTYPE); HEAD_DIM_PAD (the attention kernels: the helpers that
@@ -163,6 +163,21 @@ inline uint pack_pair(float lo, float hi)
     uint r;
     __asm__("cvt.rn." MMA_IN "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+/* Byte b (0 to 3) of w as a signed integer, as a float. */
+inline float i8_at(uint w, int b)
+{
+    const int x = (int)((w >> (8 * b)) & 0xffu);
+    return (float)(x - ((x & 0x80) << 1));
+}
+
+/* 8 I8 values (little-endian in v) as 8 values of the mma dtype (exact), in order: the I8
+ * weights of the projection GEMMs. */
+MMA_INLINE uint4 i8_to_mma(uint2 v)
+{
+    return (uint4)(pack_pair(i8_at(v.x, 0), i8_at(v.x, 1)), pack_pair(i8_at(v.x, 2), i8_at(v.x, 3)),
+                   pack_pair(i8_at(v.y, 0), i8_at(v.y, 1)), pack_pair(i8_at(v.y, 2), i8_at(v.y, 3)));
 }
 
 /* Elements d and d + 1 (d even) of a row of dst, from x0 and x1, rounded to the storage dtype;

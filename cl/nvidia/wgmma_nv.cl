@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hopper warpgroup matrix products (wgmma, compute capability 9.0 only) through inline PTX, for
- * attention_forward_wgmma.cl. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
+ * attention_forward_wgmma.cl and linear_wgmma.cl. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
  * wgmma (it needs sm_90a), so every instruction that needs sm_90a is written behind SM90A, a
  * PTX comment marker: the program is compiled as it is (the instructions are then comments),
  * and the host promotes its PTX (src/programs/ptx_promote.c: the marker removed, `.target sm_90a`) and
@@ -34,6 +34,16 @@ inline ulong wgmma_desc(uint addr, uint lead, uint stride)
 {
     return (ulong)((addr & 0x3FFFFu) >> 4) | (ulong)((lead >> 4) & 0x3FFFu) << 16 |
            (ulong)((stride >> 4) & 0x3FFFu) << 32 | (ulong)1 << 62;
+}
+
+/* The descriptor of a K-major tile in local memory starting at `addr` (shared window, aligned to
+ * 8 rows) whose rows of `row_bytes` bytes (32, 64 or 128) carry the swizzle of that width:
+ * 16-byte chunk c of row r at chunk position c XOR ((r * row_bytes / 128) % (row_bytes / 16)),
+ * 8-row groups 8 * row_bytes apart (wgmma_desc is the 128-byte case with its lead). */
+inline ulong wgmma_desc_rows(uint addr, uint row_bytes)
+{
+    const ulong mode = row_bytes == 128 ? 1 : row_bytes == 64 ? 2 : 3;
+    return (ulong)((addr & 0x3FFFFu) >> 4) | (ulong)1 << 16 | (ulong)((8 * row_bytes) >> 4) << 32 | mode << 62;
 }
 
 /* Orders this work-item's earlier register and local-memory accesses before the next
@@ -87,6 +97,11 @@ inline void fence_async_local(void)
 #define WGMMA_RS_TEXT(shape, regs, a0, a1, a2, a3, b)                                               \
     SM90A "wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 \
           "}, " b ", 1, 1, 1, 1;"
+
+/* wgmma_ss_n64 / n128 and wgmma_rs_n64 / n128 by their N. */
+#define WGMMA_CAT(a, b) a##b
+#define WGMMA_SS_N(n) WGMMA_CAT(wgmma_ss_n, n)
+#define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
 
 /* d (64 x N, FP32) = (accumulate ? d : 0) + A B^T, both operands in local memory by descriptor:
  * A 64 x 16 and B N x 16, each row-major over the k dimension (K-major). */

@@ -58,6 +58,19 @@ inline ushort float_to_bf16(float f)
 #error "unknown FCL_DTYPE"
 #endif
 
+#ifdef C_F32
+/* The GEMM kernels' output C (-D C_F32: F32, else the storage dtype). */
+#if C_F32
+typedef float c_t;
+#define LOADC(p, i) ((p)[i])
+#define STOREC(p, i, x) ((p)[i] = (x))
+#else
+typedef store_t c_t;
+#define LOADC(p, i) LOAD(p, i)
+#define STOREC(p, i, x) STORE(p, i, x)
+#endif
+#endif
+
 #ifdef VW
 /* Register-blocked kernels (VW: their local-memory vector width): a VW-vector of floats and
  * the same as an array. */

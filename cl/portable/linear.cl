@@ -28,16 +28,6 @@ typedef char w_t;
 #error "unknown W_DTYPE"
 #endif
 
-#if C_F32
-typedef float c_t;
-#define LOADC(p, i) ((p)[i])
-#define STOREC(p, i, x) ((p)[i] = (x))
-#else
-typedef store_t c_t;
-#define LOADC(p, i) LOAD(p, i)
-#define STOREC(p, i, x) STORE(p, i, x)
-#endif
-
 #if ONE_ITEM
 /* CPUs: one work-item per ROWS x COLS block, loops along n with independent accumulators (the
  * compiler vectorises them); B's row k of the block is converted once per k. */

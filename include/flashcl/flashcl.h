@@ -666,10 +666,13 @@ typedef struct fcl_weight {
 
 /*
  * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
- * "nvidia-mma" (NVIDIA tensor cores, compute capability >= 8.0: F16 or BF16 activations with
- * weights of the same dtype or I8), "clblast-sgemm" (F32 / F32 where CLBlast is built in) or
+ * "nvidia-wgmma" (Hopper's warpgroup tensor cores, compute capability 9.0, for the GEMMs whose
+ * operands are K-contiguous with 16-byte aligned rows: the forward projections; the others run
+ * "nvidia-mma"), "nvidia-mma" (NVIDIA tensor cores, compute capability >= 8.0: F16 or BF16
+ * activations with weights of the same dtype or I8), "clblast-sgemm" (F32 / F32 where CLBlast is built in) or
  * "flashcl" (flashcl's own portable kernel: other dtype pairs, loop-capped devices such as
- * llvmpipe, or FLASHCL_GEMM=own, which also rules out the tensor cores). A GEMM whose operands'
+ * llvmpipe, or FLASHCL_GEMM=own, which also rules out the tensor cores; FLASHCL_GEMM=mma rules out
+ * the wgmma GEMM only). A GEMM whose operands'
  * row strides are below their row lengths (a repeated row of stride 0, overlapping rows) runs
  * flashcl's portable kernel whatever this says. The backward's
  * weight-gradient GEMMs multiply activations only: they take the tensor cores wherever F16 or

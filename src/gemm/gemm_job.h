@@ -32,4 +32,15 @@ typedef struct gemm_job {
  * and strides. */
 cl_int fcl_gemm_set_args(cl_kernel k, const gemm_job *g);
 
+/* Enqueues kernel k, a tensor-core GEMM whose work-groups of `wg` work-items each compute a
+ * tile_m x tile_n block of C (group id 0 along n, 1 along m), for g and sets *done; *done stays 0
+ * and nothing is enqueued when the compiled kernel cannot run work-groups of wg (its registers):
+ * the caller then runs another kernel. `what` ("enqueueing ...") names the step in messages. */
+fcl_status fcl_gemm_enqueue_blocks(fcl_context ctx, cl_kernel k, const gemm_job *g, size_t wg, int tile_m, int tile_n,
+                                   const char *what, cl_event *event, int *done);
+
+/* Whether an operand's rows, `stride` elements apart from element `off` on, are `bytes`-byte
+ * aligned for elements of `size` bytes (the buffer's start is). */
+int fcl_gemm_rows_aligned(cl_long off, cl_long stride, int size, int bytes);
+
 #endif

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The projection GEMM (cl/portable/linear.cl): weight checks, variant choice and launch (the
- * tensor-core GEMM of linear_mma.c first, where it applies). */
+ * tensor-core GEMMs of linear_wgmma.c and linear_mma.c first, where they apply). */
 #include "gemm/linear.h"
 
 #include "core/tensor_checks.h"
 #include "gemm/gemm_job.h"
 #include "gemm/linear_mma.h"
+#include "gemm/linear_wgmma.h"
 #include "programs/program_cache.h"
 #include "tuning/tuning.h"
 
@@ -102,6 +103,11 @@ static void gemm_loop_counts(const fcl_gemm_tiles *t, long *per_slice, long *fix
     *fixed = loads + 2 * (wm + wm * wn) + wn + 8;
 }
 
+int fcl_gemm_rows_aligned(cl_long off, cl_long stride, int size, int bytes)
+{
+    return (off * size) % bytes == 0 && (stride * size) % bytes == 0;
+}
+
 cl_int fcl_gemm_set_args(cl_kernel k, const gemm_job *g)
 {
     const cl_mem dummy = g->c; /* absent scale / bias: never read */
@@ -121,6 +127,27 @@ cl_int fcl_gemm_set_args(cl_kernel k, const gemm_job *g)
     for (int i = 0; i < 13 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, arg++, sizeof(cl_long), &longs[i]);
     return err;
+}
+
+fcl_status fcl_gemm_enqueue_blocks(fcl_context ctx, cl_kernel k, const gemm_job *g, size_t wg, int tile_m, int tile_n,
+                                   const char *what, cl_event *event, int *done)
+{
+    size_t most = 0;
+    cl_int err = clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, NULL);
+    if (err != CL_SUCCESS)
+        return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+    if (most < wg) /* too many registers for this work-group: another kernel */
+        return FCL_SUCCESS;
+    const size_t local[2] = {wg, 1};
+    const size_t global[2] = {((size_t)g->N + (size_t)tile_n - 1) / (size_t)tile_n * wg,
+                              ((size_t)g->M + (size_t)tile_m - 1) / (size_t)tile_m};
+    err = fcl_gemm_set_args(k, g);
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
+    if (err != CL_SUCCESS)
+        return fcl_fail_cl(ctx, err, what);
+    *done = 1;
+    return FCL_SUCCESS;
 }
 
 /* One launch of the GEMM kernel for g. */
@@ -176,7 +203,9 @@ static fcl_status gemm_finish(fcl_context ctx, const gemm_job *g, const fcl_gemm
 static fcl_status gemm_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event)
 {
     int done = 0;
-    fcl_status s = fcl_gemm_mma_enqueue(ctx, g, event, &done);
+    fcl_status s = fcl_gemm_wgmma_enqueue(ctx, g, event, &done);
+    if (s == FCL_SUCCESS && !done)
+        s = fcl_gemm_mma_enqueue(ctx, g, event, &done);
     if (s != FCL_SUCCESS || done)
         return s;
     const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
@@ -222,6 +251,8 @@ const char *fcl_projection_path(fcl_context ctx, fcl_dtype act, fcl_dtype weight
     FCL_LOCK(ctx);
     if (!ctx)
         return NULL;
+    if (fcl_gemm_wgmma_usable(ctx, act, weight))
+        return "nvidia-wgmma";
     if (fcl_gemm_mma_usable(ctx, act, weight))
         return "nvidia-mma";
 #ifdef FLASHCL_HAVE_CLBLAST

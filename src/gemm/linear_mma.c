@@ -21,13 +21,6 @@ int fcl_gemm_mma_usable(fcl_context ctx, fcl_dtype a, fcl_dtype b)
     return fcl_tune_gemm_mma(ctx, 0).tile_m > 0;
 }
 
-/* Whether an operand's rows, `stride` elements apart from element `off` on, are `bytes`-byte aligned
- * for elements of `size` bytes. */
-static int rows_aligned(cl_long off, cl_long stride, int size, int bytes)
-{
-    return (off * size) % bytes == 0 && (stride * size) % bytes == 0;
-}
-
 fcl_status fcl_gemm_mma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
 {
     *done = 0;
@@ -46,8 +39,8 @@ fcl_status fcl_gemm_mma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *ev
                      "-DA_ASYNC=%d -DB_ASYNC=%d -DB_VEC=%d",
                      (int)g->a_dtype, b_i8, scale_on, g->a_dtype == FCL_BF16 || scale_on == 2, g->c_dtype == FCL_F32,
                      g->bias != NULL, g->accumulate, t.tile_m, t.tile_n, t.tile_k, t.warps_m, t.warps_n, t.stages,
-                     a_k1, b_k1, rows_aligned(g->a_off, a_rows, 2, 16),
-                     !b_i8 && rows_aligned(g->b_off, b_rows, 2, 16), b_i8 && rows_aligned(g->b_off, b_rows, 1, 8));
+                     a_k1, b_k1, fcl_gemm_rows_aligned(g->a_off, a_rows, 2, 16),
+                     !b_i8 && fcl_gemm_rows_aligned(g->b_off, b_rows, 2, 16), b_i8 && fcl_gemm_rows_aligned(g->b_off, b_rows, 1, 8));
     if (t.max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t.max_regs);
     cl_kernel k;
@@ -55,21 +48,6 @@ fcl_status fcl_gemm_mma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *ev
                                   &k);
     if (s != FCL_SUCCESS)
         return s;
-    const size_t wg = (size_t)(t.warps_m * t.warps_n * 32);
-    size_t most = 0;
-    cl_int err = clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, NULL);
-    if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
-    if (most < wg) /* too many registers for this work-group: the portable kernel */
-        return FCL_SUCCESS;
-    const size_t local[2] = {wg, 1};
-    const size_t global[2] = {((size_t)g->N + (size_t)t.tile_n - 1) / (size_t)t.tile_n * wg,
-                              ((size_t)g->M + (size_t)t.tile_m - 1) / (size_t)t.tile_m};
-    err = fcl_gemm_set_args(k, g);
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
-    if (err != CL_SUCCESS)
-        return fcl_fail_cl(ctx, err, "enqueueing the tensor-core projection GEMM");
-    *done = 1;
-    return FCL_SUCCESS;
+    return fcl_gemm_enqueue_blocks(ctx, k, g, (size_t)(t.warps_m * t.warps_n * 32), t.tile_m, t.tile_n,
+                                   "enqueueing the tensor-core projection GEMM", event, done);
 }

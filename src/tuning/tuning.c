@@ -576,6 +576,7 @@ typedef struct gemm_entry {
     fcl_device_type type;
     fcl_gemm_tiles tiles;
     fcl_gemm_mma_tiles mma; /* the tensor-core GEMM (NVIDIA compute capability >= 8.0, checked by the caller) */
+    fcl_gemm_wgmma_tiles wgmma; /* the wgmma GEMM (compute capability 9.0, checked by fcl_tune_gemm_wgmma) */
 } gemm_entry;
 
 /* NVIDIA: 256 x 128 blocks of 8 x 4 per work-item, K slices of 8 (1024 work-items; H200 sweep of
@@ -590,10 +591,10 @@ typedef struct gemm_entry {
  * 32 in a 2-stage ring (40 KB of the 48 KB of local memory; the fastest of 11 tile sets in the
  * v0.19.0 H200 sweep, 1.23 ms against 1.34-1.94 for the layer above). */
 static const gemm_entry gemm_table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
-    {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}},
-    {"", FCL_DEVICE_GPU, {64, 128, 8, 8, 4, 4}, {0}},
-    {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}},
+    {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}, {0}},
+    {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}, {128, 128, 32, 2, 3, 0, 0}},
+    {"", FCL_DEVICE_GPU, {64, 128, 8, 8, 4, 4}, {0}, {0}},
+    {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}, {0}},
 };
 
 /* The GEMM table's entry for ctx's device. */
@@ -694,6 +695,44 @@ fcl_gemm_mma_tiles fcl_tune_gemm_mma(fcl_context ctx, int scales)
     }
     if (fcl_gemm_mma_local_bytes(&t, scales) > ctx->info.local_mem_bytes ||
         (size_t)(t.warps_m * t.warps_n * 32) > ctx->info.max_work_group_size)
+        t.tile_m = 0;
+    return t;
+}
+
+/* Bytes of the wgmma GEMM's local array with tiles t (cl/nvidia/linear_wgmma.cl: the stages of
+ * A and B, and with `i8` two converted B tiles beside a raw ring of I8 B). */
+static uint64_t gemm_wgmma_local_bytes(const fcl_gemm_wgmma_tiles *t, int i8)
+{
+    const uint64_t a = (uint64_t)t->tile_m * (uint64_t)t->tile_k * 2, b = (uint64_t)t->tile_n * (uint64_t)t->tile_k;
+    return i8 ? (uint64_t)t->stages * (a + b) + 4 * b : (uint64_t)t->stages * (a + 2 * b);
+}
+
+/* Whether t's values are tiles the wgmma GEMM takes (see fcl_tune_gemm_wgmma). */
+static int gemm_wgmma_valid(const fcl_gemm_wgmma_tiles *t)
+{
+    return (t->warpgroups == 1 || t->warpgroups == 2) &&
+           (t->tile_m == 64 * t->warpgroups || t->tile_m == 128 * t->warpgroups) &&
+           (t->tile_n == 64 || t->tile_n == 128 || t->tile_n == 256) &&
+           (t->tile_k == 16 || t->tile_k == 32 || t->tile_k == 64) && (t->lag == 0 || t->lag == 1) &&
+           t->stages >= t->lag + 2 && t->stages <= 4 && t->max_regs >= 0 && t->max_regs <= 255;
+}
+
+fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8)
+{
+    fcl_gemm_wgmma_tiles t = gemm_entry_for(ctx)->wgmma;
+    if (t.tile_m == 0 || ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0)
+        return (fcl_gemm_wgmma_tiles){0};
+    const char *env = getenv("FLASHCL_GEMM_WGMMA_TILES");
+    int v[7] = {t.tile_m, t.tile_n, t.tile_k, t.warpgroups, t.stages, t.lag, t.max_regs};
+    if (env && parse_values(env, v, 7) >= 6) {
+        const fcl_gemm_wgmma_tiles o = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+        if (gemm_wgmma_valid(&o))
+            t = o;
+    }
+    while (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes && t.stages > t.lag + 2)
+        t.stages--;
+    if (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes ||
+        (size_t)(128 * t.warpgroups) > ctx->info.max_work_group_size)
         t.tile_m = 0;
     return t;
 }

@@ -247,6 +247,25 @@ typedef struct fcl_gemm_mma_tiles {
  * work-group exceeds the device's limit. */
 fcl_gemm_mma_tiles fcl_tune_gemm_mma(fcl_context ctx, int scales);
 
+/* ---- projection GEMM on Hopper's warpgroup tensor cores (cl/nvidia/linear_wgmma.cl) ---- */
+
+typedef struct fcl_gemm_wgmma_tiles {
+    int tile_m;       /* rows of C per work-group: 64 or 128 per warpgroup; 0: no wgmma GEMM */
+    int tile_n;       /* columns of C per work-group: 64, 128 or 256 */
+    int tile_k;       /* depth of a K slice in local memory: 16, 32 or 64 */
+    int warpgroups;   /* warpgroups per work-group (1 or 2), stacked along m */
+    int stages;       /* K slices in the local-memory ring (2 to 4) */
+    int lag;          /* 1: a slice's products are issued before the previous slice's complete */
+    int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+} fcl_gemm_wgmma_tiles;
+
+/* Tiles of the wgmma GEMM on ctx's device for B of 16 bits or I8 (`i8`: the raw ring and two
+ * converted tiles beside the stages): the GEMM table's entry (tile_m 0 off NVIDIA compute
+ * capability 9.0), then FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" if valid (TM 64 G or 128 G,
+ * TN 64, 128 or 256, TK 16, 32 or 64, G 1 or 2, S 2 to 4, L 0 or 1 below S - 1, R 0 to 255); then
+ * stages (not below L + 2) lowered until the tiles fit the local memory; tile_m 0 when they do not. */
+fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8);
+
 /* Bytes of the tensor-core GEMM's local arrays with tiles t, for either layout of each operand
  * (a slice stored as rows along its unit-stride dimension, padded by 8 halves), plus the scales. */
 uint64_t fcl_gemm_mma_local_bytes(const fcl_gemm_mma_tiles *t, int scales);

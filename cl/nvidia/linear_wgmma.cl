@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The projection GEMM of linear_mma.cl on Hopper's warpgroup tensor cores (compute capability
+ * 9.0, wgmma through sm_90a: wgmma_nv.cl), for the layout of the projections' forward: A (M x K)
+ * and B (K x N, stored as N rows of K, the weights) both K-contiguous, with 16-byte aligned rows.
+ * The same arguments and result as linear_mma.cl's gemm_mma:
+ *   C[m, n] = (ACCUMULATE ? C[m, n] : 0) + sum_k A[m, k] B[k, n] (* scale[n]) (+ bias[n]),
+ * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE); B is of A's dtype, or I8 (B_I8, scaled per
+ * output column: SCALE_ON 1), converted exactly to A's dtype in local memory.
+ *
+ * A work-group of WGS warpgroups computes a TM x TN block of C; warpgroup w owns rows
+ * w * TM / WGS .. + TM / WGS - 1, as TM / (64 WGS) x TN / NW products m64nNWk16 per k step
+ * (accumulator layout: wgmma_nv.cl). K runs in slices of TK (16, 32 or 64) through a ring of
+ * STAGES local-memory stages; a slice's rows (TK 16-bit values: 32, 64 or 128 bytes) carry the
+ * swizzle of their width (wgmma_desc_rows), and wgmma reads both operands there by descriptor.
+ * Every copy is a 16-byte cp.async, zero-filled past M, N and K. Slice kt + AHEAD is copied
+ * while slice kt is multiplied, AHEAD = STAGES - 1 - LAG: with LAG 0 each slice's products
+ * complete before the next slice's barrier; with LAG 1 a slice's products are issued before the
+ * previous slice's have completed (the tensor cores never wait for the barrier), at one stage
+ * of prefetch less. I8 B arrives raw in its own ring and is converted, after a barrier, into
+ * one of two 16-bit tiles that the products read.
+ *
+ * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0 or 1;
+ * C_F32; HAS_BIAS; ACCUMULATE; TM (64 WGS times 1 or 2), TN (64, 128 or a multiple of 128 up to
+ * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1); PAIRS (C's n stride
+ * 1 and pairs of columns 4-byte aligned (16-bit C) or 8-byte aligned (F32): one store per pair).
+ */
+
+#define WG_SIZE (128 * WGS)
+#define ROW_BYTES (2 * TK)                /* a slice row in local memory */
+#define ROW_CHUNKS (TK / 8)               /* its 16-byte chunks */
+#define WG_ROWS (TM / WGS)                /* rows of C per warpgroup */
+#define MB (WG_ROWS / 64)                 /* m64 products per warpgroup and k step */
+#if TN >= 128                             /* columns per product */
+#define NW 128
+#else
+#define NW TN
+#endif
+#define NB (TN / NW)                      /* products along n */
+#define A_TILE (TM * TK)                  /* halves of a stage */
+#define B_TILE (TN * TK)
+#define AHEAD (STAGES - 1 - LAG)          /* slices in flight ahead of the one multiplied */
+
+#if B_I8
+typedef char b_t;
+#else
+typedef ushort b_t;
+#endif
+
+/* Waits until this work-item's copies of the slice about to be multiplied have landed (AHEAD - 1
+ * newer groups may still be in flight). */
+#if AHEAD == 1
+#define WAIT_SLICE() __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory")
+#elif AHEAD == 2
+#define WAIT_SLICE() __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory")
+#elif AHEAD == 3
+#define WAIT_SLICE() __asm__ __volatile__("cp.async.wait_group 2;" ::: "memory")
+#else
+#error "STAGES - 1 - LAG must be 1 to 3"
+#endif
+
+/* Halves offset of 16-byte chunk c of row r in a slice tile (the swizzle of wgmma_desc_rows). */
+inline int slice_chunk(int r, int c)
+{
+    return 8 * (r * ROW_CHUNKS + (c ^ ((r * ROW_BYTES / 128) & (ROW_CHUNKS - 1))));
+}
+
+/* Starts the copies of rows r0 .. r0 + rows - 1, columns k0 .. k0 + TK - 1 of a K-contiguous
+ * 16-bit operand (element (r, k) at src[off + r * stride + k]) into `tile`: zeros at rows >= r_lim
+ * and columns >= K. */
+MMA_INLINE void issue_slice(__local ushort *tile, const int rows, __global const ushort *src, long off, long stride,
+                            int r0, int r_lim, int k0, int K, int lid)
+{
+    #pragma unroll
+    for (int i = 0; i < (rows * ROW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+        if ((rows * ROW_CHUNKS) % WG_SIZE == 0 || e < rows * ROW_CHUNKS) {
+            const int n = r0 + r < r_lim ? clamp(K - k0 - 8 * c, 0, 8) : 0;
+            async_copy16(tile + slice_chunk(r, c), n > 0 ? src + off + (long)(r0 + r) * stride + k0 + 8 * c : src,
+                         2 * n);
+        }
+    }
+}
+
+#if B_I8
+/* Starts the copies of I8 B's rows r0 .. r0 + TN - 1, columns k0 .. k0 + TK - 1 into `raw` (rows
+ * of TK bytes, unswizzled): zeros at rows >= N and columns >= K. */
+MMA_INLINE void issue_raw_slice(__local uchar *raw, __global const char *src, long off, long stride, int r0, int N,
+                                int k0, int K, int lid)
+{
+    #pragma unroll
+    for (int i = 0; i < (TN * TK / 16 + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
+        if ((TN * TK / 16) % WG_SIZE == 0 || e < TN * TK / 16) {
+            const int n = r0 + r < N ? clamp(K - k0 - 16 * c, 0, 16) : 0;
+            async_copy16(raw + r * TK + 16 * c, n > 0 ? src + off + (long)(r0 + r) * stride + k0 + 16 * c : src, n);
+        }
+    }
+}
+
+/* The raw I8 slice as values of the mma dtype (exact) into the swizzled `tile`. */
+MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, int lid)
+{
+    #pragma unroll
+    for (int i = 0; i < (TN * ROW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
+        if ((TN * ROW_CHUNKS) % WG_SIZE == 0 || e < TN * ROW_CHUNKS)
+            *(__local uint4 *)(tile + slice_chunk(r, c)) =
+                i8_to_mma(*(__local const uint2 *)(raw + r * TK + 8 * c));
+    }
+}
+#endif
+
+/* Column n's result (and n + 1's) into C at `at` (at + c_sn): x0, x1 (plus C's values with
+ * ACCUMULATE), each only below N; with PAIRS both as one store when both are. */
+MMA_INLINE void store_c_pair(__global c_t *C, long at, long c_sn, int n, int N, float x0, float x1)
+{
+#if PAIRS
+    if (n + 1 < N) {
+#if ACCUMULATE
+        x0 += LOADC(C, at);
+        x1 += LOADC(C, at + 1);
+#endif
+#if C_F32
+        *(__global float2 *)(C + at) = (float2)(x0, x1);
+#else
+        *(__global uint *)((__global ushort *)C + at) = pack_pair(x0, x1);
+#endif
+        return;
+    }
+#endif
+    if (n < N) {
+#if ACCUMULATE
+        x0 += LOADC(C, at);
+#endif
+        STOREC(C, at, x0);
+    }
+    if (n + 1 < N) {
+#if ACCUMULATE
+        x1 += LOADC(C, at + c_sn);
+#endif
+        STOREC(C, at + c_sn, x1);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void gemm_wgmma(__global const ushort *A, __global const b_t *B, __global const float *scale,
+                __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
+                const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
+                const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
+                const long bias_s, const long s_off, const long s_s)
+{
+    /* A's stages, then B's (I8: two converted tiles, then the raw ring); every tile starts
+     * aligned to its 8-row swizzle groups. */
+#if B_I8
+    __local ushort tiles[STAGES * A_TILE + 2 * B_TILE + STAGES * B_TILE / 2] __attribute__((aligned(1024)));
+#define B_READ(kt) (tiles + STAGES * A_TILE + ((kt) & 1) * B_TILE)
+#define B_RAW(st) ((__local uchar *)(tiles + STAGES * A_TILE + 2 * B_TILE) + (st) * B_TILE)
+#else
+    __local ushort tiles[STAGES * (A_TILE + B_TILE)] __attribute__((aligned(1024)));
+#define B_READ(kt) (tiles + STAGES * A_TILE + ((kt) % STAGES) * B_TILE)
+#endif
+#define A_STAGE(st) (tiles + (st) * A_TILE)
+    const int lid = get_local_id(0), wg = lid >> 7, warp = (lid >> 5) & 3, lane = lid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
+    const int n_k = (K + TK - 1) / TK;
+
+    /* Slice kt's copies into stage kt % STAGES, committed as one group. */
+#if B_I8
+#define ISSUE(kt)                                                                                  \
+    do {                                                                                           \
+        issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
+        issue_raw_slice(B_RAW((kt) % STAGES), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);            \
+    } while (0)
+#else
+#define ISSUE(kt)                                                                                  \
+    do {                                                                                           \
+        issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
+        issue_slice(tiles + STAGES * A_TILE + ((kt) % STAGES) * B_TILE, TN, B, b_off, b_sn, n0, N, (kt) * TK, K, \
+                    lid);                                                                          \
+    } while (0)
+#endif
+
+    float acc[MB][NB][NW / 2];
+    #pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+        #pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+            #pragma unroll
+            for (int e = 0; e < NW / 2; e++)
+                acc[mb][nb][e] = 0.0f;
+
+    for (int s = 0; s < AHEAD; s++) {
+        if (s < n_k)
+            ISSUE(s);
+        async_commit();
+    }
+    for (int kt = 0; kt < n_k; kt++) {
+        WAIT_SLICE();
+#if B_I8
+        barrier(CLK_LOCAL_MEM_FENCE); /* the raw slice is in; every warpgroup is done with the products
+                                       * of slice kt - 2, which read the tile converted into now */
+        convert_slice(B_READ(kt), B_RAW(kt % STAGES), lid);
+#endif
+        fence_async_local();
+        barrier(CLK_LOCAL_MEM_FENCE); /* slice kt is in local memory; every warpgroup is done with the
+                                       * products of slice kt - 1 - LAG, whose stage is refilled now */
+        if (kt + AHEAD < n_k)
+            ISSUE(kt + AHEAD);
+        async_commit();
+
+        const uint a_addr = local_address(A_STAGE(kt % STAGES)) + wg * WG_ROWS * ROW_BYTES;
+        const uint b_addr = local_address(B_READ(kt));
+        wgmma_fence();
+        #pragma unroll
+        for (int ks = 0; ks < TK / 16; ks++)
+            #pragma unroll
+            for (int mb = 0; mb < MB; mb++)
+                #pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+                    WGMMA_SS_N(NW)(acc[mb][nb], wgmma_desc_rows(a_addr + mb * 64 * ROW_BYTES + ks * 32, ROW_BYTES),
+                                   wgmma_desc_rows(b_addr + nb * NW * ROW_BYTES + ks * 32, ROW_BYTES), 1);
+        wgmma_commit();
+#if LAG
+        __asm__ __volatile__(SM90A "wgmma.wait_group.sync.aligned 1;" ::: "memory");
+#else
+        wgmma_wait_all();
+#endif
+    }
+    wgmma_wait_all();
+
+    /* Epilogue: per column the I8 scale and the bias, then the stores inside M x N. */
+    const int row0 = m0 + wg * WG_ROWS + warp * 16 + g;
+    #pragma unroll
+    for (int nb = 0; nb < NB; nb++)
+        #pragma unroll
+        for (int i = 0; i < NW / 8; i++) {
+            const int n = n0 + nb * NW + 8 * i + 2 * t;
+            float2 mul = (float2)(1.0f), add = (float2)(0.0f);
+#if B_I8
+            if (n < N)
+                mul.x = scale[s_off + n * s_s];
+            if (n + 1 < N)
+                mul.y = scale[s_off + (n + 1) * s_s];
+#endif
+#if HAS_BIAS
+            if (n < N)
+                add.x = LOAD(bias, bias_off + n * bias_s);
+            if (n + 1 < N)
+                add.y = LOAD(bias, bias_off + (n + 1) * bias_s);
+#endif
+            #pragma unroll
+            for (int mb = 0; mb < MB; mb++)
+                #pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int m = row0 + mb * 64 + 8 * hr;
+                    if (m < M)
+                        store_c_pair(C, c_off + m * c_sm + n * c_sn, c_sn, n, N,
+                                     fma(acc[mb][nb][4 * i + 2 * hr], mul.x, add.x),
+                                     fma(acc[mb][nb][4 * i + 2 * hr + 1], mul.y, add.y));
+                }
+        }
+}
