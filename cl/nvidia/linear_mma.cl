@@ -17,7 +17,7 @@
  *   (its n stride is 1) TK rows of TN, by ldmatrix.trans.
  * Slice kt + STAGES - 1 is fetched while slice kt is multiplied, with one barrier per slice. An
  * operand whose rows are 16-byte aligned (A_ASYNC, B_ASYNC: offset and row stride multiples of 8
- * elements, checked by the host) comes by cp.async, 16 bytes at a time, zero-filled past M, N or
+ * elements, checked by the host) comes by cp.async (through L2 only), 16 bytes at a time, zero-filled past M, N or
  * K (partial copies); any other operand, and I8 B always, is read into registers before the
  * slice is multiplied and stored after (element by element with bounds checks; I8 rows 8-byte
  * aligned (B_VEC) as one 8-byte load per 8 values that lie inside), so no cp.async or ldmatrix
@@ -123,7 +123,7 @@ MMA_INLINE void fetch16(const bool async, __local ushort *tile, uint4 *raw, cons
         if (!async)
             raw[i] = chunk16(src, at, n);
         else if (chunks % WG_SIZE == 0 || e < chunks)
-            async_copy16(tile + r * pitch + c, n > 0 ? src + at : src, 2 * n);
+            async_copy16_l2(tile + r * pitch + c, n > 0 ? src + at : src, 2 * n);
     }
 }
 

@@ -13,17 +13,19 @@
  * (accumulator layout: wgmma_nv.cl). K runs in slices of TK (16, 32 or 64) through a ring of
  * STAGES local-memory stages; a slice's rows (TK 16-bit values: 32, 64 or 128 bytes) carry the
  * swizzle of their width (wgmma_desc_rows), and wgmma reads both operands there by descriptor.
- * Every copy is a 16-byte cp.async, zero-filled past M, N and K. Slice kt + AHEAD is copied
- * while slice kt is multiplied, AHEAD = STAGES - 1 - LAG: with LAG 0 each slice's products
- * complete before the next slice's barrier; with LAG 1 a slice's products are issued before the
- * previous slice's have completed (the tensor cores never wait for the barrier), at one stage
- * of prefetch less. I8 B arrives raw in its own ring and is converted, after a barrier, into
- * one of two 16-bit tiles that the products read.
+ * Every copy is a 16-byte cp.async through L2 only (async_copy16_l2), zero-filled past M, N and
+ * K; tiles inside M, N and K skip the bounds. Slice kt + AHEAD is copied while slice kt is
+ * multiplied, AHEAD = STAGES - 1 - LAG: with LAG 0 each slice's products complete before the
+ * next slice's barrier; with LAG 1 a slice's products are issued before the previous slice's
+ * have completed (the tensor cores never wait for the barrier), at one stage of prefetch less.
+ * I8 B arrives raw in its own ring (AHEAD slices); each work-item converts the chunks it copied
+ * (no barrier) into one of two 16-bit tiles, slice kt + 1 while slice kt is multiplied.
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0 or 1;
  * C_F32; HAS_BIAS; ACCUMULATE; TM (64 WGS times 1 or 2), TN (64, 128 or a multiple of 128 up to
- * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1); PAIRS (C's n stride
- * 1 and pairs of columns 4-byte aligned (16-bit C) or 8-byte aligned (F32): one store per pair).
+ * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1; 0 with B_I8); PAIRS
+ * (C's n stride 1 and pairs of columns 4-byte aligned (16-bit C) or 8-byte aligned (F32): one
+ * store per pair).
  */
 
 #define WG_SIZE (128 * WGS)
@@ -49,6 +51,10 @@ typedef ushort b_t;
 
 /* Waits until this work-item's copies of the slice about to be multiplied have landed (AHEAD - 1
  * newer groups may still be in flight). */
+#if B_I8 && LAG
+#error "I8 B takes LAG 0 (its converted tiles are reused once the previous slice's products completed)"
+#endif
+
 #if AHEAD == 1
 #define WAIT_SLICE() __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory")
 #elif AHEAD == 2
@@ -71,13 +77,18 @@ inline int slice_chunk(int r, int c)
 MMA_INLINE void issue_slice(__local ushort *tile, const int rows, __global const ushort *src, long off, long stride,
                             int r0, int r_lim, int k0, int K, int lid)
 {
+    const bool whole = r0 + rows <= r_lim && k0 + TK <= K; /* nothing to zero (uniform) */
     #pragma unroll
     for (int i = 0; i < (rows * ROW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
         const int e = lid + i * WG_SIZE, r = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
         if ((rows * ROW_CHUNKS) % WG_SIZE == 0 || e < rows * ROW_CHUNKS) {
-            const int n = r0 + r < r_lim ? clamp(K - k0 - 8 * c, 0, 8) : 0;
-            async_copy16(tile + slice_chunk(r, c), n > 0 ? src + off + (long)(r0 + r) * stride + k0 + 8 * c : src,
-                         2 * n);
+            const long at = off + (long)(r0 + r) * stride + 8 * c;
+            if (whole) {
+                async_copy16_l2(tile + slice_chunk(r, c), src + at + k0, 16);
+            } else {
+                const int n = r0 + r < r_lim ? clamp(K - k0 - 8 * c, 0, 8) : 0;
+                async_copy16_l2(tile + slice_chunk(r, c), n > 0 ? src + at + k0 : src, 2 * n);
+            }
         }
     }
 }
@@ -88,25 +99,34 @@ MMA_INLINE void issue_slice(__local ushort *tile, const int rows, __global const
 MMA_INLINE void issue_raw_slice(__local uchar *raw, __global const char *src, long off, long stride, int r0, int N,
                                 int k0, int K, int lid)
 {
+    const bool whole = r0 + TN <= N && k0 + TK <= K; /* nothing to zero (uniform) */
     #pragma unroll
     for (int i = 0; i < (TN * TK / 16 + WG_SIZE - 1) / WG_SIZE; i++) {
         const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
         if ((TN * TK / 16) % WG_SIZE == 0 || e < TN * TK / 16) {
-            const int n = r0 + r < N ? clamp(K - k0 - 16 * c, 0, 16) : 0;
-            async_copy16(raw + r * TK + 16 * c, n > 0 ? src + off + (long)(r0 + r) * stride + k0 + 16 * c : src, n);
+            const long at = off + (long)(r0 + r) * stride + 16 * c;
+            if (whole) {
+                async_copy16_l2(raw + r * TK + 16 * c, src + at + k0, 16);
+            } else {
+                const int n = r0 + r < N ? clamp(K - k0 - 16 * c, 0, 16) : 0;
+                async_copy16_l2(raw + r * TK + 16 * c, n > 0 ? src + at + k0 : src, n);
+            }
         }
     }
 }
 
-/* The raw I8 slice as values of the mma dtype (exact) into the swizzled `tile`. */
+/* This work-item's chunks of the raw I8 slice (those that issue_raw_slice copied: its own
+ * copies, landed, need no barrier) as values of the mma dtype (exact) into the swizzled `tile`. */
 MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, int lid)
 {
     #pragma unroll
-    for (int i = 0; i < (TN * ROW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
-        const int e = lid + i * WG_SIZE, r = e / ROW_CHUNKS, c = e % ROW_CHUNKS;
-        if ((TN * ROW_CHUNKS) % WG_SIZE == 0 || e < TN * ROW_CHUNKS)
-            *(__local uint4 *)(tile + slice_chunk(r, c)) =
-                i8_to_mma(*(__local const uint2 *)(raw + r * TK + 8 * c));
+    for (int i = 0; i < (TN * TK / 16 + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
+        if ((TN * TK / 16) % WG_SIZE == 0 || e < TN * TK / 16) {
+            const uint4 v = *(__local const uint4 *)(raw + r * TK + 16 * c);
+            *(__local uint4 *)(tile + slice_chunk(r, 2 * c)) = i8_to_mma(v.s01);
+            *(__local uint4 *)(tile + slice_chunk(r, 2 * c + 1)) = i8_to_mma(v.s23);
+        }
     }
 }
 #endif
@@ -150,12 +170,13 @@ void gemm_wgmma(__global const ushort *A, __global const b_t *B, __global const 
                 const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
                 const long bias_s, const long s_off, const long s_s)
 {
-    /* A's stages, then B's (I8: two converted tiles, then the raw ring); every tile starts
-     * aligned to its 8-row swizzle groups. */
+    /* A's stages, then B's (I8: two converted tiles, then a raw ring of AHEAD slices: slice kt's
+     * raw values are converted during slice kt - 1, so its slot is free for slice kt + AHEAD
+     * from slice kt's barrier on); every tile starts aligned to its 8-row swizzle groups. */
 #if B_I8
-    __local ushort tiles[STAGES * A_TILE + 2 * B_TILE + STAGES * B_TILE / 2] __attribute__((aligned(1024)));
+    __local ushort tiles[STAGES * A_TILE + 2 * B_TILE + AHEAD * B_TILE / 2] __attribute__((aligned(1024)));
 #define B_READ(kt) (tiles + STAGES * A_TILE + ((kt) & 1) * B_TILE)
-#define B_RAW(st) ((__local uchar *)(tiles + STAGES * A_TILE + 2 * B_TILE) + (st) * B_TILE)
+#define B_RAW(kt) ((__local uchar *)(tiles + STAGES * A_TILE + 2 * B_TILE) + ((kt) % AHEAD) * B_TILE)
 #else
     __local ushort tiles[STAGES * (A_TILE + B_TILE)] __attribute__((aligned(1024)));
 #define B_READ(kt) (tiles + STAGES * A_TILE + ((kt) % STAGES) * B_TILE)
@@ -171,7 +192,7 @@ void gemm_wgmma(__global const ushort *A, __global const b_t *B, __global const 
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
         issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
-        issue_raw_slice(B_RAW((kt) % STAGES), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);            \
+        issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);            \
     } while (0)
 #else
 #define ISSUE(kt)                                                                                  \
@@ -196,13 +217,12 @@ void gemm_wgmma(__global const ushort *A, __global const b_t *B, __global const 
             ISSUE(s);
         async_commit();
     }
+#if B_I8
+    WAIT_SLICE();
+    convert_slice(B_READ(0), B_RAW(0), lid);
+#endif
     for (int kt = 0; kt < n_k; kt++) {
         WAIT_SLICE();
-#if B_I8
-        barrier(CLK_LOCAL_MEM_FENCE); /* the raw slice is in; every warpgroup is done with the products
-                                       * of slice kt - 2, which read the tile converted into now */
-        convert_slice(B_READ(kt), B_RAW(kt % STAGES), lid);
-#endif
         fence_async_local();
         barrier(CLK_LOCAL_MEM_FENCE); /* slice kt is in local memory; every warpgroup is done with the
                                        * products of slice kt - 1 - LAG, whose stage is refilled now */
@@ -222,6 +242,13 @@ void gemm_wgmma(__global const ushort *A, __global const b_t *B, __global const 
                     WGMMA_SS_N(NW)(acc[mb][nb], wgmma_desc_rows(a_addr + mb * 64 * ROW_BYTES + ks * 32, ROW_BYTES),
                                    wgmma_desc_rows(b_addr + nb * NW * ROW_BYTES + ks * 32, ROW_BYTES), 1);
         wgmma_commit();
+#if B_I8
+        if (kt + 1 < n_k) { /* the next slice, converted while the tensor cores multiply this one into
+                             * the tile that slice kt - 1's products (complete) read */
+            WAIT_SLICE();
+            convert_slice(B_READ(kt + 1), B_RAW(kt + 1), lid);
+        }
+#endif
 #if LAG
         __asm__ __volatile__(SM90A "wgmma.wait_group.sync.aligned 1;" ::: "memory");
 #else

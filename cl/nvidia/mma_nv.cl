@@ -165,19 +165,31 @@ inline uint pack_pair(float lo, float hi)
     return r;
 }
 
-/* Byte b (0 to 3) of w as a signed integer, as a float. */
-inline float i8_at(uint w, int b)
+/* Bytes 2 h and 2 h + 1 of u, I8 values biased by 128 (x XOR 0x80), as an mma operand register
+ * (lo first), exactly, with no conversion instruction: in F16, the bits 0x6400 | (x + 128) are
+ * 1024 + x + 128, from which 1152 is subtracted; in BF16, the F32 bits 0x4B000000 | (x + 128)
+ * are 2^23 + x + 128, from which 2^23 + 128 is subtracted, and x's top 16 bits are its BF16. */
+inline uint i8_pair(uint u, int h)
 {
-    const int x = (int)((w >> (8 * b)) & 0xffu);
-    return (float)(x - ((x & 0x80) << 1));
+#if FCL_DTYPE == 2 || MMA_BF16
+    const float lo = as_float(0x4B000000u | ((u >> (16 * h)) & 0xffu)) - 8388736.0f;
+    const float hi = as_float(0x4B000000u | ((u >> (16 * h + 8)) & 0xffu)) - 8388736.0f;
+    return (as_uint(lo) >> 16) | (as_uint(hi) & 0xffff0000u);
+#else
+    uint r;
+    __asm__("{ .reg .b32 t; prmt.b32 t, %1, 0x64, %2; sub.rn.f16x2 %0, t, %3; }"
+            : "=r"(r)
+            : "r"(u), "r"(h ? 0x4342u : 0x4140u), "r"(0x64806480u));
+    return r;
+#endif
 }
 
 /* 8 I8 values (little-endian in v) as 8 values of the mma dtype (exact), in order: the I8
  * weights of the projection GEMMs. */
 MMA_INLINE uint4 i8_to_mma(uint2 v)
 {
-    return (uint4)(pack_pair(i8_at(v.x, 0), i8_at(v.x, 1)), pack_pair(i8_at(v.x, 2), i8_at(v.x, 3)),
-                   pack_pair(i8_at(v.y, 0), i8_at(v.y, 1)), pack_pair(i8_at(v.y, 2), i8_at(v.y, 3)));
+    const uint u0 = v.x ^ 0x80808080u, u1 = v.y ^ 0x80808080u;
+    return (uint4)(i8_pair(u0, 0), i8_pair(u0, 1), i8_pair(u1, 0), i8_pair(u1, 1));
 }
 
 /* Elements d and d + 1 (d even) of a row of dst, from x0 and x1, rounded to the storage dtype;

@@ -700,11 +700,13 @@ fcl_gemm_mma_tiles fcl_tune_gemm_mma(fcl_context ctx, int scales)
 }
 
 /* Bytes of the wgmma GEMM's local array with tiles t (cl/nvidia/linear_wgmma.cl: the stages of
- * A and B, and with `i8` two converted B tiles beside a raw ring of I8 B). */
+ * A and B, and with `i8` two converted B tiles beside a raw ring of I8 B, one slice per stage
+ * ahead). */
 static uint64_t gemm_wgmma_local_bytes(const fcl_gemm_wgmma_tiles *t, int i8)
 {
     const uint64_t a = (uint64_t)t->tile_m * (uint64_t)t->tile_k * 2, b = (uint64_t)t->tile_n * (uint64_t)t->tile_k;
-    return i8 ? (uint64_t)t->stages * (a + b) + 4 * b : (uint64_t)t->stages * (a + 2 * b);
+    return i8 ? (uint64_t)t->stages * a + (uint64_t)(t->stages - 1 - t->lag) * b + 4 * b
+              : (uint64_t)t->stages * (a + 2 * b);
 }
 
 /* Whether t's values are tiles the wgmma GEMM takes (see fcl_tune_gemm_wgmma). */
@@ -729,6 +731,8 @@ fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8)
         if (gemm_wgmma_valid(&o))
             t = o;
     }
+    if (i8) /* the converted tiles are reused once the previous slice's products have completed */
+        t.lag = 0;
     while (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes && t.stages > t.lag + 2)
         t.stages--;
     if (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes ||

@@ -259,11 +259,12 @@ typedef struct fcl_gemm_wgmma_tiles {
     int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
 } fcl_gemm_wgmma_tiles;
 
-/* Tiles of the wgmma GEMM on ctx's device for B of 16 bits or I8 (`i8`: the raw ring and two
- * converted tiles beside the stages): the GEMM table's entry (tile_m 0 off NVIDIA compute
+/* Tiles of the wgmma GEMM on ctx's device for B of 16 bits or I8 (`i8`: two converted tiles and
+ * a raw ring one slice shorter than the stages, beside A's stages): the GEMM table's entry (tile_m 0 off NVIDIA compute
  * capability 9.0), then FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" if valid (TM 64 G or 128 G,
- * TN 64, 128 or 256, TK 16, 32 or 64, G 1 or 2, S 2 to 4, L 0 or 1 below S - 1, R 0 to 255); then
- * stages (not below L + 2) lowered until the tiles fit the local memory; tile_m 0 when they do not. */
+ * TN 64, 128 or 256, TK 16, 32 or 64, G 1 or 2, S 2 to 4, L 0 or 1 below S - 1, R 0 to 255); lag 0
+ * with `i8`; then stages (not below L + 2) lowered until the tiles fit the local memory; tile_m 0
+ * when they do not. */
 fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8);
 
 /* Bytes of the tensor-core GEMM's local arrays with tiles t, for either layout of each operand
