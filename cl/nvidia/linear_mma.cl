@@ -211,11 +211,7 @@ MMA_INLINE void scale_split(const uint *a, float2 s01, float2 s89, uint *hi, uin
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void gemm_mma(__global const ushort *A, __global const b_t *B, __global const float *scale,
-              __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
-              const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
-              const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
-              const long bias_s, const long s_off, const long s_s)
+void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
 {
     __local ushort As[STAGES][A_STAGE] __attribute__((aligned(16)));
     __local ushort Bs[STAGES][B_STAGE] __attribute__((aligned(16)));

@@ -164,11 +164,7 @@ MMA_INLINE void store_c_pair(__global c_t *C, long at, long c_sn, int n, int N, 
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void gemm_wgmma(__global const ushort *A, __global const b_t *B, __global const float *scale,
-                __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
-                const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
-                const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
-                const long bias_s, const long s_off, const long s_s)
+void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
 {
     /* A's stages, then B's (I8: two converted tiles, then a raw ring of AHEAD slices: slice kt's
      * raw values are converted during slice kt - 1, so its slot is free for slice kt + AHEAD

@@ -69,6 +69,14 @@ typedef store_t c_t;
 #define LOADC(p, i) LOAD(p, i)
 #define STOREC(p, i, x) STORE(p, i, x)
 #endif
+/* The 21 arguments every GEMM kernel takes (src/gemm/gemm_job.h: fcl_gemm_set_args), A's elements
+ * of type a_type and B's of b_type. */
+#define GEMM_KERNEL_ARGS(a_type, b_type)                                                               \
+    __global const a_type *A, __global const b_type *B, __global const float *scale,                  \
+        __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,         \
+        const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,        \
+        const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,     \
+        const long bias_s, const long s_off, const long s_s
 #endif
 
 #ifdef VW

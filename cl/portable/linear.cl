@@ -32,11 +32,7 @@ typedef char w_t;
 /* CPUs: one work-item per ROWS x COLS block, loops along n with independent accumulators (the
  * compiler vectorises them); B's row k of the block is converted once per k. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void gemm(__global const store_t *A, __global const w_t *B, __global const float *scale,
-          __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
-          const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
-          const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
-          const long bias_s, const long s_off, const long s_s)
+void gemm(GEMM_KERNEL_ARGS(store_t, w_t))
 {
     const int n0 = get_group_id(0) * COLS, m0 = get_group_id(1) * ROWS;
     float acc[ROWS][COLS], bk[COLS];
@@ -154,11 +150,7 @@ inline void gemm_stage(__local float *as, __local float *bs, const int t, const 
 }
 
 __kernel __attribute__((reqd_work_group_size(DIM_N, DIM_M, 1)))
-void gemm(__global const store_t *A, __global const w_t *B, __global const float *scale,
-          __global const store_t *bias, __global c_t *C, const int M, const int N, const int K,
-          const long a_off, const long a_sm, const long a_sk, const long b_off, const long b_sk,
-          const long b_sn, const long c_off, const long c_sm, const long c_sn, const long bias_off,
-          const long bias_s, const long s_off, const long s_s)
+void gemm(GEMM_KERNEL_ARGS(store_t, w_t))
 {
     __local floatv As[2][TK][AS_ROW / VW]; /* As[slice parity][k][m], m in vectors of VW */
     __local floatv Bs[2][TK][BS_ROW / VW]; /* Bs[slice parity][k][n] */
