@@ -13,7 +13,8 @@
 #     activations/weights f16/f16, f16/i8, bf16/bf16, bf16/i8 on the default path, f16/f16 and
 #     f16/i8 with FLASHCL_GEMM=mma (the mma.sync GEMM, for the ratio), the same pairs at L 256 D 1024 H 8 with
 #     the bench's float64 check, and PyTorch's layer (scripts/layer_peer.py: 4 x F.linear + SDPA
-#     flash, F16 and BF16) in the same run; a table of the ratios.
+#     flash, F16 and BF16) in the same run; the layer's backward (--op qkvo_backward, f16/f16 and
+#     bf16/bf16) against autograd's (layer_peer.py --backward); a table of the ratios.
 #  3. A small sweep of FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" (SWEEP=... to change it,
 #     SWEEP= to skip) on the layer with f16 and i8 weights.
 # Output under $OUT (default ./gpu-out), at most 8 files: summary.txt (also on stdout), gpu.txt
@@ -95,32 +96,40 @@ for p in f16/f16 f16/i8; do # the mma.sync GEMM, for the before/after ratio
   FLASHCL_GEMM=mma run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
     2>> "$out/errors.log" | sed 's/^{/{"gemm":"mma",/' >> "$out/bench.jsonl" || say "bench qkvo mma $p failed"
 done
+for p in f16/f16 bf16/bf16; do # the layer's backward (fcl_attention_qkvo_backward; values: test_qkvo_backward)
+  run_for 90 "$bench" --op qkvo_backward --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
+    >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench qkvo_backward $p failed (rc $?)"
+done
 for p in $pairs; do # small enough for the bench's float64 check (ok, max_err, err_bound)
   run_for 60 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${small[@]}" \
     >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench qkvo small $p failed (rc $?)"
 done
 : > "$out/peer.jsonl"
 for dt in f16 bf16; do
-  run_for 60 python3 scripts/layer_peer.py --l 2048 --d 4096 --h 32 --dtype $dt \
-    >> "$out/peer.jsonl" 2>> "$out/errors.log" || say "layer_peer.py $dt failed (rc $?)"
+  for dir in "" --backward; do
+    run_for 60 python3 scripts/layer_peer.py --l 2048 --d 4096 --h 32 --dtype $dt $dir \
+      >> "$out/peer.jsonl" 2>> "$out/errors.log" || say "layer_peer.py $dt $dir failed (rc $?)"
+  done
 done
 
 python3 - "$out/bench.jsonl" "$out/peer.jsonl" << 'PY' | tee -a "$sum"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-peer = {p["dtype"]: p for p in (json.loads(l) for l in open(sys.argv[2]) if l.startswith("{"))}
-print("| act | weights | GEMM | L | D | ms | attention ms | projection TF/s | torch ms | torch / flashcl | check |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+peer = {(p["op"], p["dtype"]): p for p in (json.loads(l) for l in open(sys.argv[2]) if l.startswith("{"))}
+print("| op | act | weights | GEMM | L | D | ms | attention ms | projection TF/s | torch ms | torch / flashcl | check |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     try:
-        proj = 8.0 * r["sq"] * r["d"] ** 2 / ((r["ms"] - r["ms_attention"]) * 1e-3) * 1e-12
-        t = peer.get(r["dtype"]) if r["sq"] == 2048 and r["d"] == 4096 else None
+        bwd = r["op"] == "qkvo_backward"
+        proj = float("nan") if bwd else 8.0 * r["sq"] * r["d"] ** 2 / ((r["ms"] - r["ms_attention"]) * 1e-3) * 1e-12
+        t = peer.get((r["op"], r["dtype"])) if r["sq"] == 2048 and r["d"] == 4096 else None
         gemm = r.get("gemm", r.get("projection_path", "?"))
         check = "ok" if r["ok"] and r["rows_checked"] else "NOT OK" if not r["ok"] else "-"
         if r["rows_checked"]:
             check += " (err %.2e, bound %.2e)" % (r["max_err"], r["err_bound"])
-        print("| %s | %s | %s | %d | %d | %.3f | %.3f | %.1f | %s | %s | %s |" % (
-            r["dtype"], r["weights"], gemm, r["sq"], r["d"], r["ms"], r["ms_attention"], proj,
+        print("| %s | %s | %s | %s | %d | %d | %.3f | %s | %.1f | %s | %s | %s |" % (
+            r["op"], r["dtype"], r["weights"], gemm, r["sq"], r["d"], r["ms"],
+            "-" if bwd else "%.3f" % r["ms_attention"], proj,
             "%.3f" % t["ms"] if t else "-", "%.2f" % (t["ms"] / r["ms"]) if t else "-", check))
     except (KeyError, TypeError, ZeroDivisionError) as e:
         print("| row without its figures (%r): %s |" % (e, json.dumps(r)[:300]))

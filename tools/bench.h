@@ -8,7 +8,8 @@
  *   bench_backward.c the backward case (fcl_attention_backward, 2.5x FLOPs)
  *   bench_decode.c   the decode case (fcl_attention_decode over a KV cache, GB/s)
  *   bench_copy.c     clEnqueueCopyBuffer on the same device (the bandwidth ceiling)
- *   bench_qkvo.c     the attention block with projections (fcl_attention_qkvo_forward)
+ *   bench_qkvo.c     the attention block with projections (fcl_attention_qkvo_forward and
+ *                    fcl_attention_qkvo_backward)
  *   bench_pack.c     the sequence packing of those two: seeded lengths, prefix sums, FLOPs
  *   bench_check.c    sampled comparison with the float64 reference
  *   bench_timer.c    warmup + timed runs (wall clock and profiling events)
@@ -146,8 +147,11 @@ bench_case bench_decode_default(const bench_env *env);
 /* bench_qkvo.c: one self-attention layer: X [Sq, D] (c->sq, c->d), c->hq heads, weights of
  * dtype `wdtype` (I8 with row scales), biases on; times the whole call and the attention core
  * alone on the same shapes; TFLOP/s from 8*L*D^2 (projections) + the attention's FLOPs; checked
- * on sampled rows against the float64 reference (2x rule). Exit code as bench_forward. */
-int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdtype, bench_result *r);
+ * on sampled rows against the float64 reference (2x rule). With `backward`: times
+ * fcl_attention_qkvo_backward of that layer instead (op "qkvo_backward"; TFLOP/s from 16*L*D^2 +
+ * 2.5 times the attention's FLOPs; values unchecked: test_qkvo_backward checks them; NaN in dX
+ * fails). Exit code as bench_forward. */
+int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdtype, int backward, bench_result *r);
 bench_case bench_qkvo_default(const bench_env *env);
 
 /* bench_copy.c: times clEnqueueCopyBuffer of `bytes` on the env's queue; GB/s counts the bytes

@@ -16,9 +16,10 @@ void bench_usage(FILE *f)
         "  backward, decode and qkvo cases) plus the copy bandwidth and CLBlast SGEMM as\n"
         "  ceilings.\n"
         "\n"
-        "  --op NAME          forward | backward | decode | varlen | packed_qkv | qkvo | sgemm |\n"
-        "                     copy\n"
-        "  --weights T        qkvo: weight dtype f32 | f16 | bf16 | i8 (i8 with f32 row scales;\n"
+        "  --op NAME          forward | backward | decode | varlen | packed_qkv | qkvo |\n"
+        "                     qkvo_backward | sgemm | copy\n"
+        "  --weights T        qkvo, qkvo_backward: weight dtype f32 | f16 | bf16 | i8 (i8 with\n"
+        "                     f32 row scales;\n"
         "                     default f16)\n"
         "  --device SEL       device selector (as FLASHCL_DEVICE: gpu, cpu, pocl, 0:1, ...)\n"
         "  --dtype T          f32 | f16 | bf16\n"
@@ -149,8 +150,8 @@ static int set_int(const char *v, long lo, int *field)
     return 0;
 }
 
-static const char *const k_ops[] = {"forward", "sgemm", "varlen", "packed_qkv",
-                                    "backward", "decode", "copy", "qkvo"};
+static const char *const k_ops[] = {"forward", "sgemm", "varlen", "packed_qkv", "backward",
+                                    "decode", "copy", "qkvo", "qkvo_backward"};
 
 static int set_op(const char *v, bench_opts *o)
 {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* flashcl-bench op "qkvo": one self-attention layer with its projections,
+/* flashcl-bench ops "qkvo" and "qkvo_backward": one self-attention layer with its projections,
  * fcl_attention_qkvo_forward on X [L, D] with biases, weights in the chosen dtype (I8 with f32
  * row scales), and the attention core alone (fcl_attention_forward on the [1, L, H, D / H]
- * shapes) for the split; checked against the float64 reference when small enough. */
+ * shapes) for the split; checked against the float64 reference when small enough. The backward
+ * times fcl_attention_qkvo_backward of that layer (dX and every weight's and bias's gradient, in
+ * the activations' dtype, as autograd keeps them); test_qkvo_backward checks its values. */
 #include "bench.h"
 #include "ref_projection.h"
 
@@ -31,6 +33,8 @@ typedef struct qkvo_host {
 typedef struct qkvo_dev {
     fcl_tensor x, o, a_q, a_k, a_v, a_o; /* a_*: [1, L, H, dh] tensors of the attention-only run */
     fcl_weight w[4];
+    fcl_tensor dout;      /* the backward: dO [L, D] (X's values) */
+    fcl_weight_grad g[4]; /* the backward: gradients of the weights and biases, zeroed */
 } qkvo_dev;
 
 static void host_free(qkvo_host *h)
@@ -46,13 +50,15 @@ static void host_free(qkvo_host *h)
 
 static void dev_free(qkvo_dev *d)
 {
-    fcl_tensor all[6] = {d->x, d->o, d->a_q, d->a_k, d->a_v, d->a_o};
-    for (int i = 0; i < 6; i++)
+    fcl_tensor all[7] = {d->x, d->o, d->a_q, d->a_k, d->a_v, d->a_o, d->dout};
+    for (int i = 0; i < 7; i++)
         fcl_tensor_release(all[i]);
     for (int i = 0; i < 4; i++) {
         fcl_tensor_release(d->w[i].w);
         fcl_tensor_release(d->w[i].scale);
         fcl_tensor_release(d->w[i].bias);
+        fcl_tensor_release(d->g[i].dw);
+        fcl_tensor_release(d->g[i].db);
     }
 }
 
@@ -98,8 +104,12 @@ static fcl_status tensor_from(fcl_context ctx, fcl_dtype dt, int nd, const int64
     return st;
 }
 
-static fcl_status dev_make(fcl_context ctx, const bench_case *c, fcl_dtype wdt, const qkvo_host *h, qkvo_dev *d)
+/* The layer's tensors; with `backward` also dO (X's values) and the weights' and biases'
+ * gradients (zeros, from `zeros`: D * D floats). The backward writes dX into o. */
+static fcl_status dev_make(fcl_context ctx, const bench_case *c, fcl_dtype wdt, const float *zeros,
+                           const qkvo_host *h, qkvo_dev *d)
 {
+    const int backward = zeros != NULL;
     const int64_t L = c->sq, D = c->d, xs[2] = {L, D}, ws[2] = {D, D}, bs[1] = {D};
     const int64_t as[4] = {1, L, c->hq, D / c->hq};
     fcl_status st = tensor_from(ctx, c->dtype, 2, xs, h->x, &d->x);
@@ -111,7 +121,11 @@ static fcl_status dev_make(fcl_context ctx, const bench_case *c, fcl_dtype wdt, 
         st = tensor_from(ctx, wdt, 2, ws, h->w[i], &d->w[i].w);
         if (!st) st = tensor_from(ctx, c->dtype, 1, bs, h->bias[i], &d->w[i].bias);
         if (!st && h->scale[i]) st = tensor_from(ctx, FCL_F32, 1, bs, h->scale[i], &d->w[i].scale);
+        if (!st && backward) st = tensor_from(ctx, c->dtype, 2, ws, zeros, &d->g[i].dw);
+        if (!st && backward) st = tensor_from(ctx, c->dtype, 1, bs, zeros, &d->g[i].db);
     }
+    if (!st && backward)
+        st = tensor_from(ctx, c->dtype, 2, xs, h->x, &d->dout);
     return st;
 }
 
@@ -128,6 +142,14 @@ static fcl_status enqueue_qkvo(void *arg, cl_event *ev)
     const qkvo_dev *d = q->d;
     return fcl_attention_qkvo_forward(q->ctx, &q->p, q->c->hq, d->x, NULL, &d->w[0], &d->w[1], &d->w[2], &d->w[3],
                                       d->o, ev);
+}
+
+static fcl_status enqueue_qkvo_backward(void *arg, cl_event *ev)
+{
+    const qkvo_call *q = arg;
+    const qkvo_dev *d = q->d;
+    return fcl_attention_qkvo_backward(q->ctx, &q->p, q->c->hq, d->x, NULL, &d->w[0], &d->w[1], &d->w[2], &d->w[3],
+                                       d->dout, d->o, NULL, &d->g[0], &d->g[1], &d->g[2], &d->g[3], ev);
 }
 
 static fcl_status enqueue_attention(void *arg, cl_event *ev)
@@ -175,31 +197,39 @@ static void check(const bench_case *c, fcl_dtype wdt, const qkvo_host *h, bench_
     free(naive);
 }
 
-int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdt, bench_result *r)
+int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdt, int backward, bench_result *r)
 {
     qkvo_host h = {0};
     qkvo_dev d = {0};
     int rc = 0;
-    r->op = "qkvo";
+    r->op = backward ? "qkvo_backward" : "qkvo";
     r->c = *c;
     r->wdtype = (int)wdt;
-    if (host_make(c, wdt, &h)) {
+    float *zeros = backward ? calloc((size_t)c->d * (size_t)c->d, sizeof(float)) : NULL;
+    if (host_make(c, wdt, &h) || (backward && !zeros)) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }
-    fcl_status st = rc ? FCL_SUCCESS : dev_make(env->ctx, c, wdt, &h, &d);
+    fcl_status st = rc ? FCL_SUCCESS : dev_make(env->ctx, c, wdt, zeros, &h, &d);
     if (st)
         rc = bench_lib_error(env, "creating tensors", st);
     qkvo_call call = {env->ctx, bench_params_of(c), c, &d};
     bench_result att = *r;
-    if (!rc)
+    if (!rc && !backward)
         rc = bench_time_op(env, enqueue_attention, &call, "fcl_attention_forward", &att);
     if (!rc)
-        rc = bench_time_op(env, enqueue_qkvo, &call, "fcl_attention_qkvo_forward", r);
+        rc = bench_time_op(env, backward ? enqueue_qkvo_backward : enqueue_qkvo, &call,
+                           backward ? "fcl_attention_qkvo_backward" : "fcl_attention_qkvo_forward", r);
     if (!rc && (st = fcl_tensor_read_f32(d.o, h.o, (size_t)c->sq * c->d)))
-        rc = bench_lib_error(env, "reading O", st);
+        rc = bench_lib_error(env, backward ? "reading dX" : "reading O", st);
     if (!rc) {
-        check(c, wdt, &h, r);
+        if (backward) { /* values: test_qkvo_backward */
+            r->rows_total = c->sq;
+            r->rows_checked = 0;
+            r->max_err = r->err_bound = NAN;
+        } else {
+            check(c, wdt, &h, r);
+        }
         r->has_nan = 0;
         for (size_t i = 0; i < (size_t)c->sq * c->d; i++)
             r->has_nan |= isnan(h.o[i]);
@@ -209,13 +239,18 @@ int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdt, bench_r
         a.sk = a.sq;
         a.hkv = a.hq;
         a.d = c->d / c->hq;
-        const double flops = 8.0 * c->sq * (double)c->d * c->d + bench_flops_convention(&a);
-        r->ms_attention = att.ms;
+        /* the forward: 4 projections and the attention; the backward, as autograd counts it: each
+         * projection's two gradients and the attention's backward (2.5 forwards), not the
+         * recomputed forward */
+        const double proj = 8.0 * c->sq * (double)c->d * c->d, attn = bench_flops_convention(&a);
+        const double flops = backward ? 2.0 * proj + 2.5 * attn : proj + attn;
+        r->ms_attention = backward ? NAN : att.ms;
         r->ms_event = NAN; /* several kernels */
         r->tflops = r->tflops_exact = flops / (r->ms * 1e-3) * 1e-12;
         r->tflops_event = NAN;
     }
     dev_free(&d);
     host_free(&h);
+    free(zeros);
     return rc;
 }

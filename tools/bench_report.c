@@ -39,7 +39,7 @@ static void flags_of(const bench_result *r, char *buf, size_t n)
         len += (size_t)snprintf(buf + len, n - len, "bhsd,");
     if (len < n && r->seqs)
         len += (size_t)snprintf(buf + len, n - len, "tok=%ld,", r->total_q);
-    if (len < n && !strcmp(r->op, "qkvo"))
+    if (len < n && !strncmp(r->op, "qkvo", 4))
         len += (size_t)snprintf(buf + len, n - len, "weights=%s,", fcl_dtype_name((fcl_dtype)r->wdtype));
     if (len == 0)
         snprintf(buf, n, "-");
@@ -106,11 +106,12 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     printf(",\"layout\":\"%s\",\"reps\":%d", layout_of(r), r->reps);
     if (strcmp(r->op, "decode") != 0) /* the forward kernel that ran (backward: its recompute) */
         printf(",\"forward_path\":\"%s\"",
-               fcl_attention_forward_path(env->ctx, c->dtype, strcmp(r->op, "qkvo") ? c->d : c->d / c->hq));
+               fcl_attention_forward_path(env->ctx, c->dtype, strncmp(r->op, "qkvo", 4) ? c->d : c->d / c->hq));
     else /* the decode form that ran: the bench's caches are contiguous, aligned, without a mask */
         printf(",\"decode_path\":\"%s\"", fcl_attention_decode_path(env->ctx, c->dtype, c->d));
     if (strstr(r->op, "backward")) /* the dK/dV and dQ kernels that ran */
-        printf(",\"backward_path\":\"%s\"", fcl_attention_backward_path(env->ctx, c->dtype, c->d));
+        printf(",\"backward_path\":\"%s\"",
+               fcl_attention_backward_path(env->ctx, c->dtype, strncmp(r->op, "qkvo", 4) ? c->d : c->d / c->hq));
     if (r->seqs)
         printf(",\"seqs\":%d,\"total_q\":%ld,\"total_k\":%ld,\"max_len\":%d", r->seqs, r->total_q,
                r->total_k, r->max_len);
@@ -124,7 +125,7 @@ static void print_result_json(const bench_env *env, const bench_result *r)
     json_num("tflops_event", "%.6g", r->tflops_event);
     if (r->gbps > 0)
         json_num("gbps", "%.6g", r->gbps);
-    if (!strcmp(r->op, "qkvo")) {
+    if (!strncmp(r->op, "qkvo", 4)) {
         printf(",\"weights\":\"%s\",\"projection_path\":\"%s\"", fcl_dtype_name((fcl_dtype)r->wdtype),
                fcl_projection_path(env->ctx, c->dtype, (fcl_dtype)r->wdtype));
         json_num("ms_attention", "%.6g", r->ms_attention);

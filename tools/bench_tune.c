@@ -328,7 +328,7 @@ static int run_case(const bench_env *env, const tune_space *s, const bench_case 
     case TUNE_BACKWARD:
         return bench_backward(env, c, r);
     case TUNE_GEMM:
-        return bench_qkvo(env, c, c->dtype, r);
+        return bench_qkvo(env, c, c->dtype, 0, r);
     case TUNE_DECODE:
         return bench_decode(env, c, r);
     default:

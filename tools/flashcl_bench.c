@@ -128,8 +128,9 @@ static int op_decode(const bench_env *env, const bench_opts *o)
     return run_case(env, &k_decode, &c);
 }
 
-/* qkvo: one self-attention layer; --sq is L, --d the model width, --hq the heads. */
-static int op_qkvo(const bench_env *env, const bench_opts *o)
+/* qkvo (qkvo_backward): one self-attention layer (its gradients); --sq is L, --d the model
+ * width, --hq the heads. */
+static int run_qkvo(const bench_env *env, const bench_opts *o, int backward)
 {
     bench_case c = merge_case(bench_qkvo_default(env), o);
     if (!o->hq && c.d % c.hq)
@@ -139,7 +140,17 @@ static int op_qkvo(const bench_env *env, const bench_opts *o)
         return usage_error("qkvo: --hq must divide --d");
     bench_result r;
     memset(&r, 0, sizeof r);
-    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : FCL_F16, &r), &r);
+    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : FCL_F16, backward, &r), &r);
+}
+
+static int op_qkvo(const bench_env *env, const bench_opts *o)
+{
+    return run_qkvo(env, o, 0);
+}
+
+static int op_qkvo_backward(const bench_env *env, const bench_opts *o)
+{
+    return run_qkvo(env, o, 1);
 }
 
 static int op_copy(const bench_env *env, const bench_opts *o)
@@ -189,7 +200,7 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
     {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy},
-    {"qkvo", op_qkvo},
+    {"qkvo", op_qkvo}, {"qkvo_backward", op_qkvo_backward},
 };
 
 static const bench_op *find_op(const char *name)
@@ -282,7 +293,7 @@ static int run_suite(const bench_env *env, const bench_opts *o)
     for (int i = 0; i < 2; i++) { /* one layer with f16 and with i8 (W8A16) weights */
         bench_result r;
         memset(&r, 0, sizeof r);
-        rc = worse(rc, report(env, bench_qkvo(env, &layer, i ? FCL_I8 : FCL_F16, &r), &r));
+        rc = worse(rc, report(env, bench_qkvo(env, &layer, i ? FCL_I8 : FCL_F16, 0, &r), &r));
     }
     op_copy(env, o);
     return worse(rc, op_sgemm(env, o));
