@@ -183,19 +183,18 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
     const int n_k = (K + TK - 1) / TK;
 
-    /* Slice kt's copies into stage kt % STAGES, committed as one group. */
+    /* Slice kt's copies into its stage (I8 B: its raw slot). */
 #if B_I8
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
         issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
-        issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);            \
+        issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);                      \
     } while (0)
 #else
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
         issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
-        issue_slice(tiles + STAGES * A_TILE + ((kt) % STAGES) * B_TILE, TN, B, b_off, b_sn, n0, N, (kt) * TK, K, \
-                    lid);                                                                          \
+        issue_slice(B_READ(kt), TN, B, b_off, b_sn, n0, N, (kt) * TK, K, lid);                     \
     } while (0)
 #endif
 
