@@ -21,9 +21,10 @@
  *   O += PV  acc[d][rv] += vt[n][d] (broadcast) * p[n][rv], DB head dims at a time (DB x RV
  *            accumulators in registers while the tile's keys stream by); the rescale by the
  *            rows' factor is skipped when no row's maximum moved.
- * Each packed K and V element is read once per work-item, broadcast, and feeds RV vector FMAs.
- * The rows' outputs leave transposed back at the end. No barriers, no local memory, no key
- * chunks: the host takes this kernel only on devices without a loop cap (CPUs).
+ * Each packed K and V element is read once per work-item, broadcast, and feeds RV vector FMAs. The
+ * rows' outputs leave transposed back at the end (simd_transpose, in registers). No barriers, no
+ * local memory, no key chunks: the host takes this kernel only on devices without a loop cap
+ * (CPUs).
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (a multiple of 16); SIMD (4, 8 or 16:
  * the device's native float vector width); RV (row vectors per work-item); BN (keys per tile:
@@ -83,16 +84,22 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         for (int d = 0; d < HEAD_DIM_PAD; d++)
             acc[d][rv] = (simd_f)(0.0f);
     }
-    /* Q transposed: row by row into a staging row, then lane by lane */
+    /* Q transposed: SIMD rows' chunk of SIMD dims at a time, rows into lanes in registers */
     {
-        simd_f qrow[HEAD_DIM_PAD / SIMD];
         const long qbase = qo + b * q_sb + h * q_sh;
         for (int rv = 0; rv < RV; rv++)
-            for (int e = 0; e < SIMD; e++) {
-                const int i = i0 + rv * SIMD + e;
-                simd_stage_row(qrow, Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, sq > 0, head_dim);
-                for (int d = 0; d < HEAD_DIM_PAD; d++)
-                    ((__private float *)&qt[d][rv])[e] = SIMD_FLOATS(qrow)[d] * qscale;
+            for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++) {
+                simd_f blk[SIMD];
+                UNROLLED
+                for (int e = 0; e < SIMD; e++) {
+                    const int i = i0 + rv * SIMD + e;
+                    blk[e] = simd_stage_chunk(Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, c * SIMD, sq > 0,
+                                              head_dim);
+                }
+                simd_transpose(blk);
+                UNROLLED
+                for (int k = 0; k < SIMD; k++)
+                    qt[c * SIMD + k][rv] = blk[k] * qscale;
             }
     }
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys every row sees */
@@ -198,21 +205,30 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         }
     }
 
-    /* Epilogue: rows normalised and stored (a row that saw no key: O = 0, LSE = -inf). */
+    /* Epilogue: rows normalised and stored (a row that saw no key: O = 0, LSE = -inf), SIMD dims
+     * of SIMD rows at a time, lanes back into rows in registers. */
     for (int rv = 0; rv < RV; rv++) {
+        const simd_f inv_l = select((simd_f)(0.0f), (simd_f)(1.0f) / l[rv], l[rv] > 0.0f);
+        for (int c = 0; c * SIMD < head_dim; c++) {
+            simd_f blk[SIMD];
+            UNROLLED
+            for (int k = 0; k < SIMD; k++)
+                blk[k] = acc[c * SIMD + k][rv] * inv_l;
+            simd_transpose(blk);
+            UNROLLED
+            for (int e = 0; e < SIMD; e++) {
+                const int i = i0 + rv * SIMD + e;
+                if (i < sq)
+                    simd_store_chunk(O, oo + b * o_sb + (long)i * o_ss + h * o_sh, c * SIMD, head_dim, blk[e]);
+            }
+        }
         simd_fu mu, lu;
         mu.v = m[rv];
         lu.v = l[rv];
-        for (int e = 0; e < SIMD; e++) {
+        for (int e = 0; e < SIMD && write_lse; e++) {
             const int i = i0 + rv * SIMD + e;
-            if (i >= sq)
-                break;
-            const float lsum = lu.s[e], inv_l = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-            const long orow = oo + b * o_sb + (long)i * o_ss + h * o_sh;
-            for (int d = 0; d < head_dim; d++)
-                STORE(O, orow + d, ((__private float *)&acc[d][rv])[e] * inv_l);
-            if (write_lse)
-                LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] = fcl_row_lse(mu.s[e], lsum);
+            if (i < sq)
+                LSE[lseo + b * lse_sb + h * lse_sh + (long)i * lse_ss] = fcl_row_lse(mu.s[e], lu.s[e]);
         }
     }
 }

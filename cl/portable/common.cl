@@ -132,7 +132,9 @@ BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int h
 /* The CPU kernels' explicit vectors (-D SIMD: floats per vector, 4, 8 or 16, the device's native
  * width): simd_f / simd_i and simd_fu / simd_iu (the same as arrays); simd_load, SIMD stored
  * elements from element index i as floats (any element alignment); simd_store, SIMD floats to p
- * (any address space); simd_stage_row, a row of HEAD_DIM_PAD elements into private vectors;
+ * (any address space); simd_stage_chunk / simd_stage_row, SIMD / HEAD_DIM_PAD elements of a row
+ * into private vectors, simd_store_chunk the way back; simd_transpose, a SIMD x SIMD block's
+ * rows into lanes;
  * simd_max / simd_sum, the horizontal maximum and sum; simd_pair_sum(a, b),
  * the sums of a's and of b's neighbouring lane pairs, side by side (a reduction step that keeps
  * each block of lanes apart). */
@@ -144,6 +146,7 @@ typedef int16 simd_i;
 #define SIMD_VLOAD_HALF vload_half16
 #define SIMD_CONVERT_UINT convert_uint16
 #define SIMD_AS_F as_float16
+#define SIMD_VSTORE_HALF vstore_half16_rte
 #elif SIMD == 8
 typedef float8 simd_f;
 typedef int8 simd_i;
@@ -152,6 +155,7 @@ typedef int8 simd_i;
 #define SIMD_VLOAD_HALF vload_half8
 #define SIMD_CONVERT_UINT convert_uint8
 #define SIMD_AS_F as_float8
+#define SIMD_VSTORE_HALF vstore_half8_rte
 #elif SIMD == 4
 typedef float4 simd_f;
 typedef int4 simd_i;
@@ -160,6 +164,7 @@ typedef int4 simd_i;
 #define SIMD_VLOAD_HALF vload_half4
 #define SIMD_CONVERT_UINT convert_uint4
 #define SIMD_AS_F as_float4
+#define SIMD_VSTORE_HALF vstore_half4_rte
 #else
 #error "SIMD must be 4, 8 or 16"
 #endif
@@ -185,25 +190,95 @@ inline simd_f simd_load(__global const store_t *p, long i)
 
 #define simd_store(v, p) SIMD_VSTORE((v), 0, (p))
 
+/* Two rows a and b, s rows apart in a SIMD x SIMD block, with their off-diagonal s x s blocks
+ * swapped: the lanes of a whose bit s is set and the lanes of b whose bit s is clear trade places
+ * (LO: a's new value, HI: b's). One round of simd_transpose. */
+#if SIMD == 16
+#define SIMD_BLOCKS_LO1(a, b) ((simd_f)(a.s0, b.s0, a.s2, b.s2, a.s4, b.s4, a.s6, b.s6, a.s8, b.s8, a.sa, b.sa, a.sc, b.sc, a.se, b.se))
+#define SIMD_BLOCKS_HI1(a, b) ((simd_f)(a.s1, b.s1, a.s3, b.s3, a.s5, b.s5, a.s7, b.s7, a.s9, b.s9, a.sb, b.sb, a.sd, b.sd, a.sf, b.sf))
+#define SIMD_BLOCKS_LO2(a, b) ((simd_f)(a.s01, b.s01, a.s45, b.s45, a.s89, b.s89, a.scd, b.scd))
+#define SIMD_BLOCKS_HI2(a, b) ((simd_f)(a.s23, b.s23, a.s67, b.s67, a.sab, b.sab, a.sef, b.sef))
+#define SIMD_BLOCKS_LO4(a, b) ((simd_f)(a.s0123, b.s0123, a.s89ab, b.s89ab))
+#define SIMD_BLOCKS_HI4(a, b) ((simd_f)(a.s4567, b.s4567, a.scdef, b.scdef))
+#define SIMD_BLOCKS_LO8(a, b) ((simd_f)(a.s01234567, b.s01234567))
+#define SIMD_BLOCKS_HI8(a, b) ((simd_f)(a.s89abcdef, b.s89abcdef))
+#elif SIMD == 8
+#define SIMD_BLOCKS_LO1(a, b) ((simd_f)(a.s0, b.s0, a.s2, b.s2, a.s4, b.s4, a.s6, b.s6))
+#define SIMD_BLOCKS_HI1(a, b) ((simd_f)(a.s1, b.s1, a.s3, b.s3, a.s5, b.s5, a.s7, b.s7))
+#define SIMD_BLOCKS_LO2(a, b) ((simd_f)(a.s01, b.s01, a.s45, b.s45))
+#define SIMD_BLOCKS_HI2(a, b) ((simd_f)(a.s23, b.s23, a.s67, b.s67))
+#define SIMD_BLOCKS_LO4(a, b) ((simd_f)(a.s0123, b.s0123))
+#define SIMD_BLOCKS_HI4(a, b) ((simd_f)(a.s4567, b.s4567))
+#else
+#define SIMD_BLOCKS_LO1(a, b) ((simd_f)(a.s0, b.s0, a.s2, b.s2))
+#define SIMD_BLOCKS_HI1(a, b) ((simd_f)(a.s1, b.s1, a.s3, b.s3))
+#define SIMD_BLOCKS_LO2(a, b) ((simd_f)(a.s01, b.s01))
+#define SIMD_BLOCKS_HI2(a, b) ((simd_f)(a.s23, b.s23))
+#endif
+#define SIMD_TRANSPOSE_ROUND(r, s)                                                                   \
+    for (int i = 0; i < SIMD; i++)                                                                   \
+        if (!(i & (s))) {                                                                            \
+            const simd_f a_ = (r)[i], b_ = (r)[i + (s)];                                             \
+            (r)[i] = SIMD_BLOCKS_LO##s(a_, b_);                                                      \
+            (r)[i + (s)] = SIMD_BLOCKS_HI##s(a_, b_);                                                \
+        }
+
+/* The SIMD x SIMD block r[0 .. SIMD - 1] (row e: SIMD consecutive elements) transposed in place:
+ * lane e of r[k] becomes lane k of the old r[e]. log2(SIMD) rounds of lane swizzles, each swapping
+ * one bit of the row index with the same bit of the lane index; with the loops unrolled the block
+ * stays in registers (a row-to-lane transposition without scalar stores). */
+inline void simd_transpose(__private simd_f *r)
+{
+    _Pragma("unroll") SIMD_TRANSPOSE_ROUND(r, 1)
+    _Pragma("unroll") SIMD_TRANSPOSE_ROUND(r, 2)
+#if SIMD >= 8
+    _Pragma("unroll") SIMD_TRANSPOSE_ROUND(r, 4)
+#endif
+#if SIMD == 16
+    _Pragma("unroll") SIMD_TRANSPOSE_ROUND(r, 8)
+#endif
+}
+
 #ifdef HEAD_DIM_PAD
-/* Row `row` (element index of its dim 0) into dst[0 .. HEAD_DIM_PAD / SIMD - 1] (read its floats
- * through SIMD_FLOATS): zeros when !in and past head_dim; whole SIMD-chunks inside head_dim as one
- * vector load, and one aligned vector store each. */
+/* Elements d .. d + SIMD - 1 (d a multiple of SIMD) of row `row` (element index of its dim 0) as
+ * floats: zeros when !in and past head_dim; a whole chunk inside head_dim as one vector load. */
+inline simd_f simd_stage_chunk(__global const store_t *src, long row, int d, bool in, int head_dim)
+{
+    if (in && d + SIMD <= head_dim)
+        return simd_load(src, row + d);
+    simd_fu u;
+    for (int e = 0; e < SIMD; e++)
+        u.s[e] = in && d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
+    return u.v;
+}
+
+/* x into elements d .. d + SIMD - 1 (d a multiple of SIMD) of row `row`, rounded to the storage
+ * dtype, those below head_dim only; a whole chunk inside head_dim as one vector store (F32, F16). */
+inline void simd_store_chunk(__global store_t *dst, long row, int d, int head_dim, simd_f x)
+{
+#if FCL_DTYPE == 0
+    if (d + SIMD <= head_dim) {
+        SIMD_VSTORE(x, 0, dst + row + d);
+        return;
+    }
+#elif FCL_DTYPE == 1
+    if (d + SIMD <= head_dim) {
+        SIMD_VSTORE_HALF(x, 0, dst + row + d);
+        return;
+    }
+#endif
+    simd_fu u;
+    u.v = x;
+    for (int e = 0; e < SIMD && d + e < head_dim; e++)
+        STORE(dst, row + d + e, u.s[e]);
+}
+
+/* Row `row` into dst[0 .. HEAD_DIM_PAD / SIMD - 1] (read its floats through SIMD_FLOATS), chunk
+ * by chunk (simd_stage_chunk). */
 inline void simd_stage_row(__private simd_f *dst, __global const store_t *src, long row, bool in, int head_dim)
 {
-    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++) {
-        const int d = c * SIMD;
-        simd_f x = (simd_f)(0.0f);
-        if (in && d + SIMD <= head_dim) {
-            x = simd_load(src, row + d);
-        } else if (in && d < head_dim) {
-            simd_fu u;
-            for (int e = 0; e < SIMD; e++)
-                u.s[e] = d + e < head_dim ? LOAD(src, row + d + e) : 0.0f;
-            x = u.v;
-        }
-        dst[c] = x;
-    }
+    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++)
+        dst[c] = simd_stage_chunk(src, row, c * SIMD, in, head_dim);
 }
 /* A staged row's floats. */
 #define SIMD_FLOATS(v) ((__private const float *)(v))
