@@ -84,23 +84,15 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         for (int d = 0; d < HEAD_DIM_PAD; d++)
             acc[d][rv] = (simd_f)(0.0f);
     }
-    /* Q transposed: SIMD rows' chunk of SIMD dims at a time, rows into lanes in registers */
-    {
-        const long qbase = qo + b * q_sb + h * q_sh;
-        for (int rv = 0; rv < RV; rv++)
-            for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++) {
-                simd_f blk[SIMD];
-                UNROLLED
-                for (int e = 0; e < SIMD; e++) {
-                    const int i = i0 + rv * SIMD + e;
-                    blk[e] = simd_stage_chunk(Q, qbase + (long)clamp(i, 0, max(sq - 1, 0)) * q_ss, c * SIMD, sq > 0,
-                                              head_dim);
-                }
-                simd_transpose(blk);
-                UNROLLED
-                for (int k = 0; k < SIMD; k++)
-                    qt[c * SIMD + k][rv] = blk[k] * qscale;
-            }
+    /* Q transposed into lanes (simd_rows_to_lanes), pre-scaled */
+    for (int rv = 0; rv < RV; rv++) {
+        long rows[SIMD];
+        bool in[SIMD];
+        for (int e = 0; e < SIMD; e++) {
+            rows[e] = qo + b * q_sb + h * q_sh + (long)clamp(i0 + rv * SIMD + e, 0, max(sq - 1, 0)) * q_ss;
+            in[e] = sq > 0;
+        }
+        simd_rows_to_lanes(&qt[0][rv], RV, Q, rows, in, head_dim, qscale);
     }
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys every row sees */
     for (int rv = 0; rv < RV; rv++) {
@@ -205,23 +197,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         }
     }
 
-    /* Epilogue: rows normalised and stored (a row that saw no key: O = 0, LSE = -inf), SIMD dims
-     * of SIMD rows at a time, lanes back into rows in registers. */
+    /* Epilogue: rows normalised and stored (a row that saw no key: O = 0, LSE = -inf), lanes back
+     * into rows (simd_lanes_to_rows). */
     for (int rv = 0; rv < RV; rv++) {
-        const simd_f inv_l = select((simd_f)(0.0f), (simd_f)(1.0f) / l[rv], l[rv] > 0.0f);
-        for (int c = 0; c * SIMD < head_dim; c++) {
-            simd_f blk[SIMD];
-            UNROLLED
-            for (int k = 0; k < SIMD; k++)
-                blk[k] = acc[c * SIMD + k][rv] * inv_l;
-            simd_transpose(blk);
-            UNROLLED
-            for (int e = 0; e < SIMD; e++) {
-                const int i = i0 + rv * SIMD + e;
-                if (i < sq)
-                    simd_store_chunk(O, oo + b * o_sb + (long)i * o_ss + h * o_sh, c * SIMD, head_dim, blk[e]);
-            }
-        }
+        long rows[SIMD];
+        for (int e = 0; e < SIMD; e++)
+            rows[e] = oo + b * o_sb + h * o_sh + (long)(i0 + rv * SIMD + e) * o_ss;
+        simd_lanes_to_rows(O, rows, clamp(sq - (i0 + rv * SIMD), 0, SIMD), &acc[0][rv], RV,
+                           select((simd_f)(0.0f), (simd_f)(1.0f) / l[rv], l[rv] > 0.0f), head_dim);
         simd_fu mu, lu;
         mu.v = m[rv];
         lu.v = l[rv];

@@ -134,7 +134,8 @@ BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int h
  * elements from element index i as floats (any element alignment); simd_store, SIMD floats to p
  * (any address space); simd_stage_chunk / simd_stage_row, SIMD / HEAD_DIM_PAD elements of a row
  * into private vectors, simd_store_chunk the way back; simd_transpose, a SIMD x SIMD block's
- * rows into lanes;
+ * rows into lanes, and simd_rows_to_lanes / simd_lanes_to_rows, SIMD rows of HEAD_DIM_PAD
+ * through it;
  * simd_max / simd_sum, the horizontal maximum and sum; simd_pair_sum(a, b),
  * the sums of a's and of b's neighbouring lane pairs, side by side (a reduction step that keeps
  * each block of lanes apart). */
@@ -271,6 +272,39 @@ inline void simd_store_chunk(__global store_t *dst, long row, int d, int head_di
     u.v = x;
     for (int e = 0; e < SIMD && d + e < head_dim; e++)
         STORE(dst, row + d + e, u.s[e]);
+}
+
+/* SIMD rows into lanes: element d of row e (element index rows[e]; zeros where !in[e] and past
+ * head_dim) times `scale` becomes lane e of dst[d * stride], d < HEAD_DIM_PAD (dst: a [d][rv]
+ * array of row vectors from its column rv on, stride = RV). A chunk of SIMD dims at a time, as
+ * vector loads transposed in registers. */
+inline void simd_rows_to_lanes(__private simd_f *dst, int stride, __global const store_t *src,
+                               __private const long *rows, __private const bool *in, int head_dim, float scale)
+{
+    for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++) {
+        simd_f blk[SIMD];
+        _Pragma("unroll") for (int e = 0; e < SIMD; e++)
+            blk[e] = simd_stage_chunk(src, rows[e], c * SIMD, in[e], head_dim);
+        simd_transpose(blk);
+        _Pragma("unroll") for (int k = 0; k < SIMD; k++)
+            dst[(c * SIMD + k) * stride] = blk[k] * scale;
+    }
+}
+
+/* Lanes into rows, the way back: lane e of src[d * stride] times lane e of `scale` into element
+ * d < head_dim of the row at dst + rows[e], for the first n lanes (n <= SIMD). */
+inline void simd_lanes_to_rows(__global store_t *dst, __private const long *rows, int n, __private const simd_f *src,
+                               int stride, simd_f scale, int head_dim)
+{
+    for (int c = 0; c * SIMD < head_dim; c++) {
+        simd_f blk[SIMD];
+        _Pragma("unroll") for (int k = 0; k < SIMD; k++)
+            blk[k] = src[(c * SIMD + k) * stride] * scale;
+        simd_transpose(blk);
+        _Pragma("unroll") for (int e = 0; e < SIMD; e++)
+            if (e < n)
+                simd_store_chunk(dst, rows[e], c * SIMD, head_dim, blk[e]);
+    }
 }
 
 /* Row `row` into dst[0 .. HEAD_DIM_PAD / SIMD - 1] (read its floats through SIMD_FLOATS), chunk
