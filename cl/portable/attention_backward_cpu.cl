@@ -106,18 +106,20 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     simd_f jpos[RV];  /* the keys' positions */
     simd_i kept[RV];  /* the keys exist (and the mask keeps them) */
     {
+        simd_f row[HEAD_DIM_PAD / SIMD];
         for (int rv = 0; rv < RV; rv++) {
             simd_fu jp;
             simd_iu kp;
-            long krow[SIMD], vrow[SIMD];
-            bool owns[SIMD];
             for (int e = 0; e < SIMD; e++) {
                 const int j = j0 + rv * SIMD + e;
                 const bool own = j < r.sk;
                 const long kr = (long)(r.k_first + min(j, max(r.sk - 1, 0)));
-                krow[e] = k_off + b * k_sb + kr * k_ss + hk * k_sh;
-                vrow[e] = v_off + b * v_sb + kr * v_ss + hk * v_sh;
-                owns[e] = own;
+                simd_stage_row(row, K, k_off + b * k_sb + kr * k_ss + hk * k_sh, own, head_dim);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    ((__private float *)&kt[d][rv])[e] = SIMD_FLOATS(row)[d];
+                simd_stage_row(row, V, v_off + b * v_sb + kr * v_ss + hk * v_sh, own, head_dim);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    ((__private float *)&vt[d][rv])[e] = SIMD_FLOATS(row)[d];
                 bool on = own;
 #if HAS_MASK
                 on = on && mask[mask_off + b * mask_sb + (long)(r.k_first + j) * mask_ss] > 0.5f;
@@ -126,8 +128,6 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                 jp.s[e] = (float)j;
             }
             kept[rv] = kp.v;
-            simd_rows_to_lanes(&kt[0][rv], RV, K, krow, owns, head_dim, 1.0f);
-            simd_rows_to_lanes(&vt[0][rv], RV, V, vrow, owns, head_dim, 1.0f);
             jpos[rv] = jp.v;
             for (int d = 0; d < HEAD_DIM_PAD; d++)
                 dk[d][rv] = dv[d][rv] = (simd_f)(0.0f);
@@ -189,17 +189,18 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         }
     }
 
-    for (int rv = 0; rv < RV; rv++) {
-        long dkrow[SIMD], dvrow[SIMD];
+    for (int rv = 0; rv < RV; rv++)
         for (int e = 0; e < SIMD; e++) {
-            const long j = r.k_first + j0 + rv * SIMD + e;
-            dkrow[e] = dk_off + b * dk_sb + j * dk_ss + hk * dk_sh;
-            dvrow[e] = dv_off + b * dv_sb + j * dv_ss + hk * dv_sh;
+            const int j = j0 + rv * SIMD + e;
+            if (j >= r.sk)
+                break;
+            const long dkrow = dk_off + b * dk_sb + (long)(r.k_first + j) * dk_ss + hk * dk_sh;
+            const long dvrow = dv_off + b * dv_sb + (long)(r.k_first + j) * dv_ss + hk * dv_sh;
+            for (int d = 0; d < head_dim; d++) {
+                STORE(dK, dkrow + d, ((__private float *)&dk[d][rv])[e] * scale);
+                STORE(dV, dvrow + d, ((__private float *)&dv[d][rv])[e]);
+            }
         }
-        const int n = clamp(r.sk - (j0 + rv * SIMD), 0, SIMD);
-        simd_lanes_to_rows(dK, dkrow, n, &dk[0][rv], RV, (simd_f)(scale), head_dim);
-        simd_lanes_to_rows(dV, dvrow, n, &dv[0][rv], RV, (simd_f)(1.0f), head_dim);
-    }
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
@@ -218,20 +219,22 @@ void attention_backward_dq(BACKWARD_ARGS)
     simd_f pos[RV], lse[RV], dlt[RV];
     simd_f lo[RV], hi[RV]; /* packed: each row's own sequence (zeros otherwise) */
     {
+        simd_f row[HEAD_DIM_PAD / SIMD];
         for (int rv = 0; rv < RV; rv++) {
             simd_fu pu, lu, du;
 #if LAYOUT == 2
             simd_fu lou, hiu;
 #endif
-            long qrow[SIMD], dorow[SIMD];
-            bool owns[SIMD];
             for (int e = 0; e < SIMD; e++) {
                 const int i = i0 + rv * SIMD + e;
                 const bool own = i < r.sq;
                 const long qr = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
-                qrow[e] = q_off + b * q_sb + qr * q_ss + h * q_sh;
-                dorow[e] = do_off + b * do_sb + qr * do_ss + h * do_sh;
-                owns[e] = own;
+                simd_stage_row(row, Q, q_off + b * q_sb + qr * q_ss + h * q_sh, own, head_dim);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    ((__private float *)&qt[d][rv])[e] = SIMD_FLOATS(row)[d];
+                simd_stage_row(row, dO, do_off + b * do_sb + qr * do_ss + h * do_sh, own, head_dim);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    ((__private float *)&dot[d][rv])[e] = SIMD_FLOATS(row)[d];
                 pu.s[e] = (float)(i + shift);
                 lu.s[e] = own ? LSE[lse_off + b * lse_sb + h * lse_sh + qr * lse_ss] : -INFINITY;
                 du.s[e] = own ? delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] : 0.0f;
@@ -240,8 +243,6 @@ void attention_backward_dq(BACKWARD_ARGS)
                 hiu.s[e] = own ? (float)packed_hi(cu_q, cu_q_off, seq_ss, i, r.sk) : 0.0f;
 #endif
             }
-            simd_rows_to_lanes(&qt[0][rv], RV, Q, qrow, owns, head_dim, 1.0f);
-            simd_rows_to_lanes(&dot[0][rv], RV, dO, dorow, owns, head_dim, 1.0f);
             pos[rv] = pu.v;
             lse[rv] = lu.v;
             dlt[rv] = du.v;
@@ -304,11 +305,13 @@ void attention_backward_dq(BACKWARD_ARGS)
             }
     }
 
-    for (int rv = 0; rv < RV; rv++) {
-        long dqrow[SIMD];
-        for (int e = 0; e < SIMD; e++)
-            dqrow[e] = dq_off + b * dq_sb + (long)(r.q_first + i0 + rv * SIMD + e) * dq_ss + h * dq_sh;
-        simd_lanes_to_rows(dQ, dqrow, clamp(r.sq - (i0 + rv * SIMD), 0, SIMD), &dq[0][rv], RV, (simd_f)(scale),
-                           head_dim);
-    }
+    for (int rv = 0; rv < RV; rv++)
+        for (int e = 0; e < SIMD; e++) {
+            const int i = i0 + rv * SIMD + e;
+            if (i >= r.sq)
+                break;
+            const long dqrow = dq_off + b * dq_sb + (long)(r.q_first + i) * dq_ss + h * dq_sh;
+            for (int d = 0; d < head_dim; d++)
+                STORE(dQ, dqrow + d, ((__private float *)&dq[d][rv])[e] * scale);
+        }
 }
