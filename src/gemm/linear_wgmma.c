@@ -13,22 +13,30 @@
 
 static const char *const wgmma_sources[] = {"common", "warp_nv", "mma_nv", "wgmma_nv", "linear_wgmma"};
 
-int fcl_gemm_wgmma_usable(fcl_context ctx, fcl_dtype a, fcl_dtype b)
+/* The wgmma GEMM's tiles for dtypes a and b on ctx (tile_m 0 where fcl_gemm_wgmma_usable does not hold). */
+static fcl_gemm_wgmma_tiles usable_tiles(fcl_context ctx, fcl_dtype a, fcl_dtype b)
 {
     const char *env = getenv("FLASHCL_GEMM");
-    return !(env && strcmp(env, "mma") == 0) && !ctx->wgmma_refused && fcl_gemm_mma_usable(ctx, a, b) &&
-           fcl_tune_gemm_wgmma(ctx, b == FCL_I8).tile_m > 0;
+    if ((env && strcmp(env, "mma") == 0) || ctx->wgmma_refused || !fcl_gemm_mma_usable(ctx, a, b))
+        return (fcl_gemm_wgmma_tiles){0};
+    return fcl_tune_gemm_wgmma(ctx, b == FCL_I8);
+}
+
+int fcl_gemm_wgmma_usable(fcl_context ctx, fcl_dtype a, fcl_dtype b)
+{
+    return usable_tiles(ctx, a, b).tile_m > 0;
 }
 
 fcl_status fcl_gemm_wgmma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
 {
     *done = 0;
     const int b_i8 = g->b_dtype == FCL_I8;
-    if (!fcl_gemm_wgmma_usable(ctx, g->a_dtype, g->b_dtype) || g->a_sk != 1 || g->b_sk != 1 ||
-        (b_i8 && g->scale_on != 1) || !fcl_gemm_rows_aligned(g->a_off, g->a_sm, 2, 16) ||
-        !fcl_gemm_rows_aligned(g->b_off, g->b_sn, b_i8 ? 1 : 2, 16))
+    if (g->a_sk != 1 || g->b_sk != 1 || (b_i8 && g->scale_on != 1) ||
+        !fcl_gemm_rows_aligned(g->a_off, g->a_sm, 2, 16) || !fcl_gemm_rows_aligned(g->b_off, g->b_sn, b_i8 ? 1 : 2, 16))
         return FCL_SUCCESS;
-    const fcl_gemm_wgmma_tiles t = fcl_tune_gemm_wgmma(ctx, b_i8);
+    const fcl_gemm_wgmma_tiles t = usable_tiles(ctx, g->a_dtype, g->b_dtype);
+    if (t.tile_m == 0)
+        return FCL_SUCCESS;
     char opts[384];
     int n = snprintf(opts, sizeof opts,
                      "-DFCL_DTYPE=%d -DB_I8=%d -DSCALE_ON=%d -DMMA_BF16=%d -DC_F32=%d -DHAS_BIAS=%d -DACCUMULATE=%d "
@@ -39,14 +47,12 @@ fcl_status fcl_gemm_wgmma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *
     if (t.max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t.max_regs);
     cl_kernel k;
-    fcl_status s = fcl_get_kernel(ctx, wgmma_sources, (int)(sizeof wgmma_sources / sizeof *wgmma_sources), opts,
-                                  "gemm_wgmma", &k);
-    if (s == FCL_ERR_UNSUPPORTED) { /* no sm_90a promotion on this driver */
-        ctx->wgmma_refused = 1;
-        fcl_clear_error(ctx);
-        return FCL_SUCCESS;
-    }
-    if (s != FCL_SUCCESS)
+    int refused;
+    fcl_status s = fcl_wgmma_build_outcome(
+        ctx,
+        fcl_get_kernel(ctx, wgmma_sources, (int)(sizeof wgmma_sources / sizeof *wgmma_sources), opts, "gemm_wgmma", &k),
+        &refused);
+    if (s != FCL_SUCCESS || refused)
         return s;
     return fcl_gemm_enqueue_blocks(ctx, k, g, (size_t)(128 * t.warpgroups), t.tile_m, t.tile_n,
                                    "enqueueing the wgmma projection GEMM", event, done);

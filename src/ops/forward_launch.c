@@ -281,14 +281,13 @@ static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, 
                     job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2));
     size_t wg;
     v->kernel = NULL;
-    fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
-    if (s == FCL_ERR_UNSUPPORTED) { /* no sm_90a promotion on this driver */
-        ctx->wgmma_refused = 1;
-        fcl_clear_error(ctx);
-        return FCL_SUCCESS;
-    }
-    if (s != FCL_SUCCESS)
+    int refused;
+    fcl_status s = fcl_wgmma_build_outcome(
+        ctx, build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg), &refused);
+    if (s != FCL_SUCCESS || refused) {
+        v->kernel = NULL;
         return s;
+    }
     if (wg < 128) {
         v->kernel = NULL;
         return FCL_SUCCESS;

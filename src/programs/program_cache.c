@@ -270,3 +270,12 @@ fcl_status fcl_get_kernel(fcl_context ctx, const char *const *source_names, int 
     return entry_kernel(ctx, e, kernel_name, out);
 }
 
+fcl_status fcl_wgmma_build_outcome(fcl_context ctx, fcl_status s, int *refused)
+{
+    *refused = s == FCL_ERR_UNSUPPORTED;
+    if (!*refused)
+        return s;
+    ctx->wgmma_refused = 1;
+    fcl_clear_error(ctx);
+    return FCL_SUCCESS;
+}

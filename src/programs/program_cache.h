@@ -17,5 +17,11 @@ const char *fcl_kernel_source(const char *name);
 fcl_status fcl_get_kernel(fcl_context ctx, const char *const *source_names, int n_sources,
                           const char *options, const char *kernel_name, cl_kernel *out);
 
+/* The outcome of building a program that includes cl/nvidia/wgmma_nv.cl, whose build returned s:
+ * a refused sm_90a promotion (FCL_ERR_UNSUPPORTED) marks ctx for good (ctx->wgmma_refused: no
+ * wgmma kernel is tried on it again), clears its message, sets *refused and becomes FCL_SUCCESS
+ * (the caller runs another kernel); any other status passes through with *refused 0. */
+fcl_status fcl_wgmma_build_outcome(fcl_context ctx, fcl_status s, int *refused);
+
 
 #endif
