@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The projection GEMM of linear_mma.cl on Hopper's warpgroup tensor cores (compute capability
- * 9.0, wgmma through sm_90a: wgmma_nv.cl), for the layout of the projections' forward: A (M x K)
- * and B (K x N, stored as N rows of K, the weights) both K-contiguous, with 16-byte aligned rows.
- * The same arguments and result as linear_mma.cl's gemm_mma:
+ * 9.0, wgmma through sm_90a: wgmma_nv.cl), for operands with 16-byte aligned rows along their
+ * unit-stride dimension: A (M x K) K-contiguous, or M-contiguous (WGMMA_SS_A_MN: the weight
+ * gradients' dY^T); B (K x N) K-contiguous (stored as N rows of K: the weights of the forward), or
+ * N-contiguous (WGMMA_SS_B_MN: the weights of the input gradients, the activations of the weight
+ * gradients). The same arguments and result as linear_mma.cl's gemm_mma:
  *   C[m, n] = (ACCUMULATE ? C[m, n] : 0) + sum_k A[m, k] B[k, n] (* scale[n]) (+ bias[n]),
  * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE); B is of A's dtype, or I8 (B_I8, scaled per
  * output column: SCALE_ON 1), converted exactly to A's dtype in local memory.
@@ -11,8 +13,11 @@
  * A work-group of WGS warpgroups computes a TM x TN block of C; warpgroup w owns rows
  * w * TM / WGS .. + TM / WGS - 1, as TM / (64 WGS) x TN / NW products m64nNWk16 per k step
  * (accumulator layout: wgmma_nv.cl). K runs in slices of TK (16, 32 or 64) through a ring of
- * STAGES local-memory stages; a slice's rows (TK 16-bit values: 32, 64 or 128 bytes) carry the
- * swizzle of their width (wgmma_desc_rows), and wgmma reads both operands there by descriptor.
+ * STAGES local-memory stages, from which wgmma reads both operands by descriptor. A K-contiguous
+ * operand's slice is stored as rows of TK 16-bit values (32, 64 or 128 bytes) with the swizzle
+ * of their width (wgmma_desc_rows); an MN-contiguous one as 64-column atoms of TK rows with the
+ * 128-byte swizzle (swizzled_offset, mma_nv.cl). Both put 64 rows of C's m (or n) in
+ * 128 TK bytes, so a product's operands start at the same place in either layout.
  * Every copy is a 16-byte cp.async through L2 only (async_copy16_l2), zero-filled past M, N and
  * K; tiles inside M, N and K skip the bounds. Slice kt + AHEAD is copied while slice kt is
  * multiplied, AHEAD = STAGES - 1 - LAG: with LAG 0 each slice's products complete before the
@@ -21,7 +26,8 @@
  * I8 B arrives raw in its own ring (AHEAD slices); each work-item converts the chunks it copied
  * (no barrier) into one of two 16-bit tiles, slice kt + 1 while slice kt is multiplied.
  *
- * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0 or 1;
+ * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8 (B K-contiguous);
+ * SCALE_ON 0 or 1; WGMMA_SS_A_MN, WGMMA_SS_B_MN (wgmma_nv.cl); SWIZZLED_TILES 1;
  * C_F32; HAS_BIAS; ACCUMULATE; TM (64 WGS times 1 or 2), TN (64, 128 or a multiple of 128 up to
  * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1; 0 with B_I8); PAIRS
  * (C's n stride 1 and pairs of columns 4-byte aligned (16-bit C) or 8-byte aligned (F32): one
@@ -47,6 +53,25 @@
 typedef char b_t;
 #else
 typedef ushort b_t;
+#endif
+#if B_I8 && WGMMA_SS_B_MN
+#error "I8 B is K-contiguous"
+#endif
+#define MN_ATOM_BYTES (128 * TK) /* a 64-column atom of an MN-contiguous slice */
+
+/* The descriptor of a product's operand whose 64-row (m or n) blocks start at `addr`, k step ks
+ * of the slice, in the operand's layout. */
+#define K_MAJOR_DESC(addr, ks) wgmma_desc_rows((addr) + (ks) * 32, ROW_BYTES)
+#define MN_MAJOR_DESC(addr, ks) wgmma_desc((addr) + (ks) * 2048, MN_ATOM_BYTES, 1024)
+#if WGMMA_SS_A_MN
+#define A_DESC MN_MAJOR_DESC
+#else
+#define A_DESC K_MAJOR_DESC
+#endif
+#if WGMMA_SS_B_MN
+#define B_DESC MN_MAJOR_DESC
+#else
+#define B_DESC K_MAJOR_DESC
 #endif
 
 /* Waits until this work-item's copies of the slice about to be multiplied have landed (AHEAD - 1
@@ -92,6 +117,41 @@ MMA_INLINE void issue_slice(__local ushort *tile, const int rows, __global const
         }
     }
 }
+
+/* Starts the copies of rows k0 .. k0 + TK - 1 (along k), columns c0 .. c0 + cols - 1 of an
+ * MN-contiguous 16-bit operand (element (k, c) at src[off + k * stride + c]) into `tile`, as
+ * 64-column atoms of TK rows: zeros at columns >= c_lim and rows >= K. */
+MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global const ushort *src, long off,
+                               long stride, int c0, int c_lim, int k0, int K, int lid)
+{
+    const bool whole = c0 + cols <= c_lim && k0 + TK <= K; /* nothing to zero (uniform) */
+    #pragma unroll
+    for (int i = 0; i < (TK * cols / 8 + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (cols / 8), c = 8 * (e % (cols / 8));
+        if ((TK * cols / 8) % WG_SIZE == 0 || e < TK * cols / 8) {
+            const long at = off + (long)(k0 + r) * stride + c0 + c;
+            __local ushort *dst = tile + swizzled_offset(r, c, MN_ATOM_BYTES / 2);
+            if (whole) {
+                async_copy16_l2(dst, src + at, 16);
+            } else {
+                const int n = k0 + r < K ? clamp(c_lim - c0 - c, 0, 8) : 0;
+                async_copy16_l2(dst, n > 0 ? src + at : src, 2 * n);
+            }
+        }
+    }
+}
+
+/* Slice kt's copies of A into its stage, and of 16-bit B into the tile B_READ(kt). */
+#if WGMMA_SS_A_MN
+#define ISSUE_A(kt) issue_slice_mn(A_STAGE((kt) % STAGES), TM, A, a_off, a_sk, m0, M, (kt) * TK, K, lid)
+#else
+#define ISSUE_A(kt) issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid)
+#endif
+#if WGMMA_SS_B_MN
+#define ISSUE_B(kt) issue_slice_mn(B_READ(kt), TN, B, b_off, b_sk, n0, N, (kt) * TK, K, lid)
+#else
+#define ISSUE_B(kt) issue_slice(B_READ(kt), TN, B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
+#endif
 
 #if B_I8
 /* Starts the copies of I8 B's rows r0 .. r0 + TN - 1, columns k0 .. k0 + TK - 1 into `raw` (rows
@@ -187,14 +247,14 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
 #if B_I8
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
+        ISSUE_A(kt);                                                                               \
         issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);                      \
     } while (0)
 #else
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        issue_slice(A_STAGE((kt) % STAGES), TM, A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
-        issue_slice(B_READ(kt), TN, B, b_off, b_sn, n0, N, (kt) * TK, K, lid);                     \
+        ISSUE_A(kt);                                                                               \
+        ISSUE_B(kt);                                                                               \
     } while (0)
 #endif
 
@@ -234,8 +294,8 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
             for (int mb = 0; mb < MB; mb++)
                 #pragma unroll
                 for (int nb = 0; nb < NB; nb++)
-                    WGMMA_SS_N(NW)(acc[mb][nb], wgmma_desc_rows(a_addr + mb * 64 * ROW_BYTES + ks * 32, ROW_BYTES),
-                                   wgmma_desc_rows(b_addr + nb * NW * ROW_BYTES + ks * 32, ROW_BYTES), 1);
+                    WGMMA_SS_N(NW)(acc[mb][nb], A_DESC(a_addr + mb * 64 * ROW_BYTES, ks),
+                                   B_DESC(b_addr + nb * NW * ROW_BYTES, ks), 1);
         wgmma_commit();
 #if B_I8
         if (kt + 1 < n_k) { /* the next slice, converted while the tensor cores multiply this one into

@@ -88,12 +88,24 @@ inline void fence_async_local(void)
     WGMMA_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, "                                       \
     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, "                                  \
     "%52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-/* The instruction texts, after the accumulators: A and B by descriptor (operands a, b) and the
- * accumulate flag (operand acc, a register: 0 overwrites d); or A from 4 registers a0 .. a3 and
- * B by descriptor b, transposed (N-contiguous), accumulating. */
+/* The layouts of the wgmma_ss products' operands: 0 K-major (rows along k, the default), 1
+ * MN-major (the transposed form: rows along m for A, along n for B, in the 64-column atoms
+ * above). A program sets them by -D for all its wgmma_ss products. */
+#ifndef WGMMA_SS_A_MN
+#define WGMMA_SS_A_MN 0
+#endif
+#ifndef WGMMA_SS_B_MN
+#define WGMMA_SS_B_MN 0
+#endif
+#define WGMMA_STR(x) #x
+#define WGMMA_XSTR(x) WGMMA_STR(x)
+
+/* The instruction texts, after the accumulators: A and B by descriptor (operands a, b; their
+ * layouts as set above) and the accumulate flag (operand acc, a register: 0 overwrites d); or A
+ * from 4 registers a0 .. a3 and B by descriptor b, transposed (N-contiguous), accumulating. */
 #define WGMMA_SS_TEXT(shape, regs, a, b, acc)                                                       \
     SM90A "{ .reg .pred p; setp.ne.b32 p, " acc ", 0; wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN \
-          " {" regs "}, " a ", " b ", p, 1, 1, 0, 0; }"
+          " {" regs "}, " a ", " b ", p, 1, 1, " WGMMA_XSTR(WGMMA_SS_A_MN) ", " WGMMA_XSTR(WGMMA_SS_B_MN) "; }"
 #define WGMMA_RS_TEXT(shape, regs, a0, a1, a2, a3, b)                                               \
     SM90A "wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 \
           "}, " b ", 1, 1, 1, 1;"
@@ -104,7 +116,7 @@ inline void fence_async_local(void)
 #define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
 
 /* d (64 x N, FP32) = (accumulate ? d : 0) + A B^T, both operands in local memory by descriptor:
- * A 64 x 16 and B N x 16, each row-major over the k dimension (K-major). */
+ * A 64 x 16 and B N x 16, each K-major, or MN-major where WGMMA_SS_A_MN / WGMMA_SS_B_MN say. */
 MMA_INLINE void wgmma_ss_n64(float *d, ulong a, ulong b, int accumulate)
 {
     __asm__ __volatile__(WGMMA_SS_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34")

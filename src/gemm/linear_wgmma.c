@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The projection GEMM on Hopper's warpgroup tensor cores (cl/nvidia/linear_wgmma.cl):
- * applicability, the variant's options (alignment, epilogue, tiles) and the launch. */
+ * applicability, the variant's options (layouts, alignment, epilogue, tiles) and the launch. */
 #include "gemm/linear_wgmma.h"
 
 #include "gemm/linear_mma.h"
@@ -30,20 +30,23 @@ int fcl_gemm_wgmma_usable(fcl_context ctx, fcl_dtype a, fcl_dtype b)
 fcl_status fcl_gemm_wgmma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
 {
     *done = 0;
-    const int b_i8 = g->b_dtype == FCL_I8;
-    if (g->a_sk != 1 || g->b_sk != 1 || (b_i8 && g->scale_on != 1) ||
-        !fcl_gemm_rows_aligned(g->a_off, g->a_sm, 2, 16) || !fcl_gemm_rows_aligned(g->b_off, g->b_sn, b_i8 ? 1 : 2, 16))
+    /* each operand K-contiguous, else (16-bit only) M- or N-contiguous, its rows 16-byte aligned */
+    const int b_i8 = g->b_dtype == FCL_I8, a_mn = g->a_sk != 1, b_mn = g->b_sk != 1;
+    const cl_long a_rows = a_mn ? g->a_sk : g->a_sm, b_rows = b_mn ? g->b_sk : g->b_sn;
+    if ((a_mn && g->a_sm != 1) || (b_mn && (g->b_sn != 1 || b_i8)) || (b_i8 && g->scale_on != 1) ||
+        !fcl_gemm_rows_aligned(g->a_off, a_rows, 2, 16) || !fcl_gemm_rows_aligned(g->b_off, b_rows, b_i8 ? 1 : 2, 16))
         return FCL_SUCCESS;
     const fcl_gemm_wgmma_tiles t = usable_tiles(ctx, g->a_dtype, g->b_dtype);
     if (t.tile_m == 0)
         return FCL_SUCCESS;
-    char opts[384];
+    char opts[448];
     int n = snprintf(opts, sizeof opts,
                      "-DFCL_DTYPE=%d -DB_I8=%d -DSCALE_ON=%d -DMMA_BF16=%d -DC_F32=%d -DHAS_BIAS=%d -DACCUMULATE=%d "
-                     "-DTM=%d -DTN=%d -DTK=%d -DWGS=%d -DSTAGES=%d -DLAG=%d -DPAIRS=%d",
+                     "-DTM=%d -DTN=%d -DTK=%d -DWGS=%d -DSTAGES=%d -DLAG=%d -DPAIRS=%d -DWGMMA_SS_A_MN=%d "
+                     "-DWGMMA_SS_B_MN=%d -DSWIZZLED_TILES=1",
                      (int)g->a_dtype, b_i8, b_i8, g->a_dtype == FCL_BF16, g->c_dtype == FCL_F32, g->bias != NULL,
                      g->accumulate, t.tile_m, t.tile_n, t.tile_k, t.warpgroups, t.stages, t.lag,
-                     g->c_sn == 1 && g->c_off % 2 == 0 && g->c_sm % 2 == 0);
+                     g->c_sn == 1 && g->c_off % 2 == 0 && g->c_sm % 2 == 0, a_mn, b_mn);
     if (t.max_regs > 0)
         snprintf(opts + n, sizeof opts - (size_t)n, " -cl-nv-maxrregcount=%d", t.max_regs);
     cl_kernel k;

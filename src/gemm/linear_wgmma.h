@@ -13,8 +13,8 @@
 int fcl_gemm_wgmma_usable(fcl_context ctx, fcl_dtype a, fcl_dtype b);
 
 /* Enqueues g on the wgmma GEMM when fcl_gemm_wgmma_usable holds for its dtypes and its layout
- * suits the kernel (A's and B's k strides 1, their rows 16-byte aligned, I8 B scaled per
- * column), and sets *done; *done = 0 and nothing enqueued otherwise, and when the kernel cannot
+ * suits the kernel (A K- or M-contiguous, B K- or N-contiguous (I8 B: K-contiguous, scaled per
+ * column), their rows 16-byte aligned), and sets *done; *done = 0 and nothing enqueued otherwise, and when the kernel cannot
  * run here (the driver refused the promotion: ctx then never tries again; or the compiled
  * kernel cannot run its work-group): the caller then runs another GEMM. */
 fcl_status fcl_gemm_wgmma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event, int *done);
