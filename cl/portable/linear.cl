@@ -248,16 +248,30 @@ __kernel void gemm_finish(__global const float *T, __global c_t *C, const int M,
     STOREC(C, c, x);
 }
 
-/* db[n] (+)= sum_m G[m, n] (column sums: the bias gradients), one work-item per column. */
-__kernel void column_sums(__global const store_t *G, __global c_t *db, const int M, const int N,
-                          const long g_off, const long g_sm, const long db_off, const long db_s)
+/* db[n] (+)= sum_m G[m, n] (column sums: the bias gradients). A work-group of 32 x CS_ROWS
+ * work-items takes 32 columns: work-item (c, r) sums rows r, r + CS_ROWS, ... of its column, and
+ * row 0 adds the CS_ROWS partial sums in order (deterministic; CS_ROWS 1 on CPUs, where the 32
+ * columns are the SIMD lanes). */
+__kernel __attribute__((reqd_work_group_size(32, CS_ROWS, 1)))
+void column_sums(__global const store_t *G, __global c_t *db, const int M, const int N, const long g_off,
+                 const long g_sm, const long db_off, const long db_s)
 {
-    const int n = get_global_id(0);
+    const int c = get_local_id(0), r = get_local_id(1), n = get_group_id(0) * 32 + c;
+    float s = 0.0f;
+    if (n < N)
+        for (int m = r; m < M; m += CS_ROWS)
+            s += LOAD(G, g_off + m * g_sm + n);
+#if CS_ROWS > 1
+    __local float part[CS_ROWS][32];
+    part[r][c] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r > 0)
+        return;
+    for (int i = 1; i < CS_ROWS; i++)
+        s += part[i][c];
+#endif
     if (n >= N)
         return;
-    float s = 0.0f;
-    for (int m = 0; m < M; m++)
-        s += LOAD(G, g_off + m * g_sm + n);
 #if ACCUMULATE
     s += LOADC(db, db_off + n * db_s);
 #endif

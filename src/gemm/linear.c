@@ -20,6 +20,16 @@
 #define CPU_ROWS 8  /* one-work-item blocks (CPUs): rows x columns of C per work-item */
 #define CPU_COLS 32
 
+/* Rows of column_sums' work-groups (32 columns each): on GPUs as many as the work-group holds,
+ * up to 32 (loads in flight); 1 on CPUs (the columns are the SIMD lanes). */
+static int column_sum_rows(fcl_context ctx)
+{
+    if (!fcl_gemm_tiled(ctx))
+        return 1;
+    const size_t fit = ctx->info.max_work_group_size / 32;
+    return fit >= 32 ? 32 : fit >= 1 ? (int)fit : 1;
+}
+
 
 fcl_status fcl_check_weight(fcl_context ctx, const char *op, const char *name, const fcl_weight *w, int64_t N,
                             int64_t K, fcl_dtype act)
@@ -80,10 +90,10 @@ static fcl_status linear_kernel(fcl_context ctx, const gemm_job *g, const fcl_ge
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DW_DTYPE=%d -DC_F32=%d -DSCALE_ON=%d -DHAS_BIAS=%d -DACCUMULATE=%d -DONE_ITEM=%d "
-             "-DROWS=%d -DCOLS=%d -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d -DVW=%d -DA_K1=%d -DB_K1=%d",
+             "-DROWS=%d -DCOLS=%d -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d -DVW=%d -DA_K1=%d -DB_K1=%d -DCS_ROWS=%d",
              (int)g->a_dtype, g->b_dtype == FCL_I8 ? 3 : (int)g->b_dtype, g->c_dtype == FCL_F32, g->scale_on,
              g->bias != NULL, g->accumulate, !fcl_gemm_tiled(ctx), CPU_ROWS, CPU_COLS, t->tile_m, t->tile_n, t->tile_k,
-             t->wpt_m, t->wpt_n, t->vw, g->a_sk == 1, g->b_sk == 1);
+             t->wpt_m, t->wpt_n, t->vw, g->a_sk == 1, g->b_sk == 1, column_sum_rows(ctx));
     return fcl_get_kernel(ctx, linear_sources, 2, opts, name, k);
 }
 
@@ -369,18 +379,20 @@ static fcl_status column_sums_launch(fcl_context ctx, fcl_tensor G, int64_t m0, 
         err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
     for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
-    const size_t global[1] = {((size_t)G->shape[1] + 31) / 32 * 32}, local[1] = {32};
+    const size_t group_rows = (size_t)column_sum_rows(ctx);
+    const size_t global[2] = {((size_t)G->shape[1] + 31) / 32 * 32, group_rows}, local[2] = {32, group_rows};
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, global, local, 0, NULL, NULL);
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, NULL);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the bias-gradient kernel");
 }
 
 fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
 {
-    /* a work-item loops over the rows: under a loop cap, launches over chunks of rows, summed
-     * in db when it is F32, else in an F32 temporary added to db at the end (one rounding) */
-    const long cap = fcl_tiles_under_loop_cap(ctx, 1, 4);
-    const int64_t M = G->shape[0], N = G->shape[1], chunk = cap > 0 && cap < M ? cap : M;
+    /* a work-item loops over every rows-th row: under a loop cap, launches over chunks of rows,
+     * summed in db when it is F32, else in an F32 temporary added to db at the end (one rounding) */
+    const int rows = column_sum_rows(ctx);
+    const long cap = fcl_tiles_under_loop_cap(ctx, 1, 4 + rows);
+    const int64_t M = G->shape[0], N = G->shape[1], chunk = cap > 0 && cap * rows < M ? cap * rows : M;
     if (chunk == M || db->dtype == FCL_F32) {
         fcl_status s = FCL_SUCCESS;
         for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
