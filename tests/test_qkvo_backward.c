@@ -259,17 +259,18 @@ typedef struct bcase {
     int causal, mask;
     float scale;            /* attention scale, 0 = 1/sqrt(D / H) */
     int dw_act;             /* weight gradients in the activations' dtype (else F32) */
+    float softcap;          /* 0 = off (the key bias's gradient is then exactly 0) */
 } bcase;
 
 static void describe(const bcase *c, fcl_dtype act, char *buf, size_t n)
 {
     snprintf(buf, n,
-             "act %s %s Lq%d Lk%d D%d H%d Dctx%d w %s/%s/%s/%s bias%s%s%s%s causal%d mask%d scale%g dw %s",
+             "act %s %s Lq%d Lk%d D%d H%d Dctx%d w %s/%s/%s/%s bias%s%s%s%s causal%d mask%d scale%g softcap%g dw %s",
              fcl_dtype_name(act), c->Dctx ? "cross" : "self", c->Lq, c->Dctx ? c->Lk : c->Lq, c->D, c->H,
              c->Dctx ? c->Dctx : c->D, fcl_dtype_name(c->w[0]), fcl_dtype_name(c->w[1]),
              fcl_dtype_name(c->w[2]), fcl_dtype_name(c->w[3]), c->bias & BQ ? " q" : "",
              c->bias & BK ? " k" : "", c->bias & BV ? " v" : "", c->bias & BO ? " o" : "", c->causal,
-             c->mask, (double)c->scale, c->dw_act ? fcl_dtype_name(act) : "f32");
+             c->mask, (double)c->scale, (double)c->softcap, c->dw_act ? fcl_dtype_name(act) : "f32");
 }
 
 /* The largest err / bound seen by check_grad, and where (logged per table). */
@@ -388,11 +389,12 @@ static int check_case(fcl_context ctx, fcl_dtype act, const bcase *c, uint64_t s
     fcl_attn_params prm = fcl_attn_params_default();
     prm.scale = c->scale;
     prm.causal = c->causal;
+    prm.softcap = c->softcap;
     prm.key_mask = tm;
 
     ref_qkvo_problem p = {.Lq = Lq, .Lk = Lk, .D = D, .D_ctx = Dc, .H = c->H};
     p.attn = (ref_attn_problem){.scale = (double)c->scale, .causal = c->causal, .window_left = -1,
-                                .window_right = -1, .key_mask = mask};
+                                .window_right = -1, .softcap = (double)c->softcap, .key_mask = mask};
 
     /* References. */
     double *rX = support_xmalloc(sizeof(double) * nx), *rC = support_xmalloc(sizeof(double) * nc);
@@ -508,20 +510,25 @@ static int check_case(fcl_context ctx, fcl_dtype act, const bcase *c, uint64_t s
 /*
  * Per activation dtype: every weight dtype (alone and mixed), self- and cross-attention
  * (D_ctx != D, Lq < Lk and Lq > Lk), biases all, none and some, causal (with empty rows when
- * Lq > Lk), a key mask, both together, 2, 3 and 4 heads, odd Lq / Lk (13, 21), a custom
- * scale, and weight gradients in F32 and in the activations' dtype.
+ * Lq > Lk), a key mask, both together, 2, 3 and 4 heads, odd Lq / Lk (13, 21), head dims of 6
+ * to 64, a custom scale, a softcap (the one case where the key bias's gradient is not zero), and
+ * weight gradients in F32 and in the activations' dtype.
  */
 static void backward_table(fcl_dtype act, uint64_t seed0)
 {
     static const bcase cases[] = {
-        /* Lq  Lk  D  H Dctx  weights          bias     causal mask      scale  dw_act */
-        {13, 0, 24, 2, 0, W4(FCL_F32), BALL, 0, MASK_NONE, 0, DW_F32},
-        {13, 21, 24, 3, 10, W4(FCL_F16), BALL, 1, MASK_NONE, 0, DW_F32},
-        {21, 13, 32, 4, 10, W4(FCL_BF16), 0, 1, MASK_LK, 0, DW_F32},
-        {21, 0, 24, 4, 0, W4(FCL_I8), BQ | BO, 0, MASK_LK, 0, DW_F32},
-        {13, 21, 24, 2, 18, WMIX, BK | BV, 0, MASK_LK, 0.3f, DW_ACT},
-        {13, 0, 36, 3, 0, WMIX, BALL, 1, MASK_LK, 0, DW_F32},
-        {13, 21, 32, 4, 10, W4(FCL_I8), BALL, 1, MASK_LK, 0, DW_ACT},
+        /* Lq  Lk  D  H Dctx  weights          bias     causal mask      scale  dw_act softcap */
+        {13, 0, 24, 2, 0, W4(FCL_F32), BALL, 0, MASK_NONE, 0, DW_F32, 0},
+        {13, 21, 24, 3, 10, W4(FCL_F16), BALL, 1, MASK_NONE, 0, DW_F32, 0},
+        {21, 13, 32, 4, 10, W4(FCL_BF16), 0, 1, MASK_LK, 0, DW_F32, 0},
+        {21, 0, 24, 4, 0, W4(FCL_I8), BQ | BO, 0, MASK_LK, 0, DW_F32, 0},
+        {13, 21, 24, 2, 18, WMIX, BK | BV, 0, MASK_LK, 0.3f, DW_ACT, 0},
+        {13, 0, 36, 3, 0, WMIX, BALL, 1, MASK_LK, 0, DW_F32, 0},
+        {13, 21, 32, 4, 10, W4(FCL_I8), BALL, 1, MASK_LK, 0, DW_ACT, 0},
+        /* head dims of 64 and 32: the tensor-core forward recomputes the attention where it runs */
+        {70, 0, 128, 2, 0, W4(FCL_F16), BALL, 0, MASK_NONE, 0, DW_ACT, 0},
+        {40, 56, 128, 4, 64, WMIX, BALL, 1, MASK_NONE, 0, DW_F32, 0},
+        {40, 0, 64, 2, 0, W4(FCL_BF16), BALL, 0, MASK_LK, 0, DW_ACT, 2.0f},
     };
     enum { N = sizeof cases / sizeof cases[0] };
     fcl_context ctx = support_context();

@@ -732,6 +732,8 @@ typedef struct fcl_weight_grad {
  *  gq, gk, gv, go: dw accumulated with dQ^T X, dK^T C, dV^T C, dO^T A (C = Ctx or X, A the
  *      attention output); db accumulated with the column sums; db must be given exactly when
  *      the forward's weight has a bias (and NULL otherwise), else FCL_ERR_INVALID_ARGUMENT.
+ *      The key bias's gradient is exactly zero unless params.softcap > 0 (it shifts every score
+ *      of a query row alike, which the softmax ignores): gk->db is then left as it is.
  * Causal- and mask-excluded positions contribute nothing. Deterministic (no atomics). Outputs
  * must not overlap the inputs or each other. Scratch comes from the context's grow-only pool.
  */

@@ -24,7 +24,8 @@ typedef struct fcl_forward_job {
     fcl_tensor seq_q, seq_k; /* varlen: cu_seqlens; packed: seq_bounds in seq_q */
     int fp32_probs;          /* a portable kernel whatever the device: O is then the sum of FP32
                               * probabilities times V, which the backward's delta = rowsum(dO * O)
-                              * assumes (set where a backward op recomputes O) */
+                              * assumes (set where the attention backward recomputes an O that its
+                              * caller did not give) */
     fcl_attn_resolved params;
 } fcl_forward_job;
 

@@ -131,7 +131,6 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
     job.fwd.K = &v4[4];
     job.fwd.V = &v4[5];
     job.fwd.LSE = &lse;
-    job.fwd.fp32_probs = 1;
     job.dO = &v4[2];
     job.dQ = &v4[3];
     job.dK = &v4[6];
@@ -148,10 +147,14 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
         (s = fcl_linear_grad_input(ctx, &t[6], wk, dCtx ? dCtx : dX, !dCtx)) ||
         (s = fcl_linear_grad_input(ctx, &t[7], wv, dCtx ? dCtx : dX, 1)))
         goto done;
+    /* The key bias adds q_i . bk to every score of query row i, which the softmax ignores: its
+     * gradient is exactly zero (the column sums of dK would be rounding noise around zero),
+     * unless a softcap bends the scores first. */
+    const int key_bias_counts = job.fwd.params.softcap > 0.0f;
     const fcl_tensor grads[3] = {&t[3], &t[6], &t[7]}, inputs[3] = {X, src, src};
     for (int i = 0; i < 3; i++)
         if ((s = fcl_linear_grad_weight(ctx, grads[i], inputs[i], g[i]->dw)) ||
-            (g[i]->db && (s = fcl_column_sums(ctx, grads[i], g[i]->db))))
+            (g[i]->db && (i != 1 || key_bias_counts) && (s = fcl_column_sums(ctx, grads[i], g[i]->db))))
             goto done;
     cl_int err;
     if (event && (err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event)) != CL_SUCCESS)
