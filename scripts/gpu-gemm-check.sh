@@ -14,7 +14,8 @@
 #     f16/i8 with FLASHCL_GEMM=mma (the mma.sync GEMM, for the ratio), the same pairs at L 256 D 1024 H 8 with
 #     the bench's float64 check, and PyTorch's layer (scripts/layer_peer.py: 4 x F.linear + SDPA
 #     flash, F16 and BF16) in the same run; the layer's backward (--op qkvo_backward, f16/f16 and
-#     bf16/bf16) against autograd's (layer_peer.py --backward); a table of the ratios.
+#     bf16/bf16) against autograd's (layer_peer.py --backward); a table of the ratios; the
+#     backward's device time per kernel (build/tools/libflashcl-kernel-profile.so preloaded).
 #  3. A small sweep of FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" (SWEEP=... to change it,
 #     SWEEP= to skip) on the layer with f16 and i8 weights.
 # Output under $OUT (default ./gpu-out), at most 8 files: summary.txt (also on stdout), gpu.txt
@@ -134,6 +135,14 @@ for r in rows:
     except (KeyError, TypeError, ZeroDivisionError) as e:
         print("| row without its figures (%r): %s |" % (e, json.dumps(r)[:300]))
 PY
+
+# The backward's device time per kernel (tools/kernel_profile.c, preloaded), F16
+profile=$build/tools/libflashcl-kernel-profile.so
+if [[ -f $profile ]]; then
+  say "== qkvo_backward f16, device time per kernel (every launch of the bench run)"
+  LD_PRELOAD=$PWD/$profile run_for 90 "$bench" --op qkvo_backward --dtype f16 --weights f16 "${layer[@]}" 2>&1 \
+    > /dev/null | grep "^kernel-profile" | tee -a "$sum"
+fi
 
 # ---------------------------------------------------------------- 3. tile sweep
 default_sweep="128,128,32,2,3,0 128,128,32,2,3,1 128,256,16,2,4,0 128,256,16,2,4,1 64,256,32,1,2,0
