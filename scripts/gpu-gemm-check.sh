@@ -14,7 +14,8 @@
 #     f16/i8 with FLASHCL_GEMM=mma (the mma.sync GEMM, for the ratio), the same pairs at L 256 D 1024 H 8 with
 #     the bench's float64 check, and PyTorch's layer (scripts/layer_peer.py: 4 x F.linear + SDPA
 #     flash, F16 and BF16) in the same run; the layer's backward (--op qkvo_backward, f16/f16 and
-#     bf16/bf16) against autograd's (layer_peer.py --backward); a table of the ratios; the
+#     bf16/bf16; also --op qkvo_backward_saved: from fcl_attention_qkvo_forward_save's activations)
+#     against autograd's (layer_peer.py --backward); a table of the ratios; the
 #     backward's device time per kernel (build/tools/libflashcl-kernel-profile.so preloaded).
 #  3. A small sweep of FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" (SWEEP=... to change it,
 #     SWEEP= to skip) on the layer with f16 and i8 weights.
@@ -97,9 +98,11 @@ for p in f16/f16 f16/i8; do # the mma.sync GEMM, for the before/after ratio
   FLASHCL_GEMM=mma run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
     2>> "$out/errors.log" | sed 's/^{/{"gemm":"mma",/' >> "$out/bench.jsonl" || say "bench qkvo mma $p failed"
 done
-for p in f16/f16 bf16/bf16; do # the layer's backward (fcl_attention_qkvo_backward; values: test_qkvo_backward)
-  run_for 90 "$bench" --op qkvo_backward --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
-    >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench qkvo_backward $p failed (rc $?)"
+for p in f16/f16 bf16/bf16; do # the layer's backward, recomputing or from saved activations
+  for op in qkvo_backward qkvo_backward_saved; do # (values: test_qkvo_backward)
+    run_for 90 "$bench" --op $op --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
+      >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench $op $p failed (rc $?)"
+  done
 done
 for p in $pairs; do # small enough for the bench's float64 check (ok, max_err, err_bound)
   run_for 60 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${small[@]}" \
@@ -121,9 +124,9 @@ print("| op | act | weights | GEMM | L | D | ms | attention ms | projection TF/s
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     try:
-        bwd = r["op"] == "qkvo_backward"
+        bwd = r["op"].startswith("qkvo_backward")
         proj = float("nan") if bwd else 8.0 * r["sq"] * r["d"] ** 2 / ((r["ms"] - r["ms_attention"]) * 1e-3) * 1e-12
-        t = peer.get((r["op"], r["dtype"])) if r["sq"] == 2048 and r["d"] == 4096 else None
+        t = peer.get(("qkvo_backward" if bwd else r["op"], r["dtype"])) if r["sq"] == 2048 and r["d"] == 4096 else None
         gemm = r.get("gemm", r.get("projection_path", "?"))
         check = "ok" if r["ok"] and r["rows_checked"] else "NOT OK" if not r["ok"] else "-"
         if r["rows_checked"]:

@@ -490,6 +490,72 @@ static int check_case(fcl_context ctx, fcl_dtype act, const bcase *c, uint64_t s
         }
     }
 
+    /* Third call: fcl_attention_qkvo_forward_save (its O bit-identical to fcl_attention_qkvo_forward's),
+     * then fcl_attention_qkvo_backward_saved on zeroed weight gradients: every output bit-identical
+     * to the first call's (the same kernels, minus the recompute). */
+    if (ok) {
+        const int64_t ls[2] = {c->H, Lq}, ks[2] = {Lk, D};
+        fcl_tensor to[2] = {support_tensor(ctx, act, 2, xs, NULL), support_tensor(ctx, act, 2, xs, NULL)};
+        const fcl_qkvo_saved sv = {support_tensor(ctx, act, 2, xs, NULL), support_tensor(ctx, act, 2, ks, NULL),
+                                   support_tensor(ctx, act, 2, ks, NULL), support_tensor(ctx, act, 2, xs, NULL),
+                                   support_tensor(ctx, FCL_F32, 2, ls, NULL)};
+        for (int i = 0; i < 4; i++) {
+            support_write(tdw[i], zeros);
+            if (tdb[i])
+                support_write(tdb[i], zeros);
+        }
+        support_poison(tdx);
+        if (tdc)
+            support_poison(tdc);
+        fcl_status st = fcl_attention_qkvo_forward(ctx, &prm, c->H, tx, tc, &fw[WQ], &fw[WK], &fw[WV], &fw[WO], to[0],
+                                                   NULL);
+        ok &= expect_ok(ctx, name, "fcl_attention_qkvo_forward", st);
+        st = fcl_attention_qkvo_forward_save(ctx, &prm, c->H, tx, tc, &fw[WQ], &fw[WK], &fw[WV], &fw[WO], to[1], &sv,
+                                             NULL);
+        ok &= expect_ok(ctx, name, "fcl_attention_qkvo_forward_save", st);
+        st = fcl_attention_qkvo_backward_saved(ctx, &prm, c->H, tx, tc, &fw[WQ], &fw[WK], &fw[WV], &fw[WO], &sv, tdo,
+                                               tdx, tdc, &fg[WQ], &fg[WK], &fg[WV], &fg[WO], NULL);
+        ok &= expect_ok(ctx, name, "fcl_attention_qkvo_backward_saved", st);
+        cr_assert(fcl_finish(ctx) == FCL_SUCCESS, "[%s] fcl_finish: %s", name, fcl_last_error(ctx));
+        if (ok) {
+            float *o[2] = {support_xmalloc(sizeof(float) * nx), support_xmalloc(sizeof(float) * nx)};
+            support_read(to[0], o[0]);
+            support_read(to[1], o[1]);
+            support_read(tdx, gX[1]);
+            if (tdc)
+                support_read(tdc, gC[1]);
+            const float *got[10] = {o[1], gX[1], tdc ? gC[1] : NULL}, *want[10] = {o[0], gX[0], tdc ? gC[0] : NULL};
+            size_t n[10] = {nx, nx, nc};
+            const char *what[10] = {"O of forward_save", "dX", "dCtx", "dWq", "dWk", "dWv", "dWo", "dbq", "dbk", "dbv"};
+            for (int i = 0; i < 4; i++) {
+                support_read(tdw[i], gw[1][i]);
+                got[3 + i] = gw[1][i], want[3 + i] = gw[0][i], n[3 + i] = (size_t)D * K[i];
+            }
+            for (int i = 0; i < 10; i++) {
+                double maxd = 0.0;
+                long first = -1;
+                const size_t nd = got[i] ? support_bit_diff(got[i], want[i], n[i], &maxd, &first) : 0;
+                cr_expect(nd == 0, "[%s] %s with saved activations differs from the recompute's in %zu of %zu (max "
+                          "%.3g, first %ld)", name, what[i], nd, n[i], maxd, first);
+                ok &= nd == 0;
+            }
+            for (int i = 0; i < 4; i++)
+                if (tdb[i]) {
+                    double maxd = 0.0;
+                    long first = -1;
+                    support_read(tdb[i], gb[1][i]);
+                    const size_t nd = support_bit_diff(gb[1][i], gb[0][i], (size_t)D, &maxd, &first);
+                    cr_expect(nd == 0, "[%s] db%s with saved activations differs from the recompute's in %zu of %d",
+                              name, wname[i], nd, D);
+                    ok &= nd == 0;
+                }
+            free(o[0]), free(o[1]);
+        }
+        fcl_tensor mine[7] = {to[0], to[1], sv.Q, sv.K, sv.V, sv.A, sv.LSE};
+        for (int i = 0; i < 7; i++)
+            fcl_tensor_release(mine[i]);
+    }
+
     free(x), free(cx), free(dO), free(zeros), free(mask), free(rX), free(rC), free(nX), free(nC);
     for (int i = 0; i < 4; i++) {
         free(rw_d[i]), free(rb_d[i]), free(nw[i]), free(nb[i]);

@@ -150,8 +150,11 @@ bench_case bench_decode_default(const bench_env *env);
  * on sampled rows against the float64 reference (2x rule). With `backward`: times
  * fcl_attention_qkvo_backward of that layer instead (op "qkvo_backward"; TFLOP/s from 16*L*D^2 +
  * 2.5 times the attention's FLOPs; values unchecked: test_qkvo_backward checks them; NaN in dX
- * fails). Exit code as bench_forward. */
-int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdtype, int backward, bench_result *r);
+ * fails); BENCH_QKVO_BACKWARD_SAVED times fcl_attention_qkvo_backward_saved after one untimed
+ * fcl_attention_qkvo_forward_save (op "qkvo_backward_saved", the same FLOP count). Exit code as
+ * bench_forward. */
+enum { BENCH_QKVO_FORWARD, BENCH_QKVO_BACKWARD, BENCH_QKVO_BACKWARD_SAVED };
+int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdtype, int mode, bench_result *r);
 bench_case bench_qkvo_default(const bench_env *env);
 
 /* bench_copy.c: times clEnqueueCopyBuffer of `bytes` on the env's queue; GB/s counts the bytes

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* flashcl-bench ops "qkvo" and "qkvo_backward": one self-attention layer with its projections,
+/* flashcl-bench ops "qkvo", "qkvo_backward", "qkvo_backward_saved": one self-attention layer with its projections,
  * fcl_attention_qkvo_forward on X [L, D] with biases, weights in the chosen dtype (I8 with f32
  * row scales), and the attention core alone (fcl_attention_forward on the [1, L, H, D / H]
  * shapes) for the split; checked against the float64 reference when small enough. The backward
  * times fcl_attention_qkvo_backward of that layer (dX and every weight's and bias's gradient, in
- * the activations' dtype, as autograd keeps them); test_qkvo_backward checks its values. */
+ * the activations' dtype, as autograd keeps them), or fcl_attention_qkvo_backward_saved from one
+ * fcl_attention_qkvo_forward_save; test_qkvo_backward checks their values. */
 #include "bench.h"
 #include "ref_projection.h"
 
@@ -35,6 +36,7 @@ typedef struct qkvo_dev {
     fcl_weight w[4];
     fcl_tensor dout;      /* the backward: dO [L, D] (X's values) */
     fcl_weight_grad g[4]; /* the backward: gradients of the weights and biases, zeroed */
+    fcl_qkvo_saved saved; /* qkvo_backward_saved: the forward's activations */
 } qkvo_dev;
 
 static void host_free(qkvo_host *h)
@@ -50,8 +52,9 @@ static void host_free(qkvo_host *h)
 
 static void dev_free(qkvo_dev *d)
 {
-    fcl_tensor all[7] = {d->x, d->o, d->a_q, d->a_k, d->a_v, d->a_o, d->dout};
-    for (int i = 0; i < 7; i++)
+    fcl_tensor all[12] = {d->x,       d->o,       d->a_q,       d->a_k,       d->a_v,         d->a_o,
+                          d->dout,    d->saved.Q, d->saved.K,   d->saved.V,   d->saved.A,     d->saved.LSE};
+    for (int i = 0; i < 12; i++)
         fcl_tensor_release(all[i]);
     for (int i = 0; i < 4; i++) {
         fcl_tensor_release(d->w[i].w);
@@ -105,8 +108,9 @@ static fcl_status tensor_from(fcl_context ctx, fcl_dtype dt, int nd, const int64
 }
 
 /* The layer's tensors; with `backward` also dO (X's values) and the weights' and biases'
- * gradients (zeros, from `zeros`: D * D floats). The backward writes dX into o. */
-static fcl_status dev_make(fcl_context ctx, const bench_case *c, fcl_dtype wdt, const float *zeros,
+ * gradients (zeros, from `zeros`: D * D floats), and with `saved` the saved activations. The
+ * backward writes dX into o. */
+static fcl_status dev_make(fcl_context ctx, const bench_case *c, fcl_dtype wdt, const float *zeros, int saved,
                            const qkvo_host *h, qkvo_dev *d)
 {
     const int backward = zeros != NULL;
@@ -126,6 +130,10 @@ static fcl_status dev_make(fcl_context ctx, const bench_case *c, fcl_dtype wdt, 
     }
     if (!st && backward)
         st = tensor_from(ctx, c->dtype, 2, xs, h->x, &d->dout);
+    const int64_t ls[2] = {c->hq, L};
+    fcl_tensor *keep[5] = {&d->saved.Q, &d->saved.K, &d->saved.V, &d->saved.A, &d->saved.LSE};
+    for (int i = 0; i < 5 && saved && !st; i++)
+        st = tensor_from(ctx, i < 4 ? c->dtype : FCL_F32, 2, i < 4 ? xs : ls, NULL, keep[i]);
     return st;
 }
 
@@ -150,6 +158,15 @@ static fcl_status enqueue_qkvo_backward(void *arg, cl_event *ev)
     const qkvo_dev *d = q->d;
     return fcl_attention_qkvo_backward(q->ctx, &q->p, q->c->hq, d->x, NULL, &d->w[0], &d->w[1], &d->w[2], &d->w[3],
                                        d->dout, d->o, NULL, &d->g[0], &d->g[1], &d->g[2], &d->g[3], ev);
+}
+
+static fcl_status enqueue_qkvo_backward_saved(void *arg, cl_event *ev)
+{
+    const qkvo_call *q = arg;
+    const qkvo_dev *d = q->d;
+    return fcl_attention_qkvo_backward_saved(q->ctx, &q->p, q->c->hq, d->x, NULL, &d->w[0], &d->w[1], &d->w[2],
+                                             &d->w[3], &d->saved, d->dout, d->o, NULL, &d->g[0], &d->g[1], &d->g[2],
+                                             &d->g[3], ev);
 }
 
 static fcl_status enqueue_attention(void *arg, cl_event *ev)
@@ -197,12 +214,18 @@ static void check(const bench_case *c, fcl_dtype wdt, const qkvo_host *h, bench_
     free(naive);
 }
 
-int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdt, int backward, bench_result *r)
+int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdt, int mode, bench_result *r)
 {
     qkvo_host h = {0};
     qkvo_dev d = {0};
     int rc = 0;
-    r->op = backward ? "qkvo_backward" : "qkvo";
+    const int backward = mode != BENCH_QKVO_FORWARD, saved = mode == BENCH_QKVO_BACKWARD_SAVED;
+    static const char *const ops[3] = {"qkvo", "qkvo_backward", "qkvo_backward_saved"};
+    static const char *const calls[3] = {"fcl_attention_qkvo_forward", "fcl_attention_qkvo_backward",
+                                         "fcl_attention_qkvo_backward_saved"};
+    static fcl_status (*const enqueue[3])(void *, cl_event *) = {enqueue_qkvo, enqueue_qkvo_backward,
+                                                                 enqueue_qkvo_backward_saved};
+    r->op = ops[mode];
     r->c = *c;
     r->wdtype = (int)wdt;
     float *zeros = backward ? calloc((size_t)c->d * (size_t)c->d, sizeof(float)) : NULL;
@@ -210,16 +233,18 @@ int bench_qkvo(const bench_env *env, const bench_case *c, fcl_dtype wdt, int bac
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }
-    fcl_status st = rc ? FCL_SUCCESS : dev_make(env->ctx, c, wdt, zeros, &h, &d);
+    fcl_status st = rc ? FCL_SUCCESS : dev_make(env->ctx, c, wdt, zeros, saved, &h, &d);
     if (st)
         rc = bench_lib_error(env, "creating tensors", st);
     qkvo_call call = {env->ctx, bench_params_of(c), c, &d};
+    if (!rc && saved && (st = fcl_attention_qkvo_forward_save(env->ctx, &call.p, c->hq, d.x, NULL, &d.w[0], &d.w[1],
+                                                              &d.w[2], &d.w[3], d.o, &d.saved, NULL)))
+        rc = bench_lib_error(env, "fcl_attention_qkvo_forward_save", st);
     bench_result att = *r;
     if (!rc && !backward)
         rc = bench_time_op(env, enqueue_attention, &call, "fcl_attention_forward", &att);
     if (!rc)
-        rc = bench_time_op(env, backward ? enqueue_qkvo_backward : enqueue_qkvo, &call,
-                           backward ? "fcl_attention_qkvo_backward" : "fcl_attention_qkvo_forward", r);
+        rc = bench_time_op(env, enqueue[mode], &call, calls[mode], r);
     if (!rc && (st = fcl_tensor_read_f32(d.o, h.o, (size_t)c->sq * c->d)))
         rc = bench_lib_error(env, backward ? "reading dX" : "reading O", st);
     if (!rc) {

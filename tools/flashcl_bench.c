@@ -128,9 +128,10 @@ static int op_decode(const bench_env *env, const bench_opts *o)
     return run_case(env, &k_decode, &c);
 }
 
-/* qkvo (qkvo_backward): one self-attention layer (its gradients); --sq is L, --d the model
- * width, --hq the heads. */
-static int run_qkvo(const bench_env *env, const bench_opts *o, int backward)
+/* qkvo (qkvo_backward, qkvo_backward_saved): one self-attention layer (its gradients,
+ * recomputed or from saved activations: mode as bench_qkvo); --sq is L, --d the model width,
+ * --hq the heads. */
+static int run_qkvo(const bench_env *env, const bench_opts *o, int mode)
 {
     bench_case c = merge_case(bench_qkvo_default(env), o);
     if (!o->hq && c.d % c.hq)
@@ -140,17 +141,22 @@ static int run_qkvo(const bench_env *env, const bench_opts *o, int backward)
         return usage_error("qkvo: --hq must divide --d");
     bench_result r;
     memset(&r, 0, sizeof r);
-    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : FCL_F16, backward, &r), &r);
+    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : FCL_F16, mode, &r), &r);
 }
 
 static int op_qkvo(const bench_env *env, const bench_opts *o)
 {
-    return run_qkvo(env, o, 0);
+    return run_qkvo(env, o, BENCH_QKVO_FORWARD);
 }
 
 static int op_qkvo_backward(const bench_env *env, const bench_opts *o)
 {
-    return run_qkvo(env, o, 1);
+    return run_qkvo(env, o, BENCH_QKVO_BACKWARD);
+}
+
+static int op_qkvo_backward_saved(const bench_env *env, const bench_opts *o)
+{
+    return run_qkvo(env, o, BENCH_QKVO_BACKWARD_SAVED);
 }
 
 static int op_copy(const bench_env *env, const bench_opts *o)
@@ -201,6 +207,7 @@ static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
     {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy},
     {"qkvo", op_qkvo}, {"qkvo_backward", op_qkvo_backward},
+    {"qkvo_backward_saved", op_qkvo_backward_saved},
 };
 
 static const bench_op *find_op(const char *name)

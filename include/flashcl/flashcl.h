@@ -745,6 +745,43 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
                                        const fcl_weight_grad *gk, const fcl_weight_grad *gv,
                                        const fcl_weight_grad *go, cl_event *event);
 
+/*
+ * The activations of one fcl_attention_qkvo_forward that its backward otherwise recomputes
+ * (training keeps them between the two calls). Tensors owned by the caller, in X's dtype unless
+ * said: Q [Lq, D], K and V [Lk, D], A [Lq, D] (the attention output, before Wo), LSE
+ * [num_heads, Lq] F32 (the natural-log sum of exp of each query row's scores).
+ */
+typedef struct fcl_qkvo_saved {
+    fcl_tensor Q, K, V, A, LSE;
+} fcl_qkvo_saved;
+
+/*
+ * fcl_attention_qkvo_forward that also writes its activations into `saved` (every tensor
+ * overwritten; none may overlap another output, an input or a weight). O is bit-identical to
+ * fcl_attention_qkvo_forward's. Costs no scratch for Q, K, V and A.
+ */
+fcl_status fcl_attention_qkvo_forward_save(fcl_context ctx, const fcl_attn_params *params, int num_heads,
+                                           fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq,
+                                           const fcl_weight *wk, const fcl_weight *wv,
+                                           const fcl_weight *wo, fcl_tensor O,
+                                           const fcl_qkvo_saved *saved, cl_event *event);
+
+/*
+ * fcl_attention_qkvo_backward from the activations that fcl_attention_qkvo_forward_save wrote
+ * with the same params, num_heads, X, Ctx and weights (read only; X and Ctx are still read for
+ * the weight gradients): the same outputs and rules, without running the forward again (for
+ * the layer of docs/perf.md about a fifth less time, for 4 L D + H L values of memory).
+ * The outputs must not overlap `saved` either.
+ */
+fcl_status fcl_attention_qkvo_backward_saved(fcl_context ctx, const fcl_attn_params *params, int num_heads,
+                                             fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq,
+                                             const fcl_weight *wk, const fcl_weight *wv,
+                                             const fcl_weight *wo, const fcl_qkvo_saved *saved,
+                                             fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx,
+                                             const fcl_weight_grad *gq, const fcl_weight_grad *gk,
+                                             const fcl_weight_grad *gv, const fcl_weight_grad *go,
+                                             cl_event *event);
+
 /* ---------------------------------------------------------------- ahead-of-time warm-up */
 
 /* Op families fcl_precompile warms (bits of fcl_precompile_spec.ops). */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fcl_project_kv, fcl_attention_qkvo_forward, fcl_attention_q_with_kv_cached_forward: the
- * projections (linear.c) around the attention forward (forward_launch.c), through scratch. */
+/* fcl_project_kv, fcl_attention_qkvo_forward (and _save), fcl_attention_q_with_kv_cached_forward:
+ * the projections (linear.c) around the attention forward (forward_launch.c), through scratch
+ * or the caller's saved activations. */
 #include "core/tensor_checks.h"
 #include "gemm/linear.h"
 #include "ops/attn_params.h"
@@ -47,6 +48,34 @@ fcl_status fcl_proj_check_out(fcl_context ctx, const char *op, fcl_tensor out, c
 int64_t fcl_proj_weight_rows(const fcl_weight *w)
 {
     return w && w->w && w->w->ndim == 2 ? w->w->shape[0] : -1;
+}
+
+fcl_status fcl_proj_check_saved(fcl_context ctx, const char *op, const fcl_qkvo_saved *saved, int64_t H, int64_t Lq,
+                                int64_t Lk, int64_t D, fcl_dtype dt)
+{
+    if (!saved)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: saved is NULL", op);
+    fcl_status s;
+    if ((s = fcl_proj_check_act(ctx, op, saved->Q, "saved.Q", Lq, D, (int)dt)) ||
+        (s = fcl_proj_check_act(ctx, op, saved->K, "saved.K", Lk, D, (int)dt)) ||
+        (s = fcl_proj_check_act(ctx, op, saved->V, "saved.V", Lk, D, (int)dt)) ||
+        (s = fcl_proj_check_act(ctx, op, saved->A, "saved.A", Lq, D, (int)dt)) ||
+        (s = fcl_proj_check_act(ctx, op, saved->LSE, "saved.LSE", H, Lq, FCL_F32)))
+        return s;
+    return FCL_SUCCESS;
+}
+
+struct fcl_tensor_s fcl_proj_lse_view(fcl_tensor lse)
+{
+    struct fcl_tensor_s v = *lse;
+    v.ndim = 3;
+    v.shape[0] = 1;
+    v.shape[1] = lse->shape[0];
+    v.shape[2] = lse->shape[1];
+    v.strides[0] = lse->shape[0] * lse->strides[0];
+    v.strides[1] = lse->strides[0];
+    v.strides[2] = lse->strides[1];
+    return v;
 }
 
 fcl_status fcl_project_kv(fcl_context ctx, fcl_tensor Ctx, const fcl_weight *wk, const fcl_weight *wv, fcl_tensor K,
@@ -98,12 +127,13 @@ struct fcl_tensor_s fcl_proj_heads_view(fcl_tensor t, int64_t H)
  * its params resolved, and Q and the attention output A ([Lq, D] each) in scratch. */
 typedef struct attend_plan {
     fcl_forward_job job;
-    struct fcl_tensor_s q, a;
+    struct fcl_tensor_s q, a, lse; /* lse: with saved activations only (job.LSE points at it) */
 } attend_plan;
 
-/* Resolves params for H heads over Lq queries and Lk keys and takes the Q / A scratch. */
+/* Resolves params for H heads over Lq queries and Lk keys and takes Q and A from `saved` (its LSE
+ * written too) or else from scratch. */
 static fcl_status plan_attend(fcl_context ctx, const char *op, const fcl_attn_params *params, int64_t H,
-                              fcl_tensor X, int64_t Lk, int64_t D, attend_plan *p)
+                              fcl_tensor X, int64_t Lk, int64_t D, const fcl_qkvo_saved *saved, attend_plan *p)
 {
     const int64_t Lq = X->shape[0];
     p->job = (fcl_forward_job){.op = op, .layout = FCL_LAYOUT_DENSE, .dtype = X->dtype, .D = D / H, .Hq = H,
@@ -112,6 +142,13 @@ static fcl_status plan_attend(fcl_context ctx, const char *op, const fcl_attn_pa
     fcl_status s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &p->job.params);
     if (s != FCL_SUCCESS)
         return s;
+    if (saved) {
+        p->q = *saved->Q;
+        p->a = *saved->A;
+        p->lse = fcl_proj_lse_view(saved->LSE);
+        p->job.LSE = &p->lse;
+        return FCL_SUCCESS;
+    }
     const uint64_t bytes = (uint64_t)(Lq * D) * fcl_dtype_size(X->dtype);
     cl_mem qa = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_QA, 2 * bytes, &s);
     if (!qa)
@@ -168,12 +205,12 @@ fcl_status fcl_proj_check_block(fcl_context ctx, const char *op, int num_heads, 
     return FCL_SUCCESS;
 }
 
-fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *params, int num_heads, fcl_tensor X,
-                                      fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
-                                      const fcl_weight *wv, const fcl_weight *wo, fcl_tensor O, cl_event *event)
+/* fcl_attention_qkvo_forward, with saved: writing Q, K, V, A and LSE there. */
+static fcl_status qkvo_forward(fcl_context ctx, const char *op, const fcl_attn_params *params, int num_heads,
+                               fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
+                               const fcl_weight *wv, const fcl_weight *wo, fcl_tensor O, const fcl_qkvo_saved *saved,
+                               int save, cl_event *event)
 {
-    FCL_LOCK(ctx);
-    static const char *const op = "fcl_attention_qkvo_forward";
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
@@ -185,26 +222,66 @@ fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *pa
     if (Ctx && (s = fcl_proj_check_act(ctx, op, Ctx, "Ctx", -1, -1, X->dtype)))
         return s;
     const int64_t Lk = src->shape[0], Dc = src->shape[1];
-    const fcl_weight *ws[2] = {wk, wv};
-    const fcl_tensor ins[3] = {src, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
+    const fcl_weight *ws[4] = {wk, wv, wq, wo};
+    const fcl_tensor ins[4] = {src, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL, X};
     if ((s = fcl_check_weight(ctx, op, "wk", wk, D, Dc, X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", wv, D, Dc, X->dtype)) ||
         (s = fcl_proj_check_out(ctx, op, O, "O", ins, 3, ws, 2)))
         return s;
+    if (save) {
+        if ((s = fcl_proj_check_saved(ctx, op, saved, num_heads, X->shape[0], Lk, D, X->dtype)))
+            return s;
+        const fcl_tensor outs[6] = {saved->Q, saved->K, saved->V, saved->A, saved->LSE, O};
+        static const char *const names[6] = {"saved.Q", "saved.K", "saved.V", "saved.A", "saved.LSE", "O"};
+        for (int i = 0; i < 5; i++) {
+            if ((s = fcl_proj_check_out(ctx, op, outs[i], names[i], ins, 4, ws, 4)))
+                return s;
+            for (int k = i + 1; k < 6; k++)
+                if (fcl_overlaps(outs[i], outs[k]))
+                    return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: outputs %s and %s overlap in the same buffer",
+                                    op, names[i], names[k]);
+        }
+    }
     attend_plan plan;
-    if ((s = plan_attend(ctx, op, params, num_heads, X, Lk, D, &plan)))
+    if ((s = plan_attend(ctx, op, params, num_heads, X, Lk, D, save ? saved : NULL, &plan)))
         return s;
-    const uint64_t bytes = (uint64_t)(Lk * D) * fcl_dtype_size(X->dtype);
-    cl_mem kv = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_KV, 2 * bytes, &s);
-    if (!kv)
-        return s;
-    const int64_t shape[2] = {Lk, D};
-    struct fcl_tensor_s k = fcl_scratch_view(ctx, kv, X->dtype, 2, shape), v = k;
-    v.offset = Lk * D;
+    struct fcl_tensor_s k, v;
+    if (save) {
+        k = *saved->K;
+        v = *saved->V;
+    } else {
+        const uint64_t bytes = (uint64_t)(Lk * D) * fcl_dtype_size(X->dtype);
+        cl_mem kv = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_KV, 2 * bytes, &s);
+        if (!kv)
+            return s;
+        const int64_t shape[2] = {Lk, D};
+        k = fcl_scratch_view(ctx, kv, X->dtype, 2, shape);
+        v = k;
+        v.offset = Lk * D;
+    }
     if ((s = fcl_linear_enqueue(ctx, src, wk, &k, NULL)) == FCL_SUCCESS &&
         (s = fcl_linear_enqueue(ctx, src, wv, &v, NULL)) == FCL_SUCCESS)
         s = attend_and_project(ctx, &plan, X, &k, &v, wq, wo, O, event);
     return s;
+}
+
+fcl_status fcl_attention_qkvo_forward(fcl_context ctx, const fcl_attn_params *params, int num_heads, fcl_tensor X,
+                                      fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
+                                      const fcl_weight *wv, const fcl_weight *wo, fcl_tensor O, cl_event *event)
+{
+    FCL_LOCK(ctx);
+    return qkvo_forward(ctx, "fcl_attention_qkvo_forward", params, num_heads, X, Ctx, wq, wk, wv, wo, O, NULL, 0,
+                        event);
+}
+
+fcl_status fcl_attention_qkvo_forward_save(fcl_context ctx, const fcl_attn_params *params, int num_heads,
+                                           fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
+                                           const fcl_weight *wv, const fcl_weight *wo, fcl_tensor O,
+                                           const fcl_qkvo_saved *saved, cl_event *event)
+{
+    FCL_LOCK(ctx);
+    return qkvo_forward(ctx, "fcl_attention_qkvo_forward_save", params, num_heads, X, Ctx, wq, wk, wv, wo, O, saved, 1,
+                        event);
 }
 
 fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_attn_params *params, int num_heads,
@@ -224,7 +301,7 @@ fcl_status fcl_attention_q_with_kv_cached_forward(fcl_context ctx, const fcl_att
     const fcl_tensor ins[4] = {K, V, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
     attend_plan plan;
     if ((s = fcl_proj_check_out(ctx, op, O, "O", ins, 4, NULL, 0)) ||
-        (s = plan_attend(ctx, op, params, num_heads, X, K->shape[0], D, &plan)))
+        (s = plan_attend(ctx, op, params, num_heads, X, K->shape[0], D, NULL, &plan)))
         return s;
     return attend_and_project(ctx, &plan, X, K, V, wq, wo, O, event);
 }

@@ -22,4 +22,11 @@ struct fcl_tensor_s fcl_proj_heads_view(fcl_tensor t, int64_t H);
 fcl_status fcl_proj_check_block(fcl_context ctx, const char *op, int num_heads, fcl_tensor X, const fcl_weight *wq,
                                 const fcl_weight *wo, fcl_tensor O, const char *o_name, int64_t *D);
 
+/* saved (given: else FCL_ERR_INVALID_ARGUMENT): Q, A [Lq, D] and K, V [Lk, D] in dtype dt, LSE
+ * [H, Lq] F32, each a usable tensor of ctx. */
+fcl_status fcl_proj_check_saved(fcl_context ctx, const char *op, const fcl_qkvo_saved *saved, int64_t H, int64_t Lq,
+                                int64_t Lk, int64_t D, fcl_dtype dt);
+/* The [1, H, Lq] view of a saved LSE [H, Lq] (the attention job's LSE layout). */
+struct fcl_tensor_s fcl_proj_lse_view(fcl_tensor lse);
+
 #endif

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fcl_attention_qkvo_backward: recompute the block's forward (projections and attention with
- * its LSE), then its gradients: dA = dO Wo, the attention backward, dX / dCtx through the
- * input projections, and the weight and bias gradients (accumulated). */
+/* fcl_attention_qkvo_backward (and _saved): recompute the block's forward (projections and
+ * attention with its LSE) unless the caller saved it, then its gradients: dA = dO Wo, the
+ * attention backward, dX / dCtx through the input projections, and the weight and bias
+ * gradients (accumulated). */
 #include "core/tensor_checks.h"
 #include "gemm/linear.h"
 #include "ops/attn_params.h"
@@ -10,10 +11,8 @@
 
 #include <stdio.h>
 
-static const char *const op = "fcl_attention_qkvo_backward";
-
 /* g (named name) is given, dw [N, K] F32 or `act`, db [N] in dw's dtype exactly when w has a bias. */
-static fcl_status check_grad(fcl_context ctx, const char *name, const fcl_weight_grad *g, const fcl_weight *w,
+static fcl_status check_grad(fcl_context ctx, const char *op, const char *name, const fcl_weight_grad *g, const fcl_weight *w,
                              fcl_dtype act)
 {
     char what[32];
@@ -44,11 +43,13 @@ static fcl_status check_grad(fcl_context ctx, const char *name, const fcl_weight
     return FCL_SUCCESS;
 }
 
-/* Every check but params': the forward's, dO, dX, dCtx, the four gradients, and no overlaps
- * (the outputs with each other, the inputs, the weights and params' side tensors). */
-static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, int num_heads, fcl_tensor X, fcl_tensor Ctx,
-                           const fcl_weight *const w[4], fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx,
-                           const fcl_weight_grad *const g[4], int64_t *D)
+/* Every check but params': the forward's, saved's (when given), dO, dX, dCtx, the four
+ * gradients, and no overlaps (the outputs with each other, the inputs, saved, the weights and
+ * params' side tensors). */
+static fcl_status validate(fcl_context ctx, const char *op, const fcl_attn_params *params, int num_heads,
+                           fcl_tensor X, fcl_tensor Ctx, const fcl_weight *const w[4], const fcl_qkvo_saved *saved,
+                           fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx, const fcl_weight_grad *const g[4],
+                           int64_t *D)
 {
     fcl_status s = fcl_proj_check_block(ctx, op, num_heads, X, w[0], w[3], dX, "dX", D);
     if (s || (s = fcl_proj_check_act(ctx, op, dO, "dO", X->shape[0], *D, X->dtype)))
@@ -59,6 +60,8 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, int n
     if ((s = fcl_check_weight(ctx, op, "wk", w[1], *D, src->shape[1], X->dtype)) ||
         (s = fcl_check_weight(ctx, op, "wv", w[2], *D, src->shape[1], X->dtype)))
         return s;
+    if (saved && (s = fcl_proj_check_saved(ctx, op, saved, num_heads, X->shape[0], src->shape[0], *D, X->dtype)))
+        return s;
     if (!Ctx != !dCtx)
         return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: dCtx is %s but Ctx is %s (dCtx exactly for "
                         "cross-attention)", op, dCtx ? "given" : "NULL", Ctx ? "given" : "NULL");
@@ -66,15 +69,17 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, int n
         return s;
     static const char *const names[4] = {"gq", "gk", "gv", "go"};
     for (int i = 0; i < 4; i++)
-        if ((s = check_grad(ctx, names[i], g[i], w[i], X->dtype)))
+        if ((s = check_grad(ctx, op, names[i], g[i], w[i], X->dtype)))
             return s;
     const fcl_tensor outs[10] = {dX, dCtx, g[0]->dw, g[0]->db, g[1]->dw, g[1]->db, g[2]->dw, g[2]->db, g[3]->dw,
                                  g[3]->db};
     static const char *const out_names[10] = {"dX", "dCtx", "gq.dw", "gq.db", "gk.dw", "gk.db", "gv.dw", "gv.db",
                                               "go.dw", "go.db"};
-    const fcl_tensor ins[5] = {X, Ctx, dO, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL};
+    const fcl_tensor ins[10] = {X, Ctx, dO, params ? params->key_mask : NULL, params ? params->alibi_slopes : NULL,
+                                saved ? saved->Q : NULL, saved ? saved->K : NULL, saved ? saved->V : NULL,
+                                saved ? saved->A : NULL, saved ? saved->LSE : NULL};
     for (int i = 0; i < 10; i++) {
-        if (outs[i] && (s = fcl_proj_check_out(ctx, op, outs[i], out_names[i], ins, 5, w, 4)))
+        if (outs[i] && (s = fcl_proj_check_out(ctx, op, outs[i], out_names[i], ins, 10, w, 4)))
             return s;
         for (int k = i + 1; k < 10; k++)
             if (fcl_overlaps(outs[i], outs[k]))
@@ -84,20 +89,21 @@ static fcl_status validate(fcl_context ctx, const fcl_attn_params *params, int n
     return FCL_SUCCESS;
 }
 
-fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *params, int num_heads, fcl_tensor X,
-                                       fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
-                                       const fcl_weight *wv, const fcl_weight *wo, fcl_tensor dO, fcl_tensor dX,
-                                       fcl_tensor dCtx, const fcl_weight_grad *gq, const fcl_weight_grad *gk,
-                                       const fcl_weight_grad *gv, const fcl_weight_grad *go, cl_event *event)
+/* Both public forms: with `save` the forward's activations come from saved, else recomputed. */
+static fcl_status qkvo_backward(fcl_context ctx, const char *op, const fcl_attn_params *params, int num_heads,
+                                fcl_tensor X, fcl_tensor Ctx, const fcl_weight *const w[4], const fcl_qkvo_saved *saved,
+                                int save, fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx,
+                                const fcl_weight_grad *const g[4], cl_event *event)
 {
-    FCL_LOCK(ctx);
     if (!ctx)
         return fcl_fail(NULL, FCL_ERR_INVALID_ARGUMENT, "%s: ctx is NULL", op);
     fcl_clear_error(ctx);
-    const fcl_weight *const w[4] = {wq, wk, wv, wo};
-    const fcl_weight_grad *const g[4] = {gq, gk, gv, go};
+    if (save && !saved)
+        return fcl_fail(ctx, FCL_ERR_INVALID_ARGUMENT, "%s: saved is NULL", op);
+    const fcl_weight *const wq = w[0], *const wk = w[1], *const wv = w[2], *const wo = w[3];
+    const fcl_weight_grad *const go = g[3];
     int64_t D;
-    fcl_status s = validate(ctx, params, num_heads, X, Ctx, w, dO, dX, dCtx, g, &D);
+    fcl_status s = validate(ctx, op, params, num_heads, X, Ctx, w, save ? saved : NULL, dO, dX, dCtx, g, &D);
     if (s != FCL_SUCCESS)
         return s;
     fcl_tensor src = Ctx ? Ctx : X;
@@ -110,20 +116,30 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
     if ((s = fcl_resolve_attn_params(ctx, op, params, 0, Lk, 0, H, D / H, Lq, Lk, &job.fwd.params)))
         return s;
 
-    /* scratch: Q, A, dA, dQ [Lq, D]; K, V, dK, dV [Lk, D] (one buffer), LSE [1, H, Lq] */
+    /* Q, A, dA, dQ [Lq, D]; K, V, dK, dV [Lk, D]; LSE [1, H, Lq]: the gradients in one scratch
+     * buffer, the forward's activations there too or in saved */
     const size_t es = fcl_dtype_size(X->dtype);
-    cl_mem act = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_ACT, (uint64_t)(4 * (Lq + Lk) * D) * es, &s);
-    cl_mem lse_buf = act ? fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_LSE, (uint64_t)(H * Lq) * sizeof(float), &s)
-                         : NULL;
-    if (!lse_buf)
+    const int64_t per_rows = save ? 2 : 4; /* scratch tensors per row group */
+    cl_mem act = fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_ACT, (uint64_t)(per_rows * (Lq + Lk) * D) * es, &s);
+    cl_mem lse_buf = act && !save ? fcl_scratch_buffer(ctx, FCL_SCRATCH_PROJ_GRAD_LSE,
+                                                       (uint64_t)(H * Lq) * sizeof(float), &s)
+                                  : NULL;
+    if (!act || (!save && !lse_buf))
         return s;
     const int64_t qs[2] = {Lq, D}, ks[2] = {Lk, D}, ls[3] = {1, H, Lq};
     struct fcl_tensor_s t[8]; /* Q, A, dA, dQ, K, V, dK, dV */
-    for (int i = 0; i < 8; i++) {
+    const fcl_tensor kept[8] = {save ? saved->Q : NULL, save ? saved->A : NULL, NULL, NULL,
+                                save ? saved->K : NULL, save ? saved->V : NULL, NULL, NULL};
+    for (int i = 0, slot_q = 0, slot_k = 0; i < 8; i++) {
+        if (kept[i]) {
+            t[i] = *kept[i];
+            continue;
+        }
         t[i] = fcl_scratch_view(ctx, act, X->dtype, 2, i < 4 ? qs : ks);
-        t[i].offset = i < 4 ? i * Lq * D : 4 * Lq * D + (i - 4) * Lk * D;
+        t[i].offset = i < 4 ? slot_q++ * Lq * D : per_rows * Lq * D + slot_k++ * Lk * D;
     }
-    struct fcl_tensor_s lse = fcl_scratch_view(ctx, lse_buf, FCL_F32, 3, ls), v4[8];
+    struct fcl_tensor_s lse = save ? fcl_proj_lse_view(saved->LSE) : fcl_scratch_view(ctx, lse_buf, FCL_F32, 3, ls);
+    struct fcl_tensor_s v4[8];
     for (int i = 0; i < 8; i++)
         v4[i] = fcl_proj_heads_view(&t[i], H);
     job.fwd.Q = &v4[0];
@@ -136,9 +152,11 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
     job.dK = &v4[6];
     job.dV = &v4[7];
 
-    /* the forward again, with its LSE; then dA = dO Wo and Wo's gradients */
-    if ((s = fcl_linear_enqueue(ctx, X, wq, &t[0], NULL)) || (s = fcl_linear_enqueue(ctx, src, wk, &t[4], NULL)) ||
-        (s = fcl_linear_enqueue(ctx, src, wv, &t[5], NULL)) || (s = fcl_forward_launch(ctx, &job.fwd, NULL)) ||
+    /* the forward again (unless saved), with its LSE; then dA = dO Wo and Wo's gradients */
+    if ((!save && ((s = fcl_linear_enqueue(ctx, X, wq, &t[0], NULL)) ||
+                   (s = fcl_linear_enqueue(ctx, src, wk, &t[4], NULL)) ||
+                   (s = fcl_linear_enqueue(ctx, src, wv, &t[5], NULL)) ||
+                   (s = fcl_forward_launch(ctx, &job.fwd, NULL)))) ||
         (s = fcl_linear_grad_input(ctx, dO, wo, &t[2], 0)) || (s = fcl_linear_grad_weight(ctx, dO, &t[1], go->dw)) ||
         (go->db && (s = fcl_column_sums(ctx, dO, go->db))))
         goto done;
@@ -161,4 +179,31 @@ fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *p
         s = fcl_fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
 done:
     return s;
+}
+
+fcl_status fcl_attention_qkvo_backward(fcl_context ctx, const fcl_attn_params *params, int num_heads, fcl_tensor X,
+                                       fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
+                                       const fcl_weight *wv, const fcl_weight *wo, fcl_tensor dO, fcl_tensor dX,
+                                       fcl_tensor dCtx, const fcl_weight_grad *gq, const fcl_weight_grad *gk,
+                                       const fcl_weight_grad *gv, const fcl_weight_grad *go, cl_event *event)
+{
+    FCL_LOCK(ctx);
+    const fcl_weight *const w[4] = {wq, wk, wv, wo};
+    const fcl_weight_grad *const g[4] = {gq, gk, gv, go};
+    return qkvo_backward(ctx, "fcl_attention_qkvo_backward", params, num_heads, X, Ctx, w, NULL, 0, dO, dX, dCtx, g,
+                         event);
+}
+
+fcl_status fcl_attention_qkvo_backward_saved(fcl_context ctx, const fcl_attn_params *params, int num_heads,
+                                             fcl_tensor X, fcl_tensor Ctx, const fcl_weight *wq, const fcl_weight *wk,
+                                             const fcl_weight *wv, const fcl_weight *wo, const fcl_qkvo_saved *saved,
+                                             fcl_tensor dO, fcl_tensor dX, fcl_tensor dCtx, const fcl_weight_grad *gq,
+                                             const fcl_weight_grad *gk, const fcl_weight_grad *gv,
+                                             const fcl_weight_grad *go, cl_event *event)
+{
+    FCL_LOCK(ctx);
+    const fcl_weight *const w[4] = {wq, wk, wv, wo};
+    const fcl_weight_grad *const g[4] = {gq, gk, gv, go};
+    return qkvo_backward(ctx, "fcl_attention_qkvo_backward_saved", params, num_heads, X, Ctx, w, saved, 1, dO, dX, dCtx,
+                         g, event);
 }
