@@ -4,10 +4,11 @@
  * tensor-core attention_backward_mma.cl): the argument list, so that one host launch serves
  * both, a sequence's rows for each LAYOUT (0 dense, 1 varlen, 2 packed, as in
  * attention_forward_rows.cl), the scratch row index, the packed bounds, the score transform,
- * and the preprocessing kernel attention_backward_delta (delta[h, i] = rowsum(dO * O), one
- * work-item per query row).
+ * and the preprocessing kernel attention_backward_delta (delta[h, i] = rowsum(dO * O), 32
+ * work-items per query row).
  *
- * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT.
+ * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (32,
+ * or 1 on CPUs).
  */
 
 #define BACKWARD_ARGS                                                                              \
@@ -149,16 +150,37 @@ inline float backward_score(float dot, float scale, float softcap, float slope, 
     return s;
 }
 
+/* Work-groups of DELTA_LANES x (1 to 8) work-items along dimension 0: DELTA_LANES per query row
+ * i, each summing the row's elements lane, lane + DELTA_LANES, ... (on GPUs 32: consecutive
+ * work-items read consecutive elements); lane 0 then adds the partial sums in order
+ * (deterministic). DELTA_LANES 1 on CPUs: a work-item per row, as their SIMD lanes want. */
+#define DELTA_MAX_ROWS 8
 __kernel void attention_backward_delta(BACKWARD_ARGS)
 {
-    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+#if DELTA_LANES > 1
+    __local float part[DELTA_MAX_ROWS][DELTA_LANES];
+#endif
+    const int lane = get_local_id(0) % DELTA_LANES, slot = get_local_id(0) / DELTA_LANES;
+    const int i = get_global_id(0) / DELTA_LANES, h = get_global_id(1), b = get_global_id(2);
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    float sum = 0.0f;
+    if (i < r.sq) {
+        const long orow = o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh;
+        const long drow = do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh;
+        for (int d = lane; d < head_dim; d += DELTA_LANES)
+            sum = fma(LOAD(dO, drow + d), LOAD(O, orow + d), sum);
+    }
+#if DELTA_LANES > 1
+    part[slot][lane] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane != 0 || i >= r.sq)
+        return;
+    for (int k = 1; k < DELTA_LANES; k++)
+        sum += part[slot][k];
+#else
+    (void)slot;
     if (i >= r.sq)
         return;
-    const long orow = o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh;
-    const long drow = do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh;
-    float sum = 0.0f;
-    for (int d = 0; d < head_dim; d++)
-        sum = fma(LOAD(dO, drow + d), LOAD(O, orow + d), sum);
+#endif
     delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] = sum;
 }

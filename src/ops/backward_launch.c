@@ -23,6 +23,13 @@ typedef struct backward_variant {
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
 } backward_variant;
 
+/* Work-items per query row of the delta kernel: 32 on GPUs (reads along the row), 1 on CPUs (a
+ * row per SIMD lane; Intel's CPU compiler also crashes on the 32-lane form). */
+static int delta_lanes(fcl_context ctx)
+{
+    return ctx->info.type == FCL_DEVICE_CPU ? 1 : 32;
+}
+
 /* The three kernels of the program of `sources` built with `opts`, and the most work-items
  * each of dkdv and dq can run per work-group. */
 static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
@@ -54,9 +61,9 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
         char opts[256];
         snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
-                 "-DHAS_MASK=%d -DHAS_ALIBI=%d",
+                 "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
                  (int)f->dtype, hdp, t->block_m, t->block_n, f->layout, f->params.softcap > 0.0f,
-                 f->params.mask != NULL, f->params.alibi != NULL);
+                 f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
         size_t wg[2];
         fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
         if (s != FCL_SUCCESS)
@@ -99,9 +106,9 @@ static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *j
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_A=%d -DBLOCK_B=%d -DWA=%d -DWB=%d -DDK=%d -DNK=%d -DVW=%d "
-             "-DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d",
+             "-DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, f->layout,
-             f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+             f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2];
     fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
     if (s != FCL_SUCCESS)
@@ -135,9 +142,9 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
     char opts[256];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
-             "-DHAS_ALIBI=%d",
+             "-DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->simd, t->rv, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL,
-             f->params.alibi != NULL);
+             f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2];
     fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
     if (s != FCL_SUCCESS)
@@ -189,9 +196,9 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
              "-DKV_LOCAL_STEPS=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
-             "-DHAS_ALIBI=%d",
+             "-DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local, aligned,
-             pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL);
+             pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2];
     fcl_status s = build_kernels(ctx, sources, 5, opts, v->kern, wg);
     if (s != FCL_SUCCESS)
@@ -358,9 +365,18 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         err = set_shared_args(kern[k], job, O, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL,
                               ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
-    /* an explicit work-group (32 rows) so that PoCL compiles one delta kernel for every shape */
-    const size_t g_delta[3] = {((size_t)f->sq + 31) / 32 * 32, (size_t)f->Hq, (size_t)f->grid_b};
-    const size_t l_delta[3] = {32, 1, 1};
+    /* delta: delta_lanes work-items per row, up to 8 rows per work-group on GPUs (what the kernel
+     * can run), 32 on CPUs; an explicit work-group so that PoCL compiles one delta kernel for
+     * every shape */
+    const size_t lanes = (size_t)delta_lanes(ctx);
+    size_t delta_wg = 0;
+    if (err == CL_SUCCESS)
+        err = clGetKernelWorkGroupInfo(kern[K_DELTA], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof delta_wg,
+                                       &delta_wg, NULL);
+    const size_t fit = delta_wg / lanes, delta_rows = lanes == 1 ? 32 : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
+    const size_t g_delta[3] = {((size_t)f->sq + delta_rows - 1) / delta_rows * delta_rows * lanes, (size_t)f->Hq,
+                               (size_t)f->grid_b};
+    const size_t l_delta[3] = {delta_rows * lanes, 1, 1};
     const size_t g_dkdv[3] = {k_groups * v.dkdv_wg, (size_t)f->Hkv, (size_t)f->grid_b};
     const size_t g_dq[3] = {q_groups * v.dq_wg, (size_t)f->Hq, (size_t)f->grid_b};
     const size_t l_dkdv[3] = {v.dkdv_wg, 1, 1}, l_dq[3] = {v.dq_wg, 1, 1};
