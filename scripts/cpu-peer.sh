@@ -57,7 +57,9 @@ cases=(
 threads=$(FLASHCL_DEVICE=${devices[0]} build/tools/flashcl-info 2>/dev/null | awk -F'compute units: ' '/compute units/ { split($2, a, ";"); print a[1]; exit }')
 threads=${threads:-$(nproc)}
 for dev in "${devices[@]}"; do
-  FLASHCL_DEVICE=$dev build/tools/flashcl-bench --op copy --json >>"$out/bench.jsonl" 2>/dev/null || true
+  for ceiling in copy read; do # copy: read + write; read: a kernel that only reads, as decode does
+    FLASHCL_DEVICE=$dev build/tools/flashcl-bench --op $ceiling --json >>"$out/bench.jsonl" 2>/dev/null || true
+  done
 done
 for c in "${cases[@]}"; do
   IFS='|' read -r name bench_args peer_args <<<"$c"

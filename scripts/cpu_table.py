@@ -60,6 +60,7 @@ def main():
         return
     bench, peer = load(sys.argv[1]), load(sys.argv[2])
     copy = {r["device"]: r.get("gbps") for r in bench if r.get("op") == "copy"}
+    read = {r["device"]: r.get("gbps") for r in bench if r.get("op") == "read"}
     platforms = list(dict.fromkeys(r["device"] for r in bench if r.get("case")))  # one column per device
     names = {r["device"]: r.get("platform", r["device"]) for r in bench if r.get("case")}
     short = {p: names[p].replace("Portable Computing Language", "PoCL").split("(")[0].split()[0] for p in platforms}
@@ -80,6 +81,7 @@ def main():
             cell = f"{r['ms']:.2f}" + ("" if r.get("ok", True) else " (check FAILED)")
             if r["op"] == "decode" and r.get("gbps"):
                 share = f", {100 * r['gbps'] / copy[p]:.0f}% of copy" if copy.get(p) else ""
+                share += f", {100 * r['gbps'] / read[p]:.0f}% of read" if read.get(p) else ""
                 cell += f" ({r['gbps']:.1f} GB/s{share})"
             cells.append(cell)
         torch_ms = theirs.get("ms")

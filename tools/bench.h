@@ -7,7 +7,7 @@
  *   bench_packed.c   the packed-QKV case (fcl_attention_packed_qkv_forward)
  *   bench_backward.c the backward case (fcl_attention_backward, 2.5x FLOPs)
  *   bench_decode.c   the decode case (fcl_attention_decode over a KV cache, GB/s)
- *   bench_copy.c     clEnqueueCopyBuffer on the same device (the bandwidth ceiling)
+ *   bench_copy.c     the bandwidth ceilings on the same device: clEnqueueCopyBuffer, a read-only kernel
  *   bench_qkvo.c     the attention block with projections (fcl_attention_qkvo_forward and
  *                    fcl_attention_qkvo_backward)
  *   bench_pack.c     the sequence packing of those two: seeded lengths, prefix sums, FLOPs
@@ -160,6 +160,9 @@ bench_case bench_qkvo_default(const bench_env *env);
 /* bench_copy.c: times clEnqueueCopyBuffer of `bytes` on the env's queue; GB/s counts the bytes
  * read and written (2 * bytes); NaN when a buffer cannot be made. Prints its line. */
 void bench_copy(const bench_env *env, size_t bytes);
+/* bench_copy.c: times a kernel that reads `bytes` of a device buffer (and writes 256 KB); GB/s
+ * count the bytes read (decode's ceiling: it only reads). Prints its line. */
+void bench_read(const bench_env *env, size_t bytes);
 
 /* Host arrays of a case: q, k, v, o (see bench_host_alloc). */
 typedef struct bench_host {

@@ -17,7 +17,7 @@ void bench_usage(FILE *f)
         "  ceilings.\n"
         "\n"
         "  --op NAME          forward | backward | decode | varlen | packed_qkv | qkvo |\n"
-        "                     qkvo_backward | qkvo_backward_saved | sgemm | copy\n"
+        "                     qkvo_backward | qkvo_backward_saved | sgemm | copy | read\n"
         "  --weights T        qkvo, qkvo_backward(_saved): weight dtype f32 | f16 | bf16 | i8 (i8 with\n"
         "                     f32 row scales;\n"
         "                     default f16)\n"
@@ -151,7 +151,7 @@ static int set_int(const char *v, long lo, int *field)
 }
 
 static const char *const k_ops[] = {"forward", "sgemm", "varlen", "packed_qkv", "backward",
-                                    "decode", "copy", "qkvo", "qkvo_backward", "qkvo_backward_saved"};
+                                    "decode", "copy", "read", "qkvo", "qkvo_backward", "qkvo_backward_saved"};
 
 static int set_op(const char *v, bench_opts *o)
 {

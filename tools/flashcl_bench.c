@@ -166,6 +166,13 @@ static int op_copy(const bench_env *env, const bench_opts *o)
     return BENCH_EXIT_OK; /* the ceiling failing is reported, not an error of flashcl */
 }
 
+static int op_read(const bench_env *env, const bench_opts *o)
+{
+    (void)o;
+    bench_read(env, (size_t)(env->is_gpu ? 1024 : 256) << 20);
+    return BENCH_EXIT_OK; /* as op_copy */
+}
+
 /* varlen / packed_qkv: their default case with the options laid over it; Hkv follows Hq
  * (MHA) unless --hkv is given. */
 static int op_pack(const bench_env *env, const bench_opts *o, int qkv)
@@ -205,7 +212,7 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
-    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy},
+    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy}, {"read", op_read},
     {"qkvo", op_qkvo}, {"qkvo_backward", op_qkvo_backward},
     {"qkvo_backward_saved", op_qkvo_backward_saved},
 };
