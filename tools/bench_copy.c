@@ -8,6 +8,24 @@
 
 #include <math.h>
 
+/* Prints a ceiling's line (JSON with env->json): `moved` bytes over t's wall and event times;
+ * `what` (a format taking the MiB of `bytes`) says what was timed. */
+static void report_ceiling(const bench_env *env, const char *op, const char *what, size_t bytes, double moved,
+                           const bench_timing *t)
+{
+    const double gbps = moved / (t->ms_wall * 1e-3) * 1e-9, gbps_event = moved / (t->ms_event * 1e-3) * 1e-9;
+    if (env->json) {
+        printf("{\"op\":\"%s\",\"device\":\"%s\",\"bytes\":%zu,\"reps\":%d,\"ms\":%.6g,\"gbps\":%.6g,"
+               "\"gbps_event\":%.6g}\n", op, env->info.name, bytes, t->reps, t->ms_wall, isfinite(gbps) ? gbps : 0.0,
+               isfinite(gbps_event) ? gbps_event : 0.0);
+    } else {
+        printf("# %s bandwidth (", op);
+        printf(what, bytes >> 20);
+        printf("): %.1f GB/s wall, %.1f GB/s event\n", gbps, gbps_event);
+    }
+    fflush(stdout);
+}
+
 typedef struct copy_call {
     cl_command_queue q;
     cl_mem src, dst;
@@ -38,16 +56,7 @@ void bench_copy(const bench_env *env, size_t bytes)
         if (err == CL_SUCCESS && bench_time(env, enqueue_copy, &call, &t) != FCL_SUCCESS)
             t.ms_wall = NAN;
     }
-    const double gbps = 2.0 * (double)bytes / (t.ms_wall * 1e-3) * 1e-9;
-    const double gbps_event = 2.0 * (double)bytes / (t.ms_event * 1e-3) * 1e-9;
-    if (env->json)
-        printf("{\"op\":\"copy\",\"device\":\"%s\",\"bytes\":%zu,\"reps\":%d,\"ms\":%.6g,\"gbps\":%.6g,"
-               "\"gbps_event\":%.6g}\n", env->info.name, bytes, t.reps, t.ms_wall, isfinite(gbps) ? gbps : 0.0,
-               isfinite(gbps_event) ? gbps_event : 0.0);
-    else
-        printf("# copy bandwidth (clEnqueueCopyBuffer %zu MiB, read + write): %.1f GB/s wall, %.1f GB/s event\n",
-               bytes >> 20, gbps, gbps_event);
-    fflush(stdout);
+    report_ceiling(env, "copy", "clEnqueueCopyBuffer %zu MiB, read + write", bytes, 2.0 * (double)bytes, &t);
     if (call.src)
         clReleaseMemObject(call.src);
     if (call.dst)
@@ -127,16 +136,7 @@ void bench_read(const bench_env *env, size_t bytes)
         if (err == CL_SUCCESS && bench_time(env, enqueue_read, &call, &t) != FCL_SUCCESS)
             t.ms_wall = NAN;
     }
-    const double gbps = (double)bytes / (t.ms_wall * 1e-3) * 1e-9;
-    const double gbps_event = (double)bytes / (t.ms_event * 1e-3) * 1e-9;
-    if (env->json)
-        printf("{\"op\":\"read\",\"device\":\"%s\",\"bytes\":%zu,\"reps\":%d,\"ms\":%.6g,\"gbps\":%.6g,"
-               "\"gbps_event\":%.6g}\n", env->info.name, bytes, t.reps, t.ms_wall, isfinite(gbps) ? gbps : 0.0,
-               isfinite(gbps_event) ? gbps_event : 0.0);
-    else
-        printf("# read bandwidth (a kernel summing %zu MiB, bytes read): %.1f GB/s wall, %.1f GB/s event\n",
-               bytes >> 20, gbps, gbps_event);
-    fflush(stdout);
+    report_ceiling(env, "read", "a kernel summing %zu MiB, bytes read", bytes, (double)bytes, &t);
     if (call.k)
         clReleaseKernel(call.k);
     if (prog)
