@@ -107,6 +107,7 @@ static const scase cases[] = {
     /* 5 */ {"saved.Q overlaps O (forward_save)", FWD, 0, FCL_ERR_INVALID_ARGUMENT, "O"},
     /* 6 */ {"saved.V overlaps X (forward_save)", FWD, 0, FCL_ERR_INVALID_ARGUMENT, "saved.V"},
     /* 7 */ {"dX overlaps saved.Q (backward_saved)", BWD, 0, FCL_ERR_INVALID_ARGUMENT, "dX"},
+    /* 8 */ {"saved.LSE F16", FWD, 0, FCL_ERR_DTYPE, "saved.LSE"},
 };
 
 /* Applies case id to a valid fixture. */
@@ -119,6 +120,7 @@ static void mutate(sfix *f, int id)
     case 5: shared_view(f, &f->saved.Q, L, D, 0), shared_view(f, &f->O, L, D, 8); break;
     case 6: shared_view(f, &f->saved.V, L, D, 0), shared_view(f, &f->X, L, D, D); break;
     case 7: shared_view(f, &f->saved.Q, L, D, 0), shared_view(f, &f->dX, L, D, 2); break;
+    case 8: fcl_tensor_release(f->saved.LSE), f->saved.LSE = act2(f->ctx, FCL_F16, H, L, 0); break;
     default: break;
     }
 }

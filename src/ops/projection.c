@@ -60,8 +60,13 @@ fcl_status fcl_proj_check_saved(fcl_context ctx, const char *op, const fcl_qkvo_
         (s = fcl_proj_check_act(ctx, op, saved->K, "saved.K", Lk, D, (int)dt)) ||
         (s = fcl_proj_check_act(ctx, op, saved->V, "saved.V", Lk, D, (int)dt)) ||
         (s = fcl_proj_check_act(ctx, op, saved->A, "saved.A", Lq, D, (int)dt)) ||
-        (s = fcl_proj_check_act(ctx, op, saved->LSE, "saved.LSE", H, Lq, FCL_F32)))
+        (s = fcl_check_tensor(ctx, op, saved->LSE, "saved.LSE", 2)))
         return s;
+    if (saved->LSE->dtype != FCL_F32)
+        return fcl_fail(ctx, FCL_ERR_DTYPE, "%s: saved.LSE dtype %s must be f32", op, fcl_dtype_name(saved->LSE->dtype));
+    const int64_t lse_shape[2] = {H, Lq};
+    if (!fcl_same_shape(saved->LSE, lse_shape))
+        return fcl_shape_error(ctx, op, "saved.LSE", saved->LSE, "[num_heads, Lq] =", lse_shape, 2);
     return FCL_SUCCESS;
 }
 
