@@ -339,7 +339,8 @@ enum { T_MASK = 20, T_ALIBI = 21 };
 
 enum {
     OP_FORWARD, OP_VARLEN, OP_PACKED, OP_BACKWARD, OP_VARLEN_BACKWARD, OP_PACKED_BACKWARD, OP_DECODE,
-    OP_DECODE_PAGED, OP_APPEND, OP_PROJECT_KV, OP_QKVO, OP_QKVO_BACKWARD, OP_VARLEN_VALIDATE, OP_GETTERS, N_OPS
+    OP_DECODE_PAGED, OP_APPEND, OP_PROJECT_KV, OP_QKVO, OP_QKVO_BACKWARD, OP_QKVO_SAVE, OP_QKVO_BACKWARD_SAVED,
+    OP_VARLEN_VALIDATE, OP_GETTERS, N_OPS
 };
 
 static int next_buf;
@@ -469,13 +470,25 @@ static void template_call(call *c, int op)
         }
         break;
     case OP_QKVO:
-    case OP_QKVO_BACKWARD: /* X Ctx wq wk wv wo O | dO dX dCtx gq.dw gk.dw gv.dw go.dw; s0 num_heads */
+    case OP_QKVO_SAVE:
+    case OP_QKVO_BACKWARD:
+    case OP_QKVO_BACKWARD_SAVED: /* X Ctx wq wk wv wo O | dO dX dCtx gq.dw gk.dw gv.dw go.dw;
+                                  * saved Q K V A LSE; s0 num_heads, s1 % 8 == 0: saved NULL */
         tdef(c, 0, FCL_F32, 2, 3, 8, 0, 0, 0);
         tdef(c, 1, FCL_F32, 2, 4, 8, 0, 0, 0);
         for (int i = 2; i < 6; i++)
             tdef(c, i, FCL_F32, 2, 8, 8, 0, 0, 0);
-        tdef(c, 6, FCL_F32, 2, 3, 8, 0, 0, op == OP_QKVO);
-        if (op == OP_QKVO_BACKWARD) {
+        const int backward = op == OP_QKVO_BACKWARD || op == OP_QKVO_BACKWARD_SAVED;
+        tdef(c, 6, FCL_F32, 2, 3, 8, 0, 0, !backward);
+        if (op == OP_QKVO_SAVE || op == OP_QKVO_BACKWARD_SAVED) { /* written by the forward, read by the backward */
+            tdef(c, 13, FCL_F32, 2, 3, 8, 0, 0, op == OP_QKVO_SAVE);
+            tdef(c, 14, FCL_F32, 2, 4, 8, 0, 0, op == OP_QKVO_SAVE);
+            tdef(c, 15, FCL_F32, 2, 4, 8, 0, 0, op == OP_QKVO_SAVE);
+            tdef(c, 16, FCL_F32, 2, 3, 8, 0, 0, op == OP_QKVO_SAVE);
+            tdef(c, 17, FCL_F32, 2, 2, 3, 0, 0, op == OP_QKVO_SAVE);
+            c->s[1] = 1;
+        }
+        if (backward) {
             tdef(c, 7, FCL_F32, 2, 3, 8, 0, 0, 0);
             c->t[6].output = 1; /* dX */
             tdef(c, 8, FCL_F32, 2, 4, 8, 0, 0, 1);
@@ -624,6 +637,22 @@ static fcl_status invoke(call *c, cl_event *ev)
         const fcl_weight_grad gq = {T[9], NULL}, gk = {T[10], NULL}, gv = {T[11], NULL}, go = {T[12], NULL};
         return fcl_attention_qkvo_backward(ctx, &p, (int)c->s[0], T[0], T[1], &wq, &wk, &wv, &wo, T[7], T[6], T[8],
                                            &gq, &gk, &gv, &go, ev);
+    }
+    case OP_QKVO_SAVE: {
+        const fcl_weight wq = weight(T[2], NULL, NULL), wk = weight(T[3], NULL, NULL), wv = weight(T[4], NULL, NULL),
+                         wo = weight(T[5], NULL, NULL);
+        const fcl_qkvo_saved sv = {T[13], T[14], T[15], T[16], T[17]};
+        return fcl_attention_qkvo_forward_save(ctx, &p, (int)c->s[0], T[0], T[1], &wq, &wk, &wv, &wo, T[6],
+                                               c->s[1] % 8 == 0 ? NULL : &sv, ev);
+    }
+    case OP_QKVO_BACKWARD_SAVED: {
+        const fcl_weight wq = weight(T[2], NULL, NULL), wk = weight(T[3], NULL, NULL), wv = weight(T[4], NULL, NULL),
+                         wo = weight(T[5], NULL, NULL);
+        const fcl_weight_grad gq = {T[9], NULL}, gk = {T[10], NULL}, gv = {T[11], NULL}, go = {T[12], NULL};
+        const fcl_qkvo_saved sv = {T[13], T[14], T[15], T[16], T[17]};
+        return fcl_attention_qkvo_backward_saved(ctx, &p, (int)c->s[0], T[0], T[1], &wq, &wk, &wv, &wo,
+                                                 c->s[1] % 8 == 0 ? NULL : &sv, T[7], T[6], T[8], &gq, &gk, &gv, &go,
+                                                 ev);
     }
     case OP_VARLEN_VALIDATE:
         return fcl_varlen_validate(ctx, T[0], T[1], c->s[0], c->s[1], (int)c->s[2], (int)c->s[3]);
