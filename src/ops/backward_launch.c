@@ -21,6 +21,7 @@ typedef struct backward_variant {
     int blocked;             /* the register-blocked GPU kernels (never chunked) */
     fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
+    size_t delta_rows;       /* query rows per work-group of the delta kernel (delta_lanes each) */
 } backward_variant;
 
 /* Work-items per query row of the delta kernel: 32 on GPUs (reads along the row), 1 on CPUs (a
@@ -30,22 +31,29 @@ static int delta_lanes(fcl_context ctx)
     return ctx->info.type == FCL_DEVICE_CPU ? 1 : 32;
 }
 
-/* The three kernels of the program of `sources` built with `opts`, and the most work-items
- * each of dkdv and dq can run per work-group. */
+/* The three kernels of the program of `sources` built with `opts` into v->kern, the rows per
+ * work-group of its delta kernel (v->delta_rows: up to 8 on GPUs, as many as it can run; 32 on
+ * CPUs, one work-item each), and the most work-items each of dkdv and dq can run per
+ * work-group (wg). */
 static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
-                                cl_kernel out[N_KERNELS], size_t wg[2])
+                                backward_variant *v, size_t wg[2])
 {
     for (int k = 0; k < N_KERNELS; k++) {
-        fcl_status s = fcl_get_kernel(ctx, sources, n_sources, opts, kernel_names[k], &out[k]);
+        fcl_status s = fcl_get_kernel(ctx, sources, n_sources, opts, kernel_names[k], &v->kern[k]);
         if (s != FCL_SUCCESS)
             return s;
     }
-    for (int k = 0; k < 2; k++) {
-        cl_int err = clGetKernelWorkGroupInfo(out[K_DKDV + k], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg[k],
-                                              &wg[k], NULL);
+    size_t most[N_KERNELS];
+    for (int k = 0; k < N_KERNELS; k++) {
+        cl_int err = clGetKernelWorkGroupInfo(v->kern[k], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof most[k],
+                                              &most[k], NULL);
         if (err != CL_SUCCESS)
             return fcl_fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
     }
+    wg[0] = most[K_DKDV];
+    wg[1] = most[K_DQ];
+    const size_t lanes = (size_t)delta_lanes(ctx), fit = most[K_DELTA] / lanes;
+    v->delta_rows = lanes == 1 ? 32 : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
     return FCL_SUCCESS;
 }
 
@@ -64,8 +72,8 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
                  "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
                  (int)f->dtype, hdp, t->block_m, t->block_n, f->layout, f->params.softcap > 0.0f,
                  f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
-        size_t wg[2];
-        fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+        size_t wg[2] = {0, 0};
+        fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
         if (s != FCL_SUCCESS)
             return s;
         if (wg[0] >= (size_t)t->block_n && wg[1] >= (size_t)t->block_m) {
@@ -109,8 +117,8 @@ static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *j
              "-DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, f->layout,
              f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
-    size_t wg[2];
-    fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+    size_t wg[2] = {0, 0};
+    fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 0;
@@ -145,8 +153,8 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
              "-DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->simd, t->rv, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL,
              f->params.alibi != NULL, delta_lanes(ctx));
-    size_t wg[2];
-    fcl_status s = build_kernels(ctx, sources, 3, opts, v->kern, wg);
+    size_t wg[2] = {0, 0};
+    fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = v->blocked = 0;
@@ -199,8 +207,8 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
              "-DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local, aligned,
              pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
-    size_t wg[2];
-    fcl_status s = build_kernels(ctx, sources, 5, opts, v->kern, wg);
+    size_t wg[2] = {0, 0};
+    fcl_status s = build_kernels(ctx, sources, 5, opts, v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 1;
@@ -368,12 +376,7 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     /* delta: delta_lanes work-items per row, up to 8 rows per work-group on GPUs (what the kernel
      * can run), 32 on CPUs; an explicit work-group so that PoCL compiles one delta kernel for
      * every shape */
-    const size_t lanes = (size_t)delta_lanes(ctx);
-    size_t delta_wg = 0;
-    if (err == CL_SUCCESS)
-        err = clGetKernelWorkGroupInfo(kern[K_DELTA], ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof delta_wg,
-                                       &delta_wg, NULL);
-    const size_t fit = delta_wg / lanes, delta_rows = lanes == 1 ? 32 : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
+    const size_t lanes = (size_t)delta_lanes(ctx), delta_rows = v.delta_rows;
     const size_t g_delta[3] = {((size_t)f->sq + delta_rows - 1) / delta_rows * delta_rows * lanes, (size_t)f->Hq,
                                (size_t)f->grid_b};
     const size_t l_delta[3] = {delta_rows * lanes, 1, 1};
