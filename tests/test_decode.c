@@ -899,6 +899,60 @@ Test(decode, team_shapes)
 }
 
 /*
+ * The three-phase form (fcl_attention_decode_path "three-phase", cl/portable/attention_decode_keys.cl)
+ * on any device, through FLASHCL_DECODE_TILES with key lanes (N unused, R rows, W work-items, G
+ * waves, S fewest keys per split, no register cap, ring or tensor-core warps, K key lanes):
+ *   32,4,64,4,0,0,0,0,4        4 lanes per key, 16 keys per batch (D 128: 4 teams of 16 in P V)
+ *   32,2,128,4,0,0,0,0,2       2 lanes per key, 64 keys per batch, 2 rows
+ *   32,8,32,2,0,0,0,0,1        a lane per key, 32 keys per batch, 8 rows (8 (key, row) pairs per
+ *                              lane in the P step; GQA Lq 3: two row blocks), one team at D 256
+ *   32,4,128,2,1048576,0,0,0,16  one split (O and LSE written by the partial kernel), key lanes
+ *                              lowered to the team (2 at D 16, 4 at D 96: 12 chunks)
+ * over team_shapes' cases (head dims 16 to 256, element-wise and 16-byte loads, every length
+ * form, masks with holes, paged caches, windows, every logit modifier) and two more: large logits
+ * (amplitude 4: a row's maximum rises past the kernel's RAISE margin in later batches, so the
+ * rescaling path runs mid-split) and small ones (amplitude 0.3: after the first batch only the
+ * p's of the P step are used). On llvmpipe each case runs with one of the tile sets in turn.
+ */
+Test(decode, three_phase_shapes)
+{
+    static const dcase cases[] = {
+        {FCL_F16, 2, 8, 2, 128, 150, 3, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},           /* GQA Lq 3: 12 rows */
+        {FCL_BF16, 2, 4, 1, 40, 77, 2, F_LENS, 0, {77, 31, 0, 0}, 20, 5.0f, 0, AL_H, 0, 0, 0, 3}, /* MQA D 40 */
+        {FCL_F32, 2, 6, 2, 96, 90, 1, F_MASK, M_HOLES, {90, 45, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 96, holes */
+        {FCL_F16, 2, 4, 2, 111, 66, 4, F_LENS, 0, {66, 9, 0, 0}, U, 0, 0.2f, AL_BH, 11, 1, 0, 2}, /* D 111, paged */
+        {FCL_F32, 1, 2, 1, 256, 41, 2, F_HOST, 0, S4, 7, 0, 0, AL_BH, 0, 0, 0, 2},              /* D 256, window */
+        {FCL_BF16, 2, 3, 3, 16, 70, 1, F_HOST, 0, S4, U, 5.0f, 0, AL_NONE, 0, 1, 1, 3},          /* MHA D 16, no LSE */
+        {FCL_F16, 1, 4, 2, 160, 45, 1, F_MASK, M_PREFIX, {43, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 160 */
+        {FCL_F32, 2, 4, 2, 59, 37, 3, F_HOST, 0, {29, 0, 0, 0}, 5, 0, 0, AL_NONE, 0, 0, 0, 2},  /* D 59, window */
+        {FCL_F16, 2, 8, 2, 128, 300, 1, F_HOST, 0, {297, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 4}, /* large logits */
+        {FCL_F32, 1, 8, 2, 64, 260, 1, F_LENS, 0, {260, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 0.3f}, /* small ones */
+    };
+    static const char *const tiles[] = {"32,4,64,4,0,0,0,0,4", "32,2,128,4,0,0,0,0,2", "32,8,32,2,0,0,0,0,1",
+                                        "32,4,128,2,1048576,0,0,0,16"};
+    const size_t n_cases = sizeof cases / sizeof cases[0], n_tiles = sizeof tiles / sizeof tiles[0];
+    fcl_context ctx = support_context();
+    fcl_device_info info;
+    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const int llvmpipe = strstr(info.name, "llvmpipe") != NULL;
+    size_t failed = 0, runs = 0;
+    for (size_t t = 0; t < n_tiles; t++) {
+        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        const char *form = fcl_attention_decode_path(ctx, FCL_F16, 128);
+        cr_expect(strcmp(form, "three-phase") == 0, "tiles %s: path %s", tiles[t], form);
+        size_t f = 0;
+        for (size_t i = 0; i < n_cases; i++)
+            if (!llvmpipe || i % n_tiles == t)
+                f += run_table(ctx, &cases[i], 1, 8500 + 100 * t + 10 * i, &runs);
+        unsetenv("FLASHCL_DECODE_TILES");
+        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
+        failed += f;
+    }
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
+}
+
+/*
  * The tensor-core form (fcl_attention_decode_path "nvidia-mma": NVIDIA compute capability >= 8,
  * F16 / BF16, head dims up to 128) with the device's tiles and with 1, 2 and 4 warps per
  * work-group and 2 to 4 ring stages (the last two values of FLASHCL_DECODE_TILES; 4 x 4 is

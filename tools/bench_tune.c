@@ -157,7 +157,7 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
 static int make_decode_space(const bench_env *env, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
-    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 8, 0, {{0}}};
+    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 9, 0, {{0}}};
     int cur[FCL_TUNING_MAX_VALUES] = {0}, v[FCL_TUNING_MAX_VALUES];
     const fcl_status st = fcl_tuning_get(env->ctx, "decode", d, cur, s->n_values);
     if (st != FCL_SUCCESS)
@@ -168,7 +168,7 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
         for (int n = 8; n <= 32; n *= 2)
             for (int w = 0; w < 3; w++)
                 for (int g = 0; g < 3; g++) {
-                    const int c[FCL_TUNING_MAX_VALUES] = {n, 4, wgs[w], waves[g], 128, 0, cur[6], 0};
+                    const int c[FCL_TUNING_MAX_VALUES] = {n, 4, wgs[w], waves[g], 128, 0, cur[6], 0, cur[8]};
                     add_values(s, c);
                 }
         static const int stages[4] = {0, 2, 3, 4};
@@ -196,7 +196,16 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
                     v[2] = wgs[w];
                     v[3] = g;
                     v[6] = 0;
+                    v[8] = 0; /* the team forms */
                     add_values(s, v);
+                }
+    }
+    if (env->is_gpu) { /* the three-phase form: 2 or 4 work-items per key (no ring, no tensor cores) */
+        for (int kl = 2; kl <= 4; kl *= 2)
+            for (int w = 0; w < 3; w++)
+                for (int g = 4; g <= 8; g *= 2) {
+                    const int c[FCL_TUNING_MAX_VALUES] = {cur[0], 4, wgs[w], g, 128, 0, 0, 0, kl};
+                    add_values(s, c);
                 }
     } else if (env->info.type == FCL_DEVICE_CPU) {
         for (int n = 16; n <= 128; n *= 2)

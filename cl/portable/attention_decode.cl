@@ -40,6 +40,8 @@
  *                   DIRECT_OUT (the plan has one split) the rows' O and LSE are written
  *                   instead, and decode_combine is not launched. Splits outside the visible
  *                   keys (past the length, before the window) read no K/V.
+ *                   (attention_decode_keys.cl holds the three-phase partial kernel, for GPUs
+ *                   without an asynchronous copy; attention_decode_cpu.cl the CPUs'.)
  *  decode_combine   one work-group per query row: COMBINE_LANES lanes of splits times
  *                   COMBINE_DL lanes of dims (float4s dl, dl + COMBINE_DL, ...); each lane
  *                   merges its splits' states (four splits' loads in flight), the lanes'
@@ -471,7 +473,8 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
 #define DIRECT_OUT_UNPACK
 #endif
 
-#if !DECODE_MMA && !DECODE_CPU /* the tensor-core and CPU programs have their own partial kernels */
+#if !DECODE_MMA && !DECODE_CPU && !DECODE_KEYS /* the tensor-core, CPU and three-phase programs have
+                                                  * their own partial kernels */
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_SUBGROUP_ATTR
 void decode_partial(DECODE_PARTIAL_ARGS)
 {

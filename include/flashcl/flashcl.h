@@ -376,8 +376,8 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  */
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
-/* The most values of one tuned kernel ("decode" has 8; see fcl_tuning_save). */
-#define FCL_TUNING_MAX_VALUES 8
+/* The most values of one tuned kernel ("decode" has 9; see fcl_tuning_save). */
+#define FCL_TUNING_MAX_VALUES 9
 
 /*
  * Tuned tiles: what `flashcl-bench --tune` finds, kept per device (name, vendor, driver and
@@ -411,15 +411,19 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  of the dQ kernel), the rows of the tile it walks, and of each per work-item,
  *                  each dividing the first two, at most 256 / 256 / 16 / 16 (the "blocked"
  *                  backward kernels of GPUs)
- *   "decode"       8 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
+ *   "decode"       9 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
  *                  most query rows per work-group (1 to 64), most work-items per work-group
  *                  (1 to 1024), work-groups per compute unit in one round (1 to 64), fewest
  *                  keys per split (0 to 1048576), register cap (0 to 255; 0: compiler's;
  *                  NVIDIA), cp.async stages (0, or 2 to 4; taken on NVIDIA compute capability
  *                  >= 8 only, 0 elsewhere), warps per work-group of the tensor-core form (0 to
  *                  8; 0: none; NVIDIA compute capability >= 8 only, where it replaces the first
- *                  three values: 16 keys per warp and step, 16 rows) (fcl_attention_decode; an
- *                  entry stored with 7 values by 0.11 is ignored)
+ *                  three values: 16 keys per warp and step, 16 rows), work-items per key of the
+ *                  three-phase form (0, or a power of two up to 32, lowered to one dividing the
+ *                  head dim's 8-element chunks; where no cp.async or tensor-core form runs, it
+ *                  replaces the team forms, its batch then the work-group over that count)
+ *                  (fcl_attention_decode; an entry stored with 7 values by 0.11 or 8 by 0.21 is
+ *                  ignored)
  *   "gemm"         5 values, as FLASHCL_GEMM_TILES: rows and columns of C per work-group (1 to
  *                  256), K slice (1 to 64), rows and columns per work-item (1 to 16, dividing
  *                  the first two; at most 1024 work-items) (the projections' tiled portable GEMM
@@ -633,15 +637,20 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
  *                     tensor-core warps; not with the mask form);
  *   "nvidia-shuffle"  teams of lanes inside warps that meet by shuffles (NVIDIA compute
  *                     capability >= 7.0), with a cp.async ring where the device has one;
- *   "subgroup-shuffle" the same teams inside subgroups, on devices whose subgroup size flashcl
- *                     can fix (Intel's cl_intel_required_subgroup_size, with cl_intel_subgroups
- *                     or cl_khr_subgroup_shuffle), where the device's tiles give teams of 2 or
- *                     more lanes (GPUs; CPUs keep one work-item per team);
+ *   "three-phase"     devices whose tiles have key lanes (GPUs) where neither form above runs:
+ *                     each batch of keys in three phases, Q K^T with a few work-items per key,
+ *                     the softmax with one work-item per (key, query row), P V with the
+ *                     work-items along the head dims; it takes the place of the two forms below;
+ *   "subgroup-shuffle" the teams of "nvidia-shuffle" inside subgroups, on devices whose subgroup
+ *                     size flashcl can fix (Intel's cl_intel_required_subgroup_size, with
+ *                     cl_intel_subgroups or cl_khr_subgroup_shuffle), where the device's tiles
+ *                     give teams of 2 or more lanes and no key lanes;
  *   "cpu"             CPUs (the device's tiles give one work-item per team; no loop cap): one
  *                     work-item per row block and split, vectors along the keys and head dims;
- *   "portable"        any OpenCL device.
+ *   "portable"        any OpenCL device (teams meeting in local memory).
  * FLASHCL_DECODE_PATH=portable keeps tensor cores out; FLASHCL_DECODE_SHUFFLE=0 takes the
- * portable form on NVIDIA and on subgroup devices too; FLASHCL_SUBGROUPS=0 turns every subgroup
+ * three-phase form (or where the tiles have no key lanes the portable form) on NVIDIA and on
+ * subgroup devices too; FLASHCL_SUBGROUPS=0 turns every subgroup
  * form off (read at context creation). All meet the same tolerance; the tensor-core form rounds the
  * probabilities to the storage dtype before P V. Static string; NULL for a NULL ctx.
  * Thread-safe.

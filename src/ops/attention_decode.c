@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fcl_attention_decode: checks, the form (portable, team shuffles, tensor cores), the split
- * count, and the launches of cl/portable/attention_decode.cl (mask length when asked, partial states per
+/* fcl_attention_decode: checks, the form (portable, team shuffles, three-phase, tensor cores, CPU),
+ * the split count, and the launches of cl/portable/attention_decode.cl (mask length when asked, partial states per
  * split, combine; with one split, the partial kernel alone, writing O; the tensor-core form's
- * partial kernel in cl/nvidia/attention_decode_mma.cl). */
+ * partial kernel in cl/nvidia/attention_decode_mma.cl, the three-phase one in
+ * cl/portable/attention_decode_keys.cl). */
 #include "core/tensor_checks.h"
 #include "ops/attn_params.h"
 #include "ops/forward_launch.h"
@@ -115,6 +116,8 @@ typedef struct decode_plan {
     int heads;          /* KV heads per work-item of the CPU form: all of them where their rows fit
                          * (HEADS; the grid then has no KV head dimension), else 1 */
     int direct;         /* DIRECT_OUT: one split, whose partial kernel writes O and LSE (no combine) */
+    int key_lanes;      /* > 0: the three-phase form (decode_partial_keys), work-items per key in its
+                         * K phase; its batch is wg / key_lanes keys, KEYS per team in P V */
 } decode_plan;
 
 static int power_of_two(int x)
@@ -170,6 +173,7 @@ static void reshape(fcl_context ctx, decode_plan *p)
 {
     p->s = fcl_decode_shape_of(&p->t, p->hdp);
     p->heads = 1;
+    p->key_lanes = 0;
     if (p->warps > 0 && reshape_mma(ctx, p))
         return;
     p->wg = p->s.team * p->s.teams;
@@ -195,6 +199,13 @@ static void reshape(fcl_context ctx, decode_plan *p)
         p->stages--;
     if (p->stages < 2)
         p->stages = 0;
+    /* the three-phase form where the tiles have key lanes and no cp.async ring runs */
+    p->key_lanes = p->cpu || p->stages ? 0 : fcl_decode_key_lanes(&p->t, p->hdp);
+    if (p->key_lanes) {
+        p->shuffle = 0;
+        p->s.keys = p->s.team / p->key_lanes;
+        p->batch = p->wg / p->key_lanes;
+    }
     combine_shape(p, p->wg);
 }
 
@@ -205,12 +216,25 @@ static long batches_under_cap(fcl_context ctx, const decode_plan *p, long *per_b
 {
     const long team = p->s.team, teams = p->s.teams, keys = p->s.keys, r = p->t.rows;
     const long ch = p->hdp / team / 8, own = (r + team - 1) / team;
-    const long loads = 3 * keys * ch * (1 + 8);               /* K, V and spare; 8 elements each */
-    const long dots = keys * (ch + r * ch) + r * keys;         /* unpack, partials, their stores */
-    const long owner = own * (keys * (team + 4) + 2 * keys);   /* sums, logits, softmax step */
-    const long pv = r * keys + r * ch + keys * (r + ch + ch * r) + keys * ch;
-    const long per_batch = loads + dots + owner + pv + 16;
-    const long fixed = r * ch * (8 + 2) + own + teams * (2 * r + r * ch + 2) + r * (ch + teams + 2) + 64;
+    long per_batch, fixed;
+    if (p->key_lanes) { /* attention_decode_keys.cl */
+        const long kl = p->key_lanes, kc = p->hdp / 8 / kl, batch_pairs = p->batch * r;
+        const long k_phase = kc * (1 + 8) + kc * (1 + r) + 2 * r;       /* loads, unpack and partials, stores */
+        const long v_loads = keys * ch * (1 + 8);
+        const long p_step = (batch_pairs + p->wg - 1) / p->wg * (kl + 24); /* sums, logit, exp2 */
+        const long raise = r * (p->batch + ch + 4);                      /* the new maxima, rescale */
+        const long pv = keys * (3 * r + ch * (1 + r) + 1);
+        per_batch = k_phase + v_loads + p_step + raise + pv + 16;
+        fixed = (r * p->hdp / 8 + p->wg - 1) / p->wg * (8 + 4) + r * (ch + 2) + teams * (r * ch + r + 2) +
+                r * (ch + teams + 4) + 64;
+    } else {
+        const long loads = 3 * keys * ch * (1 + 8);               /* K, V and spare; 8 elements each */
+        const long dots = keys * (ch + r * ch) + r * keys;         /* unpack, partials, their stores */
+        const long owner = own * (keys * (team + 4) + 2 * keys);   /* sums, logits, softmax step */
+        const long pv = r * keys + r * ch + keys * (r + ch + ch * r) + keys * ch;
+        per_batch = loads + dots + owner + pv + 16;
+        fixed = r * ch * (8 + 2) + own + teams * (2 * r + r * ch + 2) + r * (ch + teams + 2) + 64;
+    }
     *per_batch_out = per_batch;
     *fixed_out = fixed;
     return fcl_tiles_under_loop_cap(ctx, per_batch, fixed);
@@ -268,24 +292,30 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
     const char *const shuffle_sources[] = {"common", subgroups ? "subgroup" : "warp_nv", "attention_decode"};
     static const char *const mma_sources[] = {"common", "warp_nv", "mma_nv", "attention_decode", "attention_decode_mma"};
     static const char *const cpu_sources[] = {"common", "attention_decode", "attention_decode_cpu"};
+    static const char *const keys_sources[] = {"common", "attention_decode", "attention_decode_keys"};
     for (;;) {
         const char *const names[3] = {"decode_mask_len",
-                                      p->warps ? "decode_partial_mma" : p->cpu ? "decode_partial_cpu" : "decode_partial",
+                                      p->warps       ? "decode_partial_mma"
+                                      : p->cpu       ? "decode_partial_cpu"
+                                      : p->key_lanes ? "decode_partial_keys"
+                                                     : "decode_partial",
                                       "decode_combine"};
-        const char *const *sources = p->warps  ? mma_sources
-                                     : p->cpu  ? cpu_sources
-                                     : p->shuffle ? shuffle_sources : portable_sources;
-        const int n_sources = p->warps ? 5 : p->cpu || p->shuffle ? 3 : 2;
+        const char *const *sources = p->warps       ? mma_sources
+                                     : p->cpu       ? cpu_sources
+                                     : p->key_lanes ? keys_sources
+                                     : p->shuffle   ? shuffle_sources
+                                                    : portable_sources;
+        const int n_sources = p->warps ? 5 : p->cpu || p->key_lanes || p->shuffle ? 3 : 2;
         char opts[512];
         int n = snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
                  "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
-                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d",
+                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d -DDECODE_KEYS=%d",
                  (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
                  p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
-                 p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0);
+                 p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0, p->key_lanes);
         if (p->cpu)
             n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d -DFCL_CPU_PREFETCH=1 -DHEADS=%d", p->cpu,
                           p->heads);
@@ -420,8 +450,9 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
     decode_plan p = {.hdp = hdp, .t = t, .n_rows = t.rows, .kv_heads = 1, .dtype = dtype,
                      .shuffle_lanes = shuffle_wanted(ctx)};
     reshape(ctx, &p);
-    return p.cpu       ? "cpu"
-           : !p.shuffle ? "portable"
+    return p.cpu         ? "cpu"
+           : p.key_lanes ? "three-phase"
+           : !p.shuffle  ? "portable"
            : ctx->info.nv_cc_major > 0 ? "nvidia-shuffle" : "subgroup-shuffle";
 }
 
@@ -457,12 +488,20 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
         long per_batch, fixed;
         if (batches_under_cap(ctx, &p, &per_batch, &fixed) >= 0)
             break;
-        if (p.s.keys == 1 && p.t.rows == 1)
+        if (p.key_lanes) { /* the three-phase batch is wg / key_lanes: fewer rows, then a smaller work-group */
+            if (p.t.rows == 1 && p.wg == 1)
+                return fcl_loop_cap_error(ctx, op, "key", per_batch, fixed);
+            if (p.t.rows > 1)
+                p.t.rows /= 2;
+            else
+                p.t.wg = p.wg / 2;
+        } else if (p.s.keys == 1 && p.t.rows == 1) {
             return fcl_loop_cap_error(ctx, op, "key", per_batch, fixed);
-        if (p.s.keys >= p.t.rows)
+        } else if (p.s.keys >= p.t.rows) {
             p.t.block_n = p.batch / 2;
-        else
+        } else {
             p.t.rows /= 2;
+        }
         reshape(ctx, &p);
     }
     plan_splits(ctx, B, kv.Hkv, bound, &p);

@@ -32,7 +32,7 @@ typedef struct tuning_entry {
 
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
-     {4, 2, 32, 1, 0, 0, 0, 0}, {0}, {0}},
+     {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
@@ -46,21 +46,21 @@ static const tuning_entry table[] = {
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
      * perf.md v0.18.0-dev */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2, 4}, {0}, {128, 64, 8, 4, 8, 16, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2, 4}, {0}, {128, 64, 8, 4, 8, 16, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0}, {0}, {64, 64, 4, 4, 8, 8, 0}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 4}, {0}, {64, 64, 4, 4, 8, 8, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8) */
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 4, 128, 0, 0, 0}, {0}, {64, 64, 4, 4, 16, 16, 0}},
+     {32, 4, 128, 4, 128, 0, 0, 0, 4}, {0}, {64, 64, 4, 4, 16, 16, 0}},
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0, 0},
      {0, 2, 8, 4}, {0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0}, {0}, {0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -360,6 +360,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[5] = t.max_regs;
         values[6] = t.stages;
         values[7] = t.mma_warps;
+        values[8] = t.key_lanes;
     } else if (strcmp(kernel, "forward_wgmma") == 0) {
         const fcl_wgmma_tiles t = fcl_tune_forward_wgmma(ctx, hdp, 0);
         values[0] = t.block_n;
@@ -502,7 +503,26 @@ int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad)
         n += sh.teams * (pairs * red_ld + 16) + sh.teams * (pairs + t->rows);
     if (sh.teams > 1)
         n += 2 * sh.teams * t->rows + t->rows * head_dim_pad;
+    const int kl = fcl_decode_key_lanes(t, head_dim_pad);
+    if (kl > 0) { /* attention_decode_keys.cl: queries, partials, logits and p's, flags, the teams' sums and
+                   * merge buffer; decode_mask_len's array */
+        const int wg = sh.team * sh.teams, batch_pairs = wg / kl * t->rows;
+        const int keys = t->rows * head_dim_pad + (kl + 2) * batch_pairs + 2 + wg +
+                         (sh.teams > 1 ? sh.teams * t->rows + t->rows * head_dim_pad : 0);
+        n = keys > n ? keys : n;
+    }
     return n;
+}
+
+int fcl_decode_key_lanes(const fcl_decode_tiles *t, int head_dim_pad)
+{
+    const fcl_decode_shape sh = fcl_decode_shape_of(t, head_dim_pad);
+    if (t->key_lanes <= 0 || sh.team * sh.teams <= 1)
+        return 0;
+    int kl = 1;
+    while (kl * 2 <= t->key_lanes && sh.team % (kl * 2) == 0)
+        kl *= 2;
+    return kl;
 }
 
 fcl_decode_shape fcl_decode_shape_of(const fcl_decode_tiles *t, int head_dim_pad)
@@ -539,10 +559,10 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
     const fcl_decode_tiles table = entry_for(&ctx->info, head_dim_pad)->decode;
-    int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,    table.waves,
-                                    table.split_min, table.max_regs, table.stages, table.mma_warps};
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,     table.waves,    table.split_min,
+                                    table.max_regs,  table.stages,   table.mma_warps, table.key_lanes};
     override_tiles(ctx, "decode", head_dim_pad, "FLASHCL_DECODE_TILES", 3, v);
-    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
     if (ctx->info.nv_cc_major < 8) { /* no cp.async, no mma.sync of this shape */
         t.stages = 0;
         t.mma_warps = 0;

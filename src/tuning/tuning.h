@@ -156,6 +156,11 @@ typedef struct fcl_decode_tiles {
     int mma_warps;    /* NVIDIA (compute capability >= 8): warps per work-group of the tensor-core
                        * form (cl/nvidia/attention_decode_mma.cl: 16 keys per warp and step, 16 query rows
                        * per work-group; `stages` its ring, lowered to fit); 0: no such form */
+    int key_lanes;    /* > 0: the three-phase form (cl/portable/attention_decode_keys.cl) with this
+                       * many work-items per key in its K phase (lowered to a power of two dividing
+                       * the team; its batch is then wg / key_lanes keys, block_n unused), where
+                       * no cp.async ring or tensor-core form runs; 0: the team forms of
+                       * decode_partial */
 } fcl_decode_tiles;
 
 typedef struct fcl_decode_shape {
@@ -167,7 +172,8 @@ typedef struct fcl_decode_shape {
 
 /* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
  * device's table entry, then a tuned entry ("decode"), then FLASHCL_DECODE_TILES=
- * "N,R,W[,G[,S[,M[,A[,T]]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps; the values
+ * "N,R,W[,G[,S[,M[,A[,T[,K]]]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps,
+ * key_lanes; the values
  * left out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
  * accepts it; then the device's limits: stages and mma_warps 0 without cp.async (NVIDIA compute
  * capability < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
@@ -175,10 +181,16 @@ typedef struct fcl_decode_shape {
  * and wg as their shape gives them (teams * keys, team * teams). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);
 
+/* The key lanes of the three-phase decode form for tiles t (already normalised) at padded head
+ * dim `head_dim_pad`: the largest power of two <= t->key_lanes dividing the team (and so
+ * head_dim_pad / 8); 0 when t has none or the work-group is one work-item. */
+int fcl_decode_key_lanes(const fcl_decode_tiles *t, int head_dim_pad);
+
 /* The work-group shape of tiles t at padded head dim `head_dim_pad`. */
 fcl_decode_shape fcl_decode_shape_of(const fcl_decode_tiles *t, int head_dim_pad);
 
-/* Floats of the decode kernel's local arrays. */
+/* Floats of the decode kernel's local arrays (the larger of the team and three-phase forms' when
+ * t has key lanes). */
 int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad);
 
 /* Floats of the forward kernel's shared local array: the K (transposed, padded) and V tiles,

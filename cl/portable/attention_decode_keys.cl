@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Decode's three-phase partial kernel (-D DECODE_KEYS = key lanes; with attention_decode.cl's
+ * helpers, its decode_mask_len and decode_combine): the same splits, rows, visibility and split
+ * states as decode_partial, for GPUs without an asynchronous copy. decode_partial's teams read a
+ * K row across the lanes of a team and must meet to sum each dot product before the softmax; that
+ * meeting holds every lane's K and V loads in registers across two barriers, so few bytes are in
+ * flight per lane. Here each batch of keys goes through three phases, each with the work spread
+ * so that no lane waits on another inside it:
+ *
+ *   K phase  DECODE_KEYS lanes per key (KL), one key per lane group: each lane reads its
+ *            HEAD_DIM_PAD / 8 / KL chunks of the key's K row (lanes side by side, so a pair of
+ *            lanes fills whole 32-byte sectors) and takes its partial dot products with every
+ *            row of the block (the queries sit in local memory); the partials go to local memory.
+ *            The lane then reads its V chunks for the P V phase (before the barrier: they arrive
+ *            while the others finish).
+ *   P step   one lane per (key, row) pair: the KL partials summed, visibility, soft-capping and
+ *            ALiBi applied (once per pair), p = 2^(logit - m) against the row's running max m as
+ *            it stood before the batch. A logit more than RAISE above m raises the batch's flag.
+ *   P V      decode_partial's teams (TEAM lanes of DIMS dims over a V row, TEAMS teams, KEYS
+ *            keys each: team t takes keys t, t + TEAMS, ...): acc += p V from the p's in local
+ *            memory, no exponentials. When the flag is up (the first batch of a split, and when a
+ *            row's maximum grew by more than RAISE) every lane finds the rows' new maxima from the
+ *            logits in local memory, rescales its accumulators and sums and takes the p's from the
+ *            logits itself. m is the same in every lane (each computes it from the same values);
+ *            p stays below 2^RAISE, which FP32 sums carry.
+ *
+ * Two barriers per batch. At the end of the split the teams' accumulators and sums are added in
+ * local memory (one max, so no rescaling) and the split's state goes to `part`, or with
+ * DIRECT_OUT the rows' O and LSE are written. The V of a key that no row sees is read as zeros
+ * in the mask form (a dropped slot may hold anything).
+ *
+ * Specialisation (-D), beside attention_decode.cl's: DECODE_KEYS (key lanes: a power of two
+ * dividing HEAD_DIM_PAD / 8 and TEAM, with TEAMS * KEYS * DECODE_KEYS = TEAM * TEAMS).
+ */
+
+#define KL DECODE_KEYS
+#define KC (HEAD_DIM_PAD / 8 / KL)                         /* K chunks per lane */
+#define BATCH_PAIRS (BATCH * ROWS_WG)                      /* (key, row) pairs of a batch */
+#define PAIR_STEPS ((BATCH_PAIRS + WG_SIZE - 1) / WG_SIZE) /* pairs per lane in the P step */
+#define RAISE 8.0f                                         /* log2 units */
+#if (HEAD_DIM_PAD / 8) % KL || TEAM % KL || BATCH * KL != WG_SIZE
+#error "DECODE_KEYS: key lanes dividing HEAD_DIM_PAD / 8 and TEAM, TEAMS * KEYS * DECODE_KEYS == TEAM * TEAMS"
+#endif
+
+/* Row r's entry of a private array of ROWS_WG values, r not known at compile time. */
+inline float row_pick(const float *x, int r)
+{
+    float v = x[0];
+    UNROLL
+    for (int i = 1; i < ROWS_WG; i++)
+        v = r == i ? x[i] : v;
+    return v;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void decode_partial_keys(DECODE_PARTIAL_ARGS)
+{
+    DECODE_PARTIAL_UNPACK
+    __local float8 q_s[ROWS_WG * HEAD_DIM_PAD / 8]; /* the block's pre-scaled query rows */
+    __local float part_s[KL * BATCH_PAIRS];         /* [lane of the key][key][row] partial dot products */
+    __local float t_s[BATCH_PAIRS], p_s[BATCH_PAIRS]; /* [key][row] logits and p's */
+    __local int raise_s[2];                         /* by batch parity: some logit rose past m + RAISE */
+#if TEAMS > 1
+    __local float l_t[TEAMS * ROWS_WG];
+    __local float8 out8[ROWS_WG * HEAD_DIM_PAD / 8];
+#endif
+    const int lid = get_local_id(0), team = lid / TEAM, lane = lid - team * TEAM;
+    const int kl = lid % KL, kk = lid / KL; /* K phase: chunk lane kl of key kk of the batch */
+    const int n_rows = group * lq;
+    int split, hk, r0, b, Hq, p_first, j_lo, j_hi;
+    decode_group(ROWS_WG, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left,
+                 &split, &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
+#if HAS_LOGIT_MODS
+    const float qscale = scale;
+#else
+    const float qscale = scale * FCL_LOG2E;
+#endif
+    for (int i = lid; i < ROWS_WG * HEAD_DIM_PAD / 8; i += WG_SIZE) {
+        const int r = i / (HEAD_DIM_PAD / 8), d0 = (i - r * (HEAD_DIM_PAD / 8)) * 8;
+        const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
+        q_s[i] = load_q8(Q, q_off + b * q_sb + (long)t * q_ss + h * q_sh + d0, d0, head_dim) * qscale;
+    }
+    if (lid < 2)
+        raise_s[lid] = 0;
+    float m[ROWS_WG], l[ROWS_WG];
+    float8 acc[ROWS_WG][CH];
+    UNROLL
+    for (int r = 0; r < ROWS_WG; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        UNROLL
+        for (int c = 0; c < CH; c++)
+            acc[r][c] = (float8)(0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    int par = 0;
+    for (int jb = j_lo; jb <= j_hi; jb += BATCH, par ^= 1) {
+        { /* K phase */
+            long ki, vi;
+            cache_rows(b, min(jb + kk, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
+                       bt_sb, bt_ss, page_size, num_pages, &ki, &vi);
+            raw8 kr[KC];
+            UNROLL
+            for (int i = 0; i < KC; i++) {
+                const int d0 = (i * KL + kl) * 8;
+                kr[i] = load_raw8(Kc, ki + d0, d0, head_dim);
+            }
+            float x[ROWS_WG];
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                x[r] = 0.0f;
+            UNROLL
+            for (int i = 0; i < KC; i++) {
+                const float8 kf = unpack8(kr[i]);
+                UNROLL
+                for (int r = 0; r < ROWS_WG; r++)
+                    x[r] = dot8_acc(q_s[r * (HEAD_DIM_PAD / 8) + i * KL + kl], kf, x[r]);
+            }
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                part_s[(kl * BATCH + kk) * ROWS_WG + r] = x[r];
+        }
+        raw8 vr[KEYS][CH]; /* this lane's V chunks for the P V phase */
+        UNROLL
+        for (int k = 0; k < KEYS; k++) {
+            long ki, vi;
+            cache_rows(b, min(jb + team + k * TEAMS, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh,
+                       table, bt_off, bt_sb, bt_ss, page_size, num_pages, &ki, &vi);
+            UNROLL
+            for (int c = 0; c < CH; c++) {
+                const int d0 = (lane + c * TEAM) * 8;
+                vr[k][c] = load_raw8(Vc, vi + d0, d0, head_dim);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* P step; the flag of the previous batch (read by every lane before the barrier above)
+         * is cleared for the next */
+        if (lid == 0)
+            raise_s[par ^ 1] = 0;
+        UNROLL
+        for (int s = 0; s < PAIR_STEPS; s++) {
+            const int pair = lid + s * WG_SIZE;
+            if (BATCH_PAIRS % WG_SIZE == 0 || pair < BATCH_PAIRS) {
+                const int key = pair / ROWS_WG, r = pair - key * ROWS_WG;
+                float x = 0.0f;
+                UNROLL
+                for (int u = 0; u < KL; u++)
+                    x += part_s[u * BATCH_PAIRS + pair];
+                x = decode_logit(x, r0 + r, jb + key, j_hi, n_rows, lq, hk, group, p_first, b, window_left, softcap,
+                                 l_max, mask, mask_off, mask_sb, mask_ss, alibi, alibi_off, alibi_sb, alibi_sh);
+                const float mr = row_pick(m, r);
+                t_s[pair] = x;
+                p_s[pair] = x == -INFINITY ? 0.0f : exp2(x - mr);
+                if (x > mr + RAISE)
+                    raise_s[par] = 1;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* P V */
+        const bool raise = raise_s[par] != 0; /* the same in every lane */
+        if (raise) {
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++) {
+                float mx = m[r];
+                for (int k = 0; k < BATCH; k++)
+                    mx = fmax(mx, t_s[k * ROWS_WG + r]);
+                const float a = mx == -INFINITY ? 1.0f : exp2(m[r] - mx);
+                l[r] *= a;
+                UNROLL
+                for (int c = 0; c < CH; c++)
+                    acc[r][c] *= a;
+                m[r] = mx;
+            }
+        }
+        UNROLL
+        for (int k = 0; k < KEYS; k++) {
+            const int key = team + k * TEAMS;
+            float p[ROWS_WG];
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++) {
+                const float t = t_s[key * ROWS_WG + r];
+                p[r] = !raise ? p_s[key * ROWS_WG + r] : t == -INFINITY ? 0.0f : exp2(t - m[r]);
+                l[r] += p[r];
+            }
+#if HAS_MASK
+            float live = 0.0f; /* some row sees the key: its V is a valid row */
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                live = fmax(live, p[r]);
+#endif
+            UNROLL
+            for (int c = 0; c < CH; c++) {
+#if HAS_MASK
+                const float8 vf = live > 0.0f ? unpack8(vr[k][c]) : (float8)(0.0f);
+#else
+                const float8 vf = unpack8(vr[k][c]);
+#endif
+                UNROLL
+                for (int r = 0; r < ROWS_WG; r++)
+                    acc[r][c] = fma((float8)(p[r]), vf, acc[r][c]);
+            }
+        }
+    }
+
+    /* the split's state (every team's m is the same): the teams' sums and accumulators added */
+#if TEAMS > 1
+    if (lane == 0)
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++)
+            l_t[team * ROWS_WG + r] = l[r];
+    for (int t = 0; t < TEAMS - 1; t++) { /* one barrier site: not unrolled */
+        if (team == t)
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                UNROLL
+                for (int c = 0; c < CH; c++) {
+                    const int i = r * (HEAD_DIM_PAD / 8) + lane + c * TEAM;
+                    out8[i] = t == 0 ? acc[r][c] : out8[i] + acc[r][c];
+                }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (team != TEAMS - 1)
+        return;
+#endif
+    UNROLL
+    for (int r = 0; r < ROWS_WG; r++) {
+        const int row = r0 + r;
+        if (row >= n_rows)
+            break;
+        float lr = 0.0f;
+#if TEAMS > 1
+        for (int t = 0; t < TEAMS; t++)
+            lr += l_t[t * ROWS_WG + r];
+#else
+        lr = l[r];
+#endif
+#if DIRECT_OUT
+        const int h = hk * group + row / lq, pos = row % lq;
+        const long oi = o_off + b * o_sb + (long)pos * o_ss + h * o_sh;
+#else
+        const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
+#endif
+        UNROLL
+        for (int c = 0; c < CH; c++) {
+            float8 x = acc[r][c];
+#if TEAMS > 1
+            x += out8[r * (HEAD_DIM_PAD / 8) + lane + c * TEAM];
+#endif
+#if DIRECT_OUT
+            const int d0 = (lane + c * TEAM) * 8;
+            store_out4(O, oi, d0, head_dim, x.lo, lr);
+            store_out4(O, oi, d0 + 4, head_dim, x.hi, lr);
+#else
+            ((__global float8 *)(part + slot * PART_LD))[lane + c * TEAM] = x;
+#endif
+        }
+        if (r % TEAM == lane) {
+#if DIRECT_OUT
+            if (write_lse)
+                LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m[r], lr);
+#else
+            part[slot * PART_LD + HEAD_DIM_PAD] = m[r];
+            part[slot * PART_LD + HEAD_DIM_PAD + 1] = lr;
+#endif
+        }
+    }
+}
