@@ -7,8 +7,11 @@
 # FP32 FMA peak from FMA_PEAK). F16, every case checked by flashcl-bench against float64 on
 # sampled rows. Rows:
 #   backward, blocked (FLASHCL_BACKWARD_PATH=blocked): B 16 S 1024 H 32 D 64; B 8 S 2048 H 16 D 128 causal
-#   decode without shuffles (FLASHCL_DECODE_PATH=portable FLASHCL_DECODE_SHUFFLE=0) and with
-#     lanes meeting by shuffles (FLASHCL_DECODE_PATH=portable): B 8, L 32k, Hq 32, Hkv 8, D 128
+#   decode without cp.async (FLASHCL_DECODE_PATH=portable FLASHCL_DECODE_SHUFFLE=0): the
+#     three-phase form with the other GPUs' table tiles (FLASHCL_DECODE_TILES=32,4,256,1,128,0,0,0,2:
+#     what AMD, Intel and Mali GPUs run), with this device's, and the team form (key lanes 0);
+#     the lanes meeting by shuffles through a cp.async ring (FLASHCL_DECODE_PATH=portable):
+#     B 8, L 32k, Hq 32, Hkv 8, D 128
 #   forward, blocked (FLASHCL_FORWARD_PATH=blocked): B 4 S 4096 H 16 D 128 causal
 #   projections, portable GEMM (FLASHCL_GEMM=own): the qkvo layer L 2048, D 4096, 32 heads, F16
 #     and I8 weights; its projections' TFLOP/s = 8 L D^2 over the layer's time less the core's
@@ -40,8 +43,12 @@ case_ copy -- --op copy
 case_ sgemm -- --op sgemm
 case_ "backward D64" FLASHCL_BACKWARD_PATH=blocked -- --op backward --dtype f16 --b 16 --sq 1024 --sk 1024 --hq 32 --hkv 32 --d 64
 case_ "backward D128 causal" FLASHCL_BACKWARD_PATH=blocked -- --op backward --dtype f16 --b 8 --sq 2048 --sk 2048 --hq 16 --hkv 16 --d 128 --causal
-case_ "decode, no shuffles" FLASHCL_DECODE_PATH=portable FLASHCL_DECODE_SHUFFLE=0 -- "${dec[@]}"
-case_ "decode, shuffles" FLASHCL_DECODE_PATH=portable -- "${dec[@]}"
+case_ "decode, three-phase, other GPUs' tiles" FLASHCL_DECODE_PATH=portable FLASHCL_DECODE_SHUFFLE=0 \
+  FLASHCL_DECODE_TILES=32,4,256,1,128,0,0,0,2 -- "${dec[@]}"
+case_ "decode, three-phase, this device's tiles" FLASHCL_DECODE_PATH=portable FLASHCL_DECODE_SHUFFLE=0 -- "${dec[@]}"
+case_ "decode, team form, no shuffles" FLASHCL_DECODE_PATH=portable FLASHCL_DECODE_SHUFFLE=0 \
+  FLASHCL_DECODE_TILES=16,4,128,2,128,0,2,2,0 -- "${dec[@]}"
+case_ "decode, shuffles and cp.async" FLASHCL_DECODE_PATH=portable -- "${dec[@]}"
 case_ "forward D128 causal" FLASHCL_FORWARD_PATH=blocked -- --op forward --dtype f16 --b 4 --sq 4096 --sk 4096 --hq 16 --hkv 16 --d 128 --causal
 case_ "GEMM, f16 weights" FLASHCL_GEMM=own -- "${layer[@]}"
 case_ "GEMM, i8 weights" FLASHCL_GEMM=own -- "${layer[@]}" --weights i8

@@ -53,7 +53,8 @@
  * writes O = 0 and LSE = -inf. In the mask form the V of a key that no row sees is zeroed
  * before use (dropped slots may hold anything, NaN included).
  *
- * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; DIMS (dims per work-item: 8 or a multiple,
+ * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD; FULL_DIM (head_dim == HEAD_DIM_PAD: no chunk
+ * lies past the head dim); DIMS (dims per work-item: 8 or a multiple,
  * dividing HEAD_DIM_PAD; TEAM = HEAD_DIM_PAD / DIMS); TEAMS; KEYS (keys per team and batch);
  * ROWS_WG (rows per work-group); WIDE (K/V rows read 8 elements at a time as 16-byte loads:
  * head_dim % 8 == 0 and every row start 16-byte aligned; else element by element); TEAM_SHUFFLE
@@ -133,7 +134,7 @@ inline void cache_rows(int b, int j, int hk, long k_off, long k_s0, long k_s1, l
 inline raw8 load_raw8(__global const store_t *p, long i, int d0, int head_dim)
 {
 #if WIDE
-    if (d0 >= head_dim) /* WIDE: head_dim % 8 == 0, so a chunk is all in or all out */
+    if (!FULL_DIM && d0 >= head_dim) /* WIDE: head_dim % 8 == 0, so a chunk is all in or all out */
         return (raw8)(0);
 #if FCL_DTYPE == 0
     __global const float4 *v = (__global const float4 *)(p + i);
@@ -218,6 +219,19 @@ inline void decode_row_view(int row, int j_hi, int n_rows, int lq, int hk, int g
     *hi = row < n_rows ? min(j_hi, p) : -1;
 }
 
+/* The logit (log2 units) of key j for a row whose view (decode_row_view) is lo, hi, pos, slope2,
+ * from the dot product x of the pre-scaled query, or -inf when the key is not visible to it. */
+inline float decode_logit_in_view(float x, int j, int lo, int hi, int pos, float slope2, float softcap, int b,
+                                  int l_max, __global const float *mask, long mask_off, long mask_sb, long mask_ss)
+{
+    x = fcl_logit(x, softcap, slope2, (float)(pos - j));
+    bool visible = j >= lo && j <= hi;
+#if HAS_MASK
+    visible = visible && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
+#endif
+    return visible ? x : -INFINITY;
+}
+
 /* The logit (log2 units) of block row `row` (of n_rows) and key j from the dot product of the
  * pre-scaled query, or -inf when the key is not visible to that row. */
 inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq, int hk, int group, int p_first,
@@ -229,12 +243,7 @@ inline float decode_logit(float x, int row, int j, int j_hi, int n_rows, int lq,
     float slope2;
     decode_row_view(row, j_hi, n_rows, lq, hk, group, p_first, b, window_left, alibi, alibi_off, alibi_sb, alibi_sh,
                     &lo, &hi, &p, &slope2);
-    x = fcl_logit(x, softcap, slope2, (float)(p - j));
-    bool visible = j >= lo && j <= hi;
-#if HAS_MASK
-    visible = visible && mask[mask_off + b * mask_sb + (long)min(j, l_max - 1) * mask_ss] > 0.5f;
-#endif
-    return visible ? x : -INFINITY;
+    return decode_logit_in_view(x, j, lo, hi, p, slope2, softcap, b, l_max, mask, mask_off, mask_sb, mask_ss);
 }
 
 /* What a partial kernel's work-group takes (grid: splits x work-group, KV heads x row_blocks

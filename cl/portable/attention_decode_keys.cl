@@ -15,19 +15,22 @@
  *            The lane then reads its V chunks for the P V phase (before the barrier: they arrive
  *            while the others finish).
  *   P step   one lane per (key, row) pair: the KL partials summed, visibility, soft-capping and
- *            ALiBi applied (once per pair), p = 2^(logit - m) against the row's running max m as
- *            it stood before the batch. A logit more than RAISE above m raises the batch's flag.
+ *            ALiBi applied (once per pair; each lane's rows' views taken at the start of the
+ *            split), p = 2^(logit - m) against the row's running max m (in local memory, the
+ *            same for every lane) as it stood before the batch. A logit more than RAISE above m
+ *            raises the batch's flag.
+ *   raise    only when the flag is up (the first batch of a split, and when a row's maximum grew
+ *            by more than RAISE): a lane per row finds the row's new maximum from the logits in
+ *            local memory; after a barrier every lane rescales its sums and accumulators and the
+ *            P step's lanes take their p's again; a barrier. p stays below 2^RAISE, which FP32
+ *            sums carry.
  *   P V      decode_partial's teams (TEAM lanes of DIMS dims over a V row, TEAMS teams, KEYS
  *            keys each: team t takes keys t, t + TEAMS, ...): acc += p V from the p's in local
- *            memory, no exponentials. When the flag is up (the first batch of a split, and when a
- *            row's maximum grew by more than RAISE) every lane finds the rows' new maxima from the
- *            logits in local memory, rescales its accumulators and sums and takes the p's from the
- *            logits itself. m is the same in every lane (each computes it from the same values);
- *            p stays below 2^RAISE, which FP32 sums carry.
+ *            memory, no exponentials.
  *
- * Two barriers per batch. At the end of the split the teams' accumulators and sums are added in
- * local memory (one max, so no rescaling) and the split's state goes to `part`, or with
- * DIRECT_OUT the rows' O and LSE are written. The V of a key that no row sees is read as zeros
+ * Two barriers per batch (four when the flag is up). At the end of the split the teams'
+ * accumulators and sums are added in local memory (one max, so no rescaling) and the split's
+ * state goes to `part`, or with DIRECT_OUT the rows' O and LSE are written. The V of a key that no row sees is read as zeros
  * in the mask form (a dropped slot may hold anything).
  *
  * Specialisation (-D), beside attention_decode.cl's: DECODE_KEYS (key lanes: a power of two
@@ -43,14 +46,30 @@
 #error "DECODE_KEYS: key lanes dividing HEAD_DIM_PAD / 8 and TEAM, TEAMS * KEYS * DECODE_KEYS == TEAM * TEAMS"
 #endif
 
-/* Row r's entry of a private array of ROWS_WG values, r not known at compile time. */
-inline float row_pick(const float *x, int r)
+/* One key's share of P V: l += p, acc += p V for this lane's chunks of the key's V row v (read as
+ * zeros in the mask form when no row sees the key). */
+inline void add_pv(float8 acc[ROWS_WG][CH], float *l, const float *p, const raw8 *v)
 {
-    float v = x[0];
     UNROLL
-    for (int i = 1; i < ROWS_WG; i++)
-        v = r == i ? x[i] : v;
-    return v;
+    for (int r = 0; r < ROWS_WG; r++)
+        l[r] += p[r];
+#if HAS_MASK
+    float live = 0.0f; /* some row sees the key: its V is a valid row */
+    UNROLL
+    for (int r = 0; r < ROWS_WG; r++)
+        live = fmax(live, p[r]);
+#endif
+    UNROLL
+    for (int c = 0; c < CH; c++) {
+#if HAS_MASK
+        const float8 vf = live > 0.0f ? unpack8(v[c]) : (float8)(0.0f);
+#else
+        const float8 vf = unpack8(v[c]);
+#endif
+        UNROLL
+        for (int r = 0; r < ROWS_WG; r++)
+            acc[r][c] = fma((float8)(p[r]), vf, acc[r][c]);
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -61,6 +80,8 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
     __local float part_s[KL * BATCH_PAIRS];         /* [lane of the key][key][row] partial dot products */
     __local float t_s[BATCH_PAIRS], p_s[BATCH_PAIRS]; /* [key][row] logits and p's */
     __local int raise_s[2];                         /* by batch parity: some logit rose past m + RAISE */
+    __local float m_s[ROWS_WG], alpha_s[ROWS_WG];   /* the rows' running maxima (the same for every
+                                                     * lane), the rescale factors of a raise */
 #if TEAMS > 1
     __local float l_t[TEAMS * ROWS_WG];
     __local float8 out8[ROWS_WG * HEAD_DIM_PAD / 8];
@@ -83,29 +104,51 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
     }
     if (lid < 2)
         raise_s[lid] = 0;
-    float m[ROWS_WG], l[ROWS_WG];
+    if (lid < ROWS_WG)
+        m_s[lid] = -INFINITY;
+    /* what the rows of this lane's (key, row) pairs in the P step see: pair lid + s * WG_SIZE is
+     * always of row (lid + s * WG_SIZE) % ROWS_WG */
+    int v_lo[PAIR_STEPS], v_hi[PAIR_STEPS], v_pos[PAIR_STEPS];
+    float v_slope2[PAIR_STEPS];
+    UNROLL
+    for (int s = 0; s < PAIR_STEPS; s++)
+        decode_row_view(r0 + (lid + s * WG_SIZE) % ROWS_WG, j_hi, n_rows, lq, hk, group, p_first, b, window_left, alibi,
+                        alibi_off, alibi_sb, alibi_sh, &v_lo[s], &v_hi[s], &v_pos[s], &v_slope2[s]);
+    float l[ROWS_WG];
     float8 acc[ROWS_WG][CH];
     UNROLL
     for (int r = 0; r < ROWS_WG; r++) {
-        m[r] = -INFINITY;
         l[r] = 0.0f;
         UNROLL
         for (int c = 0; c < CH; c++)
             acc[r][c] = (float8)(0.0f);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    /* dst = the start of row j (clamped to j_hi) of head hk of sequence b in the K (kv k) or V (kv v)
+     * cache: through the block table when PAGED, else from the sequence's row 0 */
+#if PAGED
+#define KEY_ROW(dst, src, kv, j)                                                                                 \
+    {                                                                                                            \
+        const long page = clamp(table[bt_off + b * bt_sb + (long)(min(j, j_hi) / page_size) * bt_ss], 0,         \
+                                num_pages - 1);                                                                  \
+        dst = src + kv##_off + page * kv##_s0 + (long)(min(j, j_hi) % page_size) * kv##_s1 + hk * kv##_sh;        \
+    }
+#else
+    __global const store_t *const k_row0 = Kc + k_off + b * k_s0 + hk * k_sh;
+    __global const store_t *const v_row0 = Vc + v_off + b * v_s0 + hk * v_sh;
+#define KEY_ROW(dst, src, kv, j) dst = kv##_row0 + (long)min(j, j_hi) * kv##_s1
+#endif
 
     int par = 0;
     for (int jb = j_lo; jb <= j_hi; jb += BATCH, par ^= 1) {
         { /* K phase */
-            long ki, vi;
-            cache_rows(b, min(jb + kk, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
-                       bt_sb, bt_ss, page_size, num_pages, &ki, &vi);
+            __global const store_t *kp;
+            KEY_ROW(kp, Kc, k, jb + kk);
             raw8 kr[KC];
             UNROLL
             for (int i = 0; i < KC; i++) {
                 const int d0 = (i * KL + kl) * 8;
-                kr[i] = load_raw8(Kc, ki + d0, d0, head_dim);
+                kr[i] = load_raw8(kp, d0, d0, head_dim);
             }
             float x[ROWS_WG];
             UNROLL
@@ -125,13 +168,12 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
         raw8 vr[KEYS][CH]; /* this lane's V chunks for the P V phase */
         UNROLL
         for (int k = 0; k < KEYS; k++) {
-            long ki, vi;
-            cache_rows(b, min(jb + team + k * TEAMS, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh,
-                       table, bt_off, bt_sb, bt_ss, page_size, num_pages, &ki, &vi);
+            __global const store_t *vp;
+            KEY_ROW(vp, Vc, v, jb + team + k * TEAMS);
             UNROLL
             for (int c = 0; c < CH; c++) {
                 const int d0 = (lane + c * TEAM) * 8;
-                vr[k][c] = load_raw8(Vc, vi + d0, d0, head_dim);
+                vr[k][c] = load_raw8(vp, d0, d0, head_dim);
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -144,14 +186,14 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
         for (int s = 0; s < PAIR_STEPS; s++) {
             const int pair = lid + s * WG_SIZE;
             if (BATCH_PAIRS % WG_SIZE == 0 || pair < BATCH_PAIRS) {
-                const int key = pair / ROWS_WG, r = pair - key * ROWS_WG;
+                const int key = pair / ROWS_WG;
                 float x = 0.0f;
                 UNROLL
                 for (int u = 0; u < KL; u++)
                     x += part_s[u * BATCH_PAIRS + pair];
-                x = decode_logit(x, r0 + r, jb + key, j_hi, n_rows, lq, hk, group, p_first, b, window_left, softcap,
-                                 l_max, mask, mask_off, mask_sb, mask_ss, alibi, alibi_off, alibi_sb, alibi_sh);
-                const float mr = row_pick(m, r);
+                x = decode_logit_in_view(x, jb + key, v_lo[s], v_hi[s], v_pos[s], v_slope2[s], softcap, b, l_max, mask,
+                                         mask_off, mask_sb, mask_ss);
+                const float mr = m_s[pair - key * ROWS_WG];
                 t_s[pair] = x;
                 p_s[pair] = x == -INFINITY ? 0.0f : exp2(x - mr);
                 if (x > mr + RAISE)
@@ -160,49 +202,47 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        /* P V */
-        const bool raise = raise_s[par] != 0; /* the same in every lane */
-        if (raise) {
+        /* the flag up (the same in every lane): a lane per row finds its new maximum from the
+         * logits; then every lane rescales its sums and accumulators, and the P step's lanes take
+         * their p's again */
+        if (raise_s[par]) {
+            if (lid < ROWS_WG) {
+                const float m_old = m_s[lid];
+                float mx = m_old;
+                for (int k = 0; k < BATCH; k++)
+                    mx = fmax(mx, t_s[k * ROWS_WG + lid]);
+                alpha_s[lid] = mx == -INFINITY ? 1.0f : exp2(m_old - mx);
+                m_s[lid] = mx;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
             UNROLL
             for (int r = 0; r < ROWS_WG; r++) {
-                float mx = m[r];
-                for (int k = 0; k < BATCH; k++)
-                    mx = fmax(mx, t_s[k * ROWS_WG + r]);
-                const float a = mx == -INFINITY ? 1.0f : exp2(m[r] - mx);
+                const float a = alpha_s[r];
                 l[r] *= a;
                 UNROLL
                 for (int c = 0; c < CH; c++)
                     acc[r][c] *= a;
-                m[r] = mx;
             }
+            UNROLL
+            for (int s = 0; s < PAIR_STEPS; s++) {
+                const int pair = lid + s * WG_SIZE;
+                if (BATCH_PAIRS % WG_SIZE == 0 || pair < BATCH_PAIRS) {
+                    const float t = t_s[pair];
+                    p_s[pair] = t == -INFINITY ? 0.0f : exp2(t - m_s[pair % ROWS_WG]);
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
+
+        /* P V */
         UNROLL
         for (int k = 0; k < KEYS; k++) {
             const int key = team + k * TEAMS;
             float p[ROWS_WG];
             UNROLL
-            for (int r = 0; r < ROWS_WG; r++) {
-                const float t = t_s[key * ROWS_WG + r];
-                p[r] = !raise ? p_s[key * ROWS_WG + r] : t == -INFINITY ? 0.0f : exp2(t - m[r]);
-                l[r] += p[r];
-            }
-#if HAS_MASK
-            float live = 0.0f; /* some row sees the key: its V is a valid row */
-            UNROLL
             for (int r = 0; r < ROWS_WG; r++)
-                live = fmax(live, p[r]);
-#endif
-            UNROLL
-            for (int c = 0; c < CH; c++) {
-#if HAS_MASK
-                const float8 vf = live > 0.0f ? unpack8(vr[k][c]) : (float8)(0.0f);
-#else
-                const float8 vf = unpack8(vr[k][c]);
-#endif
-                UNROLL
-                for (int r = 0; r < ROWS_WG; r++)
-                    acc[r][c] = fma((float8)(p[r]), vf, acc[r][c]);
-            }
+                p[r] = p_s[key * ROWS_WG + r];
+            add_pv(acc, l, p, vr[k]);
         }
     }
 
@@ -261,9 +301,9 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
         if (r % TEAM == lane) {
 #if DIRECT_OUT
             if (write_lse)
-                LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m[r], lr);
+                LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m_s[r], lr);
 #else
-            part[slot * PART_LD + HEAD_DIM_PAD] = m[r];
+            part[slot * PART_LD + HEAD_DIM_PAD] = m_s[r];
             part[slot * PART_LD + HEAD_DIM_PAD + 1] = lr;
 #endif
         }

@@ -116,6 +116,7 @@ typedef struct decode_plan {
     int heads;          /* KV heads per work-item of the CPU form: all of them where their rows fit
                          * (HEADS; the grid then has no KV head dimension), else 1 */
     int direct;         /* DIRECT_OUT: one split, whose partial kernel writes O and LSE (no combine) */
+    int full_dim;       /* the head dim is the padded one (FULL_DIM: no chunk past it) */
     int key_lanes;      /* > 0: the three-phase form (decode_partial_keys), work-items per key in its
                          * K phase; its batch is wg / key_lanes keys, KEYS per team in P V */
 } decode_plan;
@@ -308,11 +309,11 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
         const int n_sources = p->warps ? 5 : p->cpu || p->key_lanes || p->shuffle ? 3 : 2;
         char opts[512];
         int n = snprintf(opts, sizeof opts,
-                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DFULL_DIM=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
                  "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
                  "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d -DDECODE_KEYS=%d",
-                 (int)dt, p->hdp, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
+                 (int)dt, p->hdp, p->full_dim, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
                  p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
                  p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0, p->key_lanes);
@@ -471,7 +472,8 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
         return s;
     const int64_t B = Q->shape[0], Lq = Q->shape[1], Hq = Q->shape[2], D = Q->shape[3];
     decode_plan p = {.hdp = fcl_pad_head_dim(D), .group = (int)(Hq / kv.Hkv), .kv_heads = (int)kv.Hkv,
-                     .dtype = Q->dtype, .shuffle_lanes = shuffle_wanted(ctx), .wide = wide_loads(&kv, D)};
+                     .dtype = Q->dtype, .shuffle_lanes = shuffle_wanted(ctx), .wide = wide_loads(&kv, D),
+                     .full_dim = fcl_pad_head_dim(D) == D};
     p.n_rows = p.group * (int)Lq;
     p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
     p.warps = mma_warps(ctx, Q->dtype, p.hdp, p.wide, mask != NULL, &p.t);

@@ -46,15 +46,15 @@ static const tuning_entry table[] = {
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
      * perf.md v0.18.0-dev */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2, 4}, {0}, {128, 64, 8, 4, 8, 16, 0}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2, 4}, {0}, {128, 64, 8, 4, 8, 16, 0}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 4}, {0}, {64, 64, 4, 4, 8, 8, 0}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8) */
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 4, 128, 0, 0, 0, 4}, {0}, {64, 64, 4, 4, 16, 16, 0}},
+     {32, 4, 256, 1, 128, 0, 0, 0, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}},
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
@@ -555,7 +555,11 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
  * than 4 at B 1 L 32k, B 8 and B 32 L 4k, a tie elsewhere), at D 64 likewise (2 warps, 2
  * stages, rounds of 2: 19% faster than 3 stages in rounds of 4 at B 8 L 32k, v0.13.0-dev);
  * CPUs one work-item owning every dim, 32 keys per batch; llvmpipe small per-work-item state
- * (its compiler's time grows with it) and 32 work-items (its kernels report no more). */
+ * (its compiler's time grows with it) and 32 work-items (its kernels report no more). GPUs
+ * (NVIDIA too, where no cp.async or tensor-core form runs) the three-phase form with 2
+ * work-items per key; other GPUs with 256 work-items in rounds of one work-group per compute
+ * unit (H200 sweep, B 8 L 32k GQA 32/8 D 128 F16, docs/perf.md v0.22.0: 3407 GB/s against
+ * 2915-2938 for 128 work-items in rounds of 2, 1106-3231 for the other 22 shapes). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
 {
     const fcl_decode_tiles table = entry_for(&ctx->info, head_dim_pad)->decode;
