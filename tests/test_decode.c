@@ -844,6 +844,44 @@ Test(decode, split_counts)
 
 /* ---------------------------------------------------------------- work-group shapes */
 
+/* The shape cases of team_shapes and three_phase_shapes. */
+static const dcase shape_cases[] = {
+    {FCL_F16, 2, 8, 2, 128, 150, 3, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},           /* GQA Lq 3: 12 rows */
+    {FCL_BF16, 2, 4, 1, 40, 77, 2, F_LENS, 0, {77, 31, 0, 0}, 20, 5.0f, 0, AL_H, 0, 0, 0, 3}, /* MQA D 40 */
+    {FCL_F32, 2, 6, 2, 96, 90, 1, F_MASK, M_HOLES, {90, 45, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 96, holes */
+    {FCL_F16, 2, 4, 2, 111, 66, 4, F_LENS, 0, {66, 9, 0, 0}, U, 0, 0.2f, AL_BH, 11, 1, 0, 2}, /* D 111, paged */
+    {FCL_F32, 1, 2, 1, 256, 41, 2, F_HOST, 0, S4, 7, 0, 0, AL_BH, 0, 0, 0, 2},              /* D 256, window */
+    {FCL_BF16, 2, 3, 3, 16, 70, 1, F_HOST, 0, S4, U, 5.0f, 0, AL_NONE, 0, 1, 1, 3},          /* MHA D 16, no LSE */
+    {FCL_F16, 1, 4, 2, 160, 45, 1, F_MASK, M_PREFIX, {43, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 160 */
+    {FCL_F32, 2, 4, 2, 59, 37, 3, F_HOST, 0, {29, 0, 0, 0}, 5, 0, 0, AL_NONE, 0, 0, 0, 2},  /* D 59, window */
+};
+
+/* Runs cases[0 .. n_cases - 1] under each of the n_tiles FLASHCL_DECODE_TILES settings (on
+ * llvmpipe, about 9 s a program, case i only with setting i % n_tiles: every setting and every
+ * case still runs), expecting fcl_attention_decode_path `form` (F16, D 128) under each when
+ * form is not NULL. The failed runs; *runs counts them all. */
+static size_t run_with_tiles(fcl_context ctx, const dcase *cases, size_t n_cases, const char *const *tiles,
+                             size_t n_tiles, const char *form, uint64_t seed0, size_t *runs)
+{
+    fcl_device_info info;
+    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const int llvmpipe = strstr(info.name, "llvmpipe") != NULL;
+    size_t failed = 0;
+    for (size_t t = 0; t < n_tiles; t++) {
+        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        const char *path = fcl_attention_decode_path(ctx, FCL_F16, 128);
+        cr_expect(!form || strcmp(path, form) == 0, "tiles %s: path %s, expected %s", tiles[t], path, form);
+        size_t f = 0;
+        for (size_t i = 0; i < n_cases; i++)
+            if (!llvmpipe || i % n_tiles == t)
+                f += run_table(ctx, &cases[i], 1, seed0 + 100 * t + 10 * i, runs);
+        unsetenv("FLASHCL_DECODE_TILES");
+        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
+        failed += f;
+    }
+    return failed;
+}
+
 /*
  * The kernel's work-group shapes on any device, through FLASHCL_DECODE_TILES (N keys per
  * batch, R rows, W work-items, G waves, S fewest keys per split):
@@ -863,37 +901,14 @@ Test(decode, split_counts)
  */
 Test(decode, team_shapes)
 {
-    static const dcase cases[] = {
-        {FCL_F16, 2, 8, 2, 128, 150, 3, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},           /* GQA Lq 3: 12 rows */
-        {FCL_BF16, 2, 4, 1, 40, 77, 2, F_LENS, 0, {77, 31, 0, 0}, 20, 5.0f, 0, AL_H, 0, 0, 0, 3}, /* MQA D 40 */
-        {FCL_F32, 2, 6, 2, 96, 90, 1, F_MASK, M_HOLES, {90, 45, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 96, holes */
-        {FCL_F16, 2, 4, 2, 111, 66, 4, F_LENS, 0, {66, 9, 0, 0}, U, 0, 0.2f, AL_BH, 11, 1, 0, 2}, /* D 111, paged */
-        {FCL_F32, 1, 2, 1, 256, 41, 2, F_HOST, 0, S4, 7, 0, 0, AL_BH, 0, 0, 0, 2},              /* D 256, window */
-        {FCL_BF16, 2, 3, 3, 16, 70, 1, F_HOST, 0, S4, U, 5.0f, 0, AL_NONE, 0, 1, 1, 3},          /* MHA D 16, no LSE */
-        {FCL_F16, 1, 4, 2, 160, 45, 1, F_MASK, M_PREFIX, {43, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 160 */
-        {FCL_F32, 2, 4, 2, 59, 37, 3, F_HOST, 0, {29, 0, 0, 0}, 5, 0, 0, AL_NONE, 0, 0, 0, 2},  /* D 59, window */
-    };
+    /* the CPU shape last: llvmpipe runs the first three only */
     static const char *const tiles[] = {"16,4,64,8,0", "4,2,8,2,0", "12,3,48,2,0", "5,2,1,2,0"};
-    const size_t n_cases = sizeof cases / sizeof cases[0];
     fcl_context ctx = support_context();
     fcl_device_info info;
     cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    /* llvmpipe takes about 9 s a program: there each case runs with one of the first three
-     * shapes in turn (every shape and every case still runs); elsewhere every case with every
-     * shape */
-    const int llvmpipe = strstr(info.name, "llvmpipe") != NULL;
-    const size_t n_tiles = llvmpipe ? 3 : 4;
-    size_t failed = 0, runs = 0;
-    for (size_t t = 0; t < n_tiles; t++) {
-        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
-        size_t f = 0;
-        for (size_t i = 0; i < n_cases; i++)
-            if (!llvmpipe || i % n_tiles == t)
-                f += run_table(ctx, &cases[i], 1, 8000 + 100 * t + 10 * i, &runs);
-        unsetenv("FLASHCL_DECODE_TILES");
-        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
-        failed += f;
-    }
+    const size_t n_tiles = strstr(info.name, "llvmpipe") ? 3 : 4, n_cases = sizeof shape_cases / sizeof *shape_cases;
+    size_t runs = 0;
+    const size_t failed = run_with_tiles(ctx, shape_cases, n_cases, tiles, n_tiles, NULL, 8000, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
@@ -916,38 +931,18 @@ Test(decode, team_shapes)
  */
 Test(decode, three_phase_shapes)
 {
-    static const dcase cases[] = {
-        {FCL_F16, 2, 8, 2, 128, 150, 3, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},           /* GQA Lq 3: 12 rows */
-        {FCL_BF16, 2, 4, 1, 40, 77, 2, F_LENS, 0, {77, 31, 0, 0}, 20, 5.0f, 0, AL_H, 0, 0, 0, 3}, /* MQA D 40 */
-        {FCL_F32, 2, 6, 2, 96, 90, 1, F_MASK, M_HOLES, {90, 45, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 96, holes */
-        {FCL_F16, 2, 4, 2, 111, 66, 4, F_LENS, 0, {66, 9, 0, 0}, U, 0, 0.2f, AL_BH, 11, 1, 0, 2}, /* D 111, paged */
-        {FCL_F32, 1, 2, 1, 256, 41, 2, F_HOST, 0, S4, 7, 0, 0, AL_BH, 0, 0, 0, 2},              /* D 256, window */
-        {FCL_BF16, 2, 3, 3, 16, 70, 1, F_HOST, 0, S4, U, 5.0f, 0, AL_NONE, 0, 1, 1, 3},          /* MHA D 16, no LSE */
-        {FCL_F16, 1, 4, 2, 160, 45, 1, F_MASK, M_PREFIX, {43, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2}, /* D 160 */
-        {FCL_F32, 2, 4, 2, 59, 37, 3, F_HOST, 0, {29, 0, 0, 0}, 5, 0, 0, AL_NONE, 0, 0, 0, 2},  /* D 59, window */
+    static const dcase logits[] = {
         {FCL_F16, 2, 8, 2, 128, 300, 1, F_HOST, 0, {297, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 4}, /* large logits */
         {FCL_F32, 1, 8, 2, 64, 260, 1, F_LENS, 0, {260, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 0.3f}, /* small ones */
     };
     static const char *const tiles[] = {"32,4,64,4,0,0,0,0,4", "32,2,128,4,0,0,0,0,2", "32,8,32,2,0,0,0,0,1",
                                         "32,4,128,2,1048576,0,0,0,16"};
-    const size_t n_cases = sizeof cases / sizeof cases[0], n_tiles = sizeof tiles / sizeof tiles[0];
+    const size_t n_tiles = sizeof tiles / sizeof tiles[0];
     fcl_context ctx = support_context();
-    fcl_device_info info;
-    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    const int llvmpipe = strstr(info.name, "llvmpipe") != NULL;
-    size_t failed = 0, runs = 0;
-    for (size_t t = 0; t < n_tiles; t++) {
-        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
-        const char *form = fcl_attention_decode_path(ctx, FCL_F16, 128);
-        cr_expect(strcmp(form, "three-phase") == 0, "tiles %s: path %s", tiles[t], form);
-        size_t f = 0;
-        for (size_t i = 0; i < n_cases; i++)
-            if (!llvmpipe || i % n_tiles == t)
-                f += run_table(ctx, &cases[i], 1, 8500 + 100 * t + 10 * i, &runs);
-        unsetenv("FLASHCL_DECODE_TILES");
-        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
-        failed += f;
-    }
+    size_t runs = 0;
+    size_t failed = run_with_tiles(ctx, shape_cases, sizeof shape_cases / sizeof *shape_cases, tiles, n_tiles,
+                                   "three-phase", 8500, &runs);
+    failed += run_with_tiles(ctx, logits, 2, tiles, n_tiles, "three-phase", 8900, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }

@@ -101,11 +101,7 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
     int split, hk, r0, b, Hq, p_first, j_lo, j_hi;
     decode_group(16, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left, &split,
                  &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
-#if HAS_LOGIT_MODS
-    const float qscale = scale;
-#else
-    const float qscale = scale * FCL_LOG2E;
-#endif
+    const float qscale = decode_qscale(scale);
 
     /* Q's A fragments (rows g, g + 8; raw storage values) and what those rows see */
     __global const ushort *Qu = (__global const ushort *)Q;

@@ -272,6 +272,17 @@ inline void decode_group(int rows_wg, int row_blocks, int group, int lq, int hos
         *j_lo = max(*j_lo, sub_sat(*p_first, window_left));
 }
 
+/* The factor on the query rows: the scale, times log2(e) where no logit modifier takes scores to
+ * log2 units later (fcl_logit), so that every score is in log2 units. */
+inline float decode_qscale(float scale)
+{
+#if HAS_LOGIT_MODS
+    return scale;
+#else
+    return scale * FCL_LOG2E;
+#endif
+}
+
 /* One row's online-softmax step over a batch: logits s[KEYS] become p[KEYS] relative to the
  * new running max *m; *l is rescaled and grows by the p's. Returns the rescale factor. */
 inline float softmax_step(float *s, float *m, float *l)
@@ -482,6 +493,77 @@ __kernel void decode_mask_len(__global const float *mask, __global int *lens, co
 #define DIRECT_OUT_UNPACK
 #endif
 
+#if TEAMS > 1
+/* The teams' accumulators acc[ROWS_WG][CH] of all teams but the last added into out8 (the block's
+ * rows, HEAD_DIM_PAD / 8 float8s each), team by team; barriers inside: every item of the
+ * work-group calls it. The last team then adds its own (decode_store_row). */
+inline void decode_merge_teams(__local float8 *out8, float8 acc[ROWS_WG][CH], int team, int lane)
+{
+    for (int t = 0; t < TEAMS - 1; t++) { /* one barrier site: not unrolled */
+        if (team == t)
+            UNROLL
+            for (int r = 0; r < ROWS_WG; r++)
+                UNROLL
+                for (int c = 0; c < CH; c++) {
+                    const int i = r * (HEAD_DIM_PAD / 8) + lane + c * TEAM;
+                    out8[i] = t == 0 ? acc[r][c] : out8[i] + acc[r][c];
+                }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+#endif
+
+/* Where a partial kernel's rows go: with DIRECT_OUT the output (O, LSE and their offsets and
+ * strides, write_lse), else the split states (part, n_splits, split, Hq). */
+#if DIRECT_OUT
+#define ROW_OUT_PARAMS                                                                                          \
+    __global store_t *O, __global float *LSE, long o_off, long o_sb, long o_ss, long o_sh, long lse_off,      \
+        long lse_sb, long lse_sh, long lse_ss, int write_lse
+#define ROW_OUT_ARGS O, LSE, o_off, o_sb, o_ss, o_sh, lse_off, lse_sb, lse_sh, lse_ss, write_lse
+#else
+#define ROW_OUT_PARAMS __global float *part, int n_splits, int split, int Hq
+#define ROW_OUT_ARGS part, n_splits, split, Hq
+#endif
+
+/* Block row `row` (< n_rows; query head hk * group + row / lq, position row % lq, batch b): this
+ * item's chunks acc_r[CH] (chunk c at dims (lane + c * TEAM) * 8), plus with TEAMS > 1 the
+ * merged teams' row in out8; with write_ml also the row's max m and sum l. DIRECT_OUT: the row's
+ * O = x / l and LSE; else its split state part[slot] = (acc[HEAD_DIM_PAD], m, l). */
+inline void decode_store_row(ROW_OUT_PARAMS, int row, int r, int hk, int group, int lq, int b, int lane,
+                             int head_dim, const float8 *acc_r, __local const float8 *out8, float m, float l,
+                             bool write_ml)
+{
+#if DIRECT_OUT
+    const int h = hk * group + row / lq, pos = row % lq;
+    const long oi = o_off + b * o_sb + (long)pos * o_ss + h * o_sh;
+#else
+    const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
+#endif
+    UNROLL
+    for (int c = 0; c < CH; c++) {
+        float8 x = acc_r[c];
+#if TEAMS > 1
+        x += out8[r * (HEAD_DIM_PAD / 8) + lane + c * TEAM];
+#endif
+#if DIRECT_OUT
+        const int d0 = (lane + c * TEAM) * 8;
+        store_out4(O, oi, d0, head_dim, x.lo, l);
+        store_out4(O, oi, d0 + 4, head_dim, x.hi, l);
+#else
+        ((__global float8 *)(part + slot * PART_LD))[lane + c * TEAM] = x;
+#endif
+    }
+    if (write_ml) {
+#if DIRECT_OUT
+        if (write_lse)
+            LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m, l);
+#else
+        part[slot * PART_LD + HEAD_DIM_PAD] = m;
+        part[slot * PART_LD + HEAD_DIM_PAD + 1] = l;
+#endif
+    }
+}
+
 #if !DECODE_MMA && !DECODE_CPU && !DECODE_KEYS /* the tensor-core, CPU and three-phase programs have
                                                   * their own partial kernels */
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_SUBGROUP_ATTR
@@ -510,11 +592,7 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     decode_group(ROWS_WG, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left,
                  &split, &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
 
-#if HAS_LOGIT_MODS
-    const float qscale = scale;
-#else
-    const float qscale = scale * FCL_LOG2E;
-#endif
+    const float qscale = decode_qscale(scale);
     /* this item's dims (chunks lane, lane + TEAM, ...) of the block's query rows and outputs */
     float8 q[ROWS_WG][CH], acc[ROWS_WG][CH];
     UNROLL
@@ -814,18 +892,10 @@ void decode_partial(DECODE_PARTIAL_ARGS)
     }
 #endif
 #if TEAMS > 1
-    for (int t = 0; t < TEAMS - 1; t++) { /* one barrier site: not unrolled */
-        if (team == t)
-            UNROLL
-            for (int r = 0; r < ROWS_WG; r++)
-                UNROLL
-                for (int c = 0; c < CH; c++) {
-                    const int i = r * (HEAD_DIM_PAD / 8) + lane + c * TEAM;
-                    out8[i] = t == 0 ? acc[r][c] : out8[i] + acc[r][c];
-                }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    decode_merge_teams(out8, acc, team, lane);
     if (team == TEAMS - 1)
+#else
+    __local const float8 *out8 = NULL;
 #endif
     {
         UNROLL
@@ -843,35 +913,7 @@ void decode_partial(DECODE_PARTIAL_ARGS)
 #else
             const float m = m_own[r / TEAM], l = l_own[r / TEAM]; /* item r % TEAM's */
 #endif
-#if DIRECT_OUT
-            const int h = hk * group + row / lq, pos = row % lq;
-            const long oi = o_off + b * o_sb + (long)pos * o_ss + h * o_sh;
-#else
-            const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
-#endif
-            UNROLL
-            for (int c = 0; c < CH; c++) {
-                float8 x = acc[r][c];
-#if TEAMS > 1
-                x += out8[r * (HEAD_DIM_PAD / 8) + lane + c * TEAM];
-#endif
-#if DIRECT_OUT
-                const int d0 = (lane + c * TEAM) * 8;
-                store_out4(O, oi, d0, head_dim, x.lo, l);
-                store_out4(O, oi, d0 + 4, head_dim, x.hi, l);
-#else
-                ((__global float8 *)(part + slot * PART_LD))[lane + c * TEAM] = x;
-#endif
-            }
-            if (r % TEAM == lane) {
-#if DIRECT_OUT
-                if (write_lse)
-                    LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m, l);
-#else
-                part[slot * PART_LD + HEAD_DIM_PAD] = m;
-                part[slot * PART_LD + HEAD_DIM_PAD + 1] = l;
-#endif
-            }
+            decode_store_row(ROW_OUT_ARGS, row, r, hk, group, lq, b, lane, head_dim, acc[r], out8, m, l, r % TEAM == lane);
         }
     }
 }

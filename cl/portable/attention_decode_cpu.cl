@@ -78,11 +78,7 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
     hk_first = 0;
     Hq = HEADS * group;
 #endif
-#if HAS_LOGIT_MODS
-    const float qscale = scale;
-#else
-    const float qscale = scale * FCL_LOG2E;
-#endif
+    const float qscale = decode_qscale(scale);
     simd_f q[HEADS][ROWS_WG][CHUNKS], acc[HEADS][ROWS_WG][CHUNKS];
     float m[HEADS][ROWS_WG], l[HEADS][ROWS_WG], slope[HEADS][ROWS_WG];
     int lo[HEADS][ROWS_WG], hi[HEADS][ROWS_WG], pos[HEADS][ROWS_WG];

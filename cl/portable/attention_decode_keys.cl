@@ -92,11 +92,7 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
     int split, hk, r0, b, Hq, p_first, j_lo, j_hi;
     decode_group(ROWS_WG, row_blocks, group, lq, host_len, lens, lens_off, lens_s, l_max, split_keys, window_left,
                  &split, &hk, &r0, &b, &Hq, &p_first, &j_lo, &j_hi);
-#if HAS_LOGIT_MODS
-    const float qscale = scale;
-#else
-    const float qscale = scale * FCL_LOG2E;
-#endif
+    const float qscale = decode_qscale(scale);
     for (int i = lid; i < ROWS_WG * HEAD_DIM_PAD / 8; i += WG_SIZE) {
         const int r = i / (HEAD_DIM_PAD / 8), d0 = (i - r * (HEAD_DIM_PAD / 8)) * 8;
         const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
@@ -252,60 +248,25 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
         UNROLL
         for (int r = 0; r < ROWS_WG; r++)
             l_t[team * ROWS_WG + r] = l[r];
-    for (int t = 0; t < TEAMS - 1; t++) { /* one barrier site: not unrolled */
-        if (team == t)
-            UNROLL
-            for (int r = 0; r < ROWS_WG; r++)
-                UNROLL
-                for (int c = 0; c < CH; c++) {
-                    const int i = r * (HEAD_DIM_PAD / 8) + lane + c * TEAM;
-                    out8[i] = t == 0 ? acc[r][c] : out8[i] + acc[r][c];
-                }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    decode_merge_teams(out8, acc, team, lane);
     if (team != TEAMS - 1)
         return;
+#else
+    __local const float8 *out8 = NULL;
 #endif
     UNROLL
     for (int r = 0; r < ROWS_WG; r++) {
         const int row = r0 + r;
         if (row >= n_rows)
             break;
-        float lr = 0.0f;
 #if TEAMS > 1
+        float lr = 0.0f;
         for (int t = 0; t < TEAMS; t++)
             lr += l_t[t * ROWS_WG + r];
 #else
-        lr = l[r];
+        const float lr = l[r];
 #endif
-#if DIRECT_OUT
-        const int h = hk * group + row / lq, pos = row % lq;
-        const long oi = o_off + b * o_sb + (long)pos * o_ss + h * o_sh;
-#else
-        const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
-#endif
-        UNROLL
-        for (int c = 0; c < CH; c++) {
-            float8 x = acc[r][c];
-#if TEAMS > 1
-            x += out8[r * (HEAD_DIM_PAD / 8) + lane + c * TEAM];
-#endif
-#if DIRECT_OUT
-            const int d0 = (lane + c * TEAM) * 8;
-            store_out4(O, oi, d0, head_dim, x.lo, lr);
-            store_out4(O, oi, d0 + 4, head_dim, x.hi, lr);
-#else
-            ((__global float8 *)(part + slot * PART_LD))[lane + c * TEAM] = x;
-#endif
-        }
-        if (r % TEAM == lane) {
-#if DIRECT_OUT
-            if (write_lse)
-                LSE[lse_off + b * lse_sb + h * lse_sh + (long)pos * lse_ss] = fcl_row_lse(m_s[r], lr);
-#else
-            part[slot * PART_LD + HEAD_DIM_PAD] = m_s[r];
-            part[slot * PART_LD + HEAD_DIM_PAD + 1] = lr;
-#endif
-        }
+        decode_store_row(ROW_OUT_ARGS, row, r, hk, group, lq, b, lane, head_dim, acc[r], out8, m_s[r], lr,
+                         r % TEAM == lane);
     }
 }
