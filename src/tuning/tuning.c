@@ -504,10 +504,10 @@ int fcl_decode_local_floats(const fcl_decode_tiles *t, int head_dim_pad)
     if (sh.teams > 1)
         n += 2 * sh.teams * t->rows + t->rows * head_dim_pad;
     const int kl = fcl_decode_key_lanes(t, head_dim_pad);
-    if (kl > 0) { /* attention_decode_keys.cl: queries, partials, logits and p's, flags, the teams' sums and
-                   * merge buffer; decode_mask_len's array */
+    if (kl > 0) { /* attention_decode_keys.cl: queries, partials, logits and p's, flags, the rows' maxima
+                   * and rescale factors, the teams' sums and merge buffer; decode_mask_len's array */
         const int wg = sh.team * sh.teams, batch_pairs = wg / kl * t->rows;
-        const int keys = t->rows * head_dim_pad + (kl + 2) * batch_pairs + 2 + wg +
+        const int keys = t->rows * head_dim_pad + (kl + 2) * batch_pairs + 2 + 2 * t->rows + wg +
                          (sh.teams > 1 ? sh.teams * t->rows + t->rows * head_dim_pad : 0);
         n = keys > n ? keys : n;
     }
