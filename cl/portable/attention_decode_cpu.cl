@@ -46,7 +46,7 @@
  * vector load when all lie below head_dim, element by element at the edge, zeros past it. */
 inline simd_f load_dims(__global const store_t *p, long i, int d0, int head_dim)
 {
-    if (d0 + SIMD <= head_dim)
+    if (FULL_DIM || d0 + SIMD <= head_dim) /* FULL_DIM: HEAD_DIM_PAD, a multiple of SIMD, is the head dim */
         return simd_load(p, i);
     simd_fu u;
     for (int e = 0; e < SIMD; e++)
