@@ -131,8 +131,8 @@ void decode_partial_mma(DECODE_PARTIAL_ARGS)
 #if PAGED
     __global const store_t *k_row0 = Kc, *v_row0 = Vc; /* unused: rows go through the block table */
 #else
-    __global const store_t *k_row0 = Kc + k_off + b * k_s0 + hk * k_sh;
-    __global const store_t *v_row0 = Vc + v_off + b * v_s0 + hk * v_sh;
+    __global const store_t *k_row0 = Kc + KV_ROW0(k);
+    __global const store_t *v_row0 = Vc + KV_ROW0(v);
 #endif
 #define ISSUE_KEYS(whole, st, jt)                                                                                  \
     issue_keys(whole, STAGE_K(st), STAGE_V(st), jt, j_hi, lane, head_dim, b, hk, Kc, Vc, k_row0, v_row0, k_off, k_s0, \

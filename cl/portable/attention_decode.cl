@@ -113,21 +113,31 @@ typedef float8 raw8; /* 8 elements as stored */
 typedef uint4 raw8;
 #endif
 
-/* Element indices of row j (head hk) of sequence b's K and V: paged or contiguous. */
+/* Element index of row j (head hk) of sequence b in one cache, K or V (its offset and strides):
+ * through the block table when PAGED, else contiguous. */
+inline long cache_row(int b, int j, int hk, long off, long s0, long s1, long sh, __global const int *table, long bt_off,
+                      long bt_sb, long bt_ss, int page_size, int num_pages)
+{
+#if PAGED
+    const long page = clamp(table[bt_off + b * bt_sb + (long)(j / page_size) * bt_ss], 0, num_pages - 1);
+    return off + page * s0 + (long)(j % page_size) * s1 + hk * sh;
+#else
+    return off + b * s0 + (long)j * s1 + hk * sh;
+#endif
+}
+
+/* Element indices of row j (head hk) of sequence b's K and V. */
 inline void cache_rows(int b, int j, int hk, long k_off, long k_s0, long k_s1, long k_sh, long v_off, long v_s0,
                        long v_s1, long v_sh, __global const int *table, long bt_off, long bt_sb, long bt_ss,
                        int page_size, int num_pages, long *ki, long *vi)
 {
-#if PAGED
-    const long page = clamp(table[bt_off + b * bt_sb + (long)(j / page_size) * bt_ss], 0, num_pages - 1);
-    const long r = j % page_size;
-    *ki = k_off + page * k_s0 + r * k_s1 + hk * k_sh;
-    *vi = v_off + page * v_s0 + r * v_s1 + hk * v_sh;
-#else
-    *ki = k_off + b * k_s0 + (long)j * k_s1 + hk * k_sh;
-    *vi = v_off + b * v_s0 + (long)j * v_s1 + hk * v_sh;
-#endif
+    *ki = cache_row(b, j, hk, k_off, k_s0, k_s1, k_sh, table, bt_off, bt_sb, bt_ss, page_size, num_pages);
+    *vi = cache_row(b, j, hk, v_off, v_s0, v_s1, v_sh, table, bt_off, bt_sb, bt_ss, page_size, num_pages);
 }
+
+/* Inside a decode kernel: the element index of K's (kv k) or V's (kv v) row 0 of head hk of
+ * sequence b in a contiguous cache, from which row j lies j * kv##_s1 on. */
+#define KV_ROW0(kv) cache_row(b, 0, hk, kv##_off, kv##_s0, kv##_s1, kv##_sh, table, bt_off, bt_sb, bt_ss, page_size, num_pages)
 
 /* 8 elements of a K or V row from element index i, whose first is dim d0: one 16-byte load
  * (two for f32) when WIDE, else element by element; dims >= head_dim read as 0. */
@@ -622,8 +632,8 @@ void decode_partial(DECODE_PARTIAL_ARGS)
      * it arrives during that batch's softmax and p V; V is read at the start of its batch */
 #if ASYNC_STAGES
 #if !PAGED
-    __global const store_t *k_row0 = Kc + k_off + b * k_s0 + hk * k_sh + lane * 8;
-    __global const store_t *v_row0 = Vc + v_off + b * v_s0 + hk * v_sh + lane * 8;
+    __global const store_t *k_row0 = Kc + KV_ROW0(k) + lane * 8;
+    __global const store_t *v_row0 = Vc + KV_ROW0(v) + lane * 8;
 #endif
     /* the first ASYNC_STAGES - 1 batches in flight; batch n goes to stage n % ASYNC_STAGES */
     UNROLL

@@ -124,14 +124,11 @@ void decode_partial_keys(DECODE_PARTIAL_ARGS)
      * cache: through the block table when PAGED, else from the sequence's row 0 */
 #if PAGED
 #define KEY_ROW(dst, src, kv, j)                                                                                 \
-    {                                                                                                            \
-        const long page = clamp(table[bt_off + b * bt_sb + (long)(min(j, j_hi) / page_size) * bt_ss], 0,         \
-                                num_pages - 1);                                                                  \
-        dst = src + kv##_off + page * kv##_s0 + (long)(min(j, j_hi) % page_size) * kv##_s1 + hk * kv##_sh;        \
-    }
+    dst = src + cache_row(b, min(j, j_hi), hk, kv##_off, kv##_s0, kv##_s1, kv##_sh, table, bt_off, bt_sb, bt_ss,   \
+                          page_size, num_pages)
 #else
-    __global const store_t *const k_row0 = Kc + k_off + b * k_s0 + hk * k_sh;
-    __global const store_t *const v_row0 = Vc + v_off + b * v_s0 + hk * v_sh;
+    __global const store_t *const k_row0 = Kc + KV_ROW0(k);
+    __global const store_t *const v_row0 = Vc + KV_ROW0(v);
 #define KEY_ROW(dst, src, kv, j) dst = kv##_row0 + (long)min(j, j_hi) * kv##_s1
 #endif
 

@@ -445,7 +445,7 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
-    const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
+    const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, dtype, INT_MAX);
     if (mma_warps(ctx, dtype, hdp, head_dim % 8 == 0, 0, &t) > 0)
         return "nvidia-mma";
     decode_plan p = {.hdp = hdp, .t = t, .n_rows = t.rows, .kv_heads = 1, .dtype = dtype,
@@ -475,7 +475,7 @@ fcl_status fcl_attention_decode(fcl_context ctx, const fcl_attn_params *params, 
                      .dtype = Q->dtype, .shuffle_lanes = shuffle_wanted(ctx), .wide = wide_loads(&kv, D),
                      .full_dim = fcl_pad_head_dim(D) == D};
     p.n_rows = p.group * (int)Lq;
-    p.t = fcl_tune_decode(ctx, p.hdp, p.n_rows);
+    p.t = fcl_tune_decode(ctx, p.hdp, Q->dtype, p.n_rows);
     p.warps = mma_warps(ctx, Q->dtype, p.hdp, p.wide, mask != NULL, &p.t);
     reshape(ctx, &p);
     const int len_device = len == -1;

@@ -28,11 +28,12 @@ typedef struct tuning_entry {
     fcl_decode_tiles decode;
     fcl_cpu_tiles cpu;     /* the CPU forward; none (simd 0 and rv 0) off CPUs */
     fcl_backward_blocked_tiles backward_blocked; /* the GPUs' portable backward; none (block_a 0) elsewhere */
+    fcl_decode_tiles decode_f32; /* decode of F32 caches where it differs from `decode` (wg 0: as `decode`) */
 } tuning_entry;
 
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
-     {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}},
+     {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
@@ -46,21 +47,29 @@ static const tuning_entry table[] = {
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
      * perf.md v0.18.0-dev */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}},
+     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}},
+     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}},
+     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
-     * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8) */
+     * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8);
+     * the three-phase decode per head dim (H200 sweep, perf.md v0.23.0-dev): for 16-bit caches 128
+     * work-items in 2 rounds with 1 key lane at D 64, 256 in 1 round with 2 at D 128, 128 in 2
+     * with 4 at D 256; F32 caches 256 in 1 round with 2 at every head dim (90-102% of copy against
+     * 66-85% with the 16-bit tiles) */
+    {"", FCL_DEVICE_GPU, 64, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
+     {32, 4, 128, 2, 128, 0, 0, 0, 1}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
+    {"", FCL_DEVICE_GPU, 128, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
+     {32, 4, 256, 1, 128, 0, 0, 0, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 256, 1, 128, 0, 0, 0, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}},
+     {32, 4, 128, 2, 128, 0, 0, 0, 4}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
     {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0, 0},
-     {0, 2, 8, 4}, {0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}},
+     {0, 2, 8, 4}, {0}, {0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -351,7 +360,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[3] = t.wpt_m;
         values[4] = t.wpt_n;
     } else if (strcmp(kernel, "decode") == 0) { /* as a KV head with at least the tiles' query rows runs them */
-        const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, INT_MAX);
+        const fcl_decode_tiles t = fcl_tune_decode(ctx, hdp, FCL_F16, INT_MAX);
         values[0] = t.block_n;
         values[1] = t.rows;
         values[2] = t.wg;
@@ -560,9 +569,10 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
  * work-items per key; other GPUs with 256 work-items in rounds of one work-group per compute
  * unit (H200 sweep, B 8 L 32k GQA 32/8 D 128 F16, docs/perf.md v0.22.0: 3407 GB/s against
  * 2915-2938 for 128 work-items in rounds of 2, 1106-3231 for the other 22 shapes). */
-fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows)
+fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, fcl_dtype dtype, int rows)
 {
-    const fcl_decode_tiles table = entry_for(&ctx->info, head_dim_pad)->decode;
+    const tuning_entry *e = entry_for(&ctx->info, head_dim_pad);
+    const fcl_decode_tiles table = dtype == FCL_F32 && e->decode_f32.wg > 0 ? e->decode_f32 : e->decode;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,     table.waves,    table.split_min,
                                     table.max_regs,  table.stages,   table.mma_warps, table.key_lanes};
     override_tiles(ctx, "decode", head_dim_pad, "FLASHCL_DECODE_TILES", 3, v);

@@ -170,8 +170,8 @@ typedef struct fcl_decode_shape {
     int keys;         /* keys per team and batch: block_n / teams, at least 1 */
 } fcl_decode_shape;
 
-/* Tiles for decode at padded head dim `head_dim_pad` with `rows` query rows per KV head: the
- * device's table entry, then a tuned entry ("decode"), then FLASHCL_DECODE_TILES=
+/* Tiles for decode at padded head dim `head_dim_pad` of a `dtype` cache with `rows` query rows per
+ * KV head: the device's table entry (its F32 tiles for F32 where it has them), then a tuned entry ("decode"), then FLASHCL_DECODE_TILES=
  * "N,R,W[,G[,S[,M[,A[,T[,K]]]]]]" (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps,
  * key_lanes; the values
  * left out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
@@ -179,7 +179,7 @@ typedef struct fcl_decode_shape {
  * capability < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
  * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
  * and wg as their shape gives them (teams * keys, team * teams). */
-fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, int rows);
+fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, fcl_dtype dtype, int rows);
 
 /* The key lanes of the three-phase decode form for tiles t (already normalised) at padded head
  * dim `head_dim_pad`: the largest power of two <= t->key_lanes dividing the team (and so
