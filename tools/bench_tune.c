@@ -28,7 +28,10 @@
  * {0, 2, 3, 4} at the current tiles without tensor-core warps and tensor-core warps {1, 2, 4}
  * x stages {2, 3} x waves {2, 4, 6} at the current tiles (the tensor-core form where it
  * applies: F16 at D 128 runs it); other GPUs block_n {8, 16, 32}
- * x wg {64, 128, 256} x waves {2, 4}, stages 0; CPUs block_n {16, 32, 64, 128} x rows {8, 16} x
+ * x wg {64, 128, 256} x waves {2, 4}, stages 0 (the team forms); every GPU also the three-phase
+ * form: key lanes {1, 2, 4} x wg {128, 256} x waves {1, 2, 4} at rows 4, split_min 128 (the
+ * H200's best at D 64, 128 and 256 lie in it; 64 work-items, 8 key lanes and rounds of 8 were
+ * the slowest there); CPUs block_n {16, 32, 64, 128} x rows {8, 16} x
  * waves {1, 2, 4}; elsewhere block_n {2, 4, 8} x wg {16, 32} x waves {1, 2}. Candidates with
  * the same tiles after the device's limits (fcl_tuning_get) run once. */
 #include "bench.h"
@@ -37,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CANDIDATES 64
+#define MAX_CANDIDATES 80
 #define MAX_TUNE_SHAPES 2
 
 typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE, TUNE_GEMM } tune_op;
@@ -200,10 +203,10 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
                     add_values(s, v);
                 }
     }
-    if (env->is_gpu) { /* the three-phase form: 2 or 4 work-items per key (no ring, no tensor cores) */
-        for (int kl = 2; kl <= 4; kl *= 2)
-            for (int w = 0; w < 3; w++)
-                for (int g = 4; g <= 8; g *= 2) {
+    if (env->is_gpu) { /* the three-phase form: 1, 2 or 4 work-items per key (no ring, no tensor cores) */
+        for (int kl = 1; kl <= 4; kl *= 2)
+            for (int w = 1; w < 3; w++)
+                for (int g = 1; g <= 4; g *= 2) {
                     const int c[FCL_TUNING_MAX_VALUES] = {cur[0], 4, wgs[w], g, 128, 0, 0, 0, kl};
                     add_values(s, c);
                 }
