@@ -54,7 +54,7 @@ static const tuning_entry table[] = {
      {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8);
-     * the three-phase decode per head dim (H200 sweep, perf.md v0.23.0-dev): for 16-bit caches 128
+     * the three-phase decode per head dim (H200 sweep, docs/perf/history.md v0.23.0): for 16-bit caches 128
      * work-items in 2 rounds with 1 key lane at D 64, 256 in 1 round with 2 at D 128, 128 in 2
      * with 4 at D 256; F32 caches 256 in 1 round with 2 at every head dim (90-102% of copy against
      * 66-85% with the 16-bit tiles) */
