@@ -567,8 +567,9 @@ static void decode_normalise(fcl_decode_tiles *t, int head_dim_pad)
  * (its compiler's time grows with it) and 32 work-items (its kernels report no more). GPUs
  * (NVIDIA too, where no cp.async or tensor-core form runs) the three-phase form with 2
  * work-items per key; other GPUs with 256 work-items in rounds of one work-group per compute
- * unit (H200 sweep, B 8 L 32k GQA 32/8 D 128 F16, docs/perf.md v0.22.0: 3407 GB/s against
- * 2915-2938 for 128 work-items in rounds of 2, 1106-3231 for the other 22 shapes). */
+ * unit at D 128 (H200 sweep, B 8 L 32k GQA 32/8 D 128 F16, docs/perf.md v0.22.0: 3407 GB/s against
+ * 2915-2938 for 128 work-items in rounds of 2, 1106-3231 for the other 22 shapes), per head dim
+ * and for F32 caches as the table's comment says (v0.23.0). */
 fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, fcl_dtype dtype, int rows)
 {
     const tuning_entry *e = entry_for(&ctx->info, head_dim_pad);
