@@ -54,12 +54,14 @@ static const tuning_entry table[] = {
      {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8);
-     * the three-phase decode per head dim (H200 sweep, docs/perf/history.md v0.23.0): for 16-bit caches 128
-     * work-items in 2 rounds with 1 key lane at D 64, 256 in 1 round with 2 at D 128, 128 in 2
-     * with 4 at D 256; F32 caches 256 in 1 round with 2 at every head dim (90-102% of copy against
-     * 66-85% with the 16-bit tiles) */
+     * the three-phase decode per head dim (H200 sweeps, docs/perf/history.md v0.23.0): for 16-bit
+     * caches 128 work-items in 2 rounds with 1 key lane at D <= 64, 256 in 1 round with 1 at D 96,
+     * with 2 at D 128, 128 in 2 rounds with 4 past 128; F32 caches 256 in 1 round with 2 at every
+     * head dim (90-102% of copy against 66-85% with the 16-bit tiles) */
     {"", FCL_DEVICE_GPU, 64, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
      {32, 4, 128, 2, 128, 0, 0, 0, 1}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
+    {"", FCL_DEVICE_GPU, 96, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
+     {32, 4, 256, 1, 128, 0, 0, 0, 1}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
     {"", FCL_DEVICE_GPU, 128, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
      {32, 4, 256, 1, 128, 0, 0, 0, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
     {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
