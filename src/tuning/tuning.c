@@ -31,6 +31,12 @@ typedef struct tuning_entry {
     fcl_decode_tiles decode_f32; /* decode of F32 caches where it differs from `decode` (wg 0: as `decode`) */
 } tuning_entry;
 
+/* Other GPUs' entry up to padded head dim `max_dim`: one set of forward and backward tiles for every
+ * head dim, the 16-bit caches' decode tiles (the other arguments) per head dim, one set for F32 caches. */
+#define OTHER_GPU(max_dim, ...)                                                                                    \
+    {"", FCL_DEVICE_GPU, max_dim, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32},     \
+     {0, 0, 0, 0, 0}, {__VA_ARGS__}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}}
+
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
      {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
@@ -58,14 +64,10 @@ static const tuning_entry table[] = {
      * caches 128 work-items in 2 rounds with 1 key lane at D <= 64, 256 in 1 round with 1 at D 96,
      * with 2 at D 128, 128 in 2 rounds with 4 past 128; F32 caches 256 in 1 round with 2 at every
      * head dim (90-102% of copy against 66-85% with the 16-bit tiles) */
-    {"", FCL_DEVICE_GPU, 64, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 2, 128, 0, 0, 0, 1}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
-    {"", FCL_DEVICE_GPU, 96, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 256, 1, 128, 0, 0, 0, 1}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
-    {"", FCL_DEVICE_GPU, 128, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 256, 1, 128, 0, 0, 0, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
-    {"", FCL_DEVICE_GPU, 256, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0},
-     {32, 4, 128, 2, 128, 0, 0, 0, 4}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}},
+    OTHER_GPU(64, 32, 4, 128, 2, 128, 0, 0, 0, 1),
+    OTHER_GPU(96, 32, 4, 256, 1, 128, 0, 0, 0, 1),
+    OTHER_GPU(128, 32, 4, 256, 1, 128, 0, 0, 0, 2),
+    OTHER_GPU(256, 32, 4, 128, 2, 128, 0, 0, 0, 4),
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
