@@ -22,7 +22,10 @@
  * never read (zeros instead). No key chunking: the host takes this path only on devices without
  * a loop cap, with key_lo .. key_hi the whole key range.
  *
- * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64 or 128; BLOCK_M 64; BLOCK_N 64 or 128;
+ * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64 or 128; QK_DIM (the padded head dim, 64,
+ * 96 or 128: the dims S = Q K^T runs over; a padded head dim of 96 runs the D 128 kernel, whose
+ * dims past the head dim are zeros in Q, K and V, and O's columns there are not stored);
+ * PADDED_COPY (mma_nv.cl: 1 where QK_DIM < HEAD_DIM_PAD); BLOCK_M 64; BLOCK_N 64 or 128;
  * M_TILES 1; STAGES 1 or 2; OVERLAP (1: tile t + 1's S = Q K^T is issued right behind tile t's
  * P V, so that the tensor cores run both back to back; 0: once P V has completed);
  * SWIZZLED_TILES 1; ASYNC_COPY; PAIRS (O rows 4-byte aligned, head_dim even: one 32-bit store
@@ -84,14 +87,14 @@
         commit_copies();                                                                             \
     } while (0)
 
-/* Issues S = Q K^T (s: the 64 x BLOCK_N scores' accumulators) over the head dim's k steps (16
- * columns: 32 bytes inside an atom) as one wgmma group, from Q and a K stage at these
- * addresses. */
+/* Issues S = Q K^T (s: the 64 x BLOCK_N scores' accumulators) over the k steps (16 columns: 32
+ * bytes inside an atom) of the first QK_DIM dims (past them Q and K are zeros) as one wgmma
+ * group, from Q and a K stage at these addresses. */
 MMA_INLINE void tile_scores(float *s, uint q_addr, uint k_addr)
 {
     wgmma_fence();
     #pragma unroll
-    for (int ks = 0; ks < KSTEPS; ks++)
+    for (int ks = 0; ks < QK_DIM / 16; ks++)
         WGMMA_SS_N(BLOCK_N)(s, wgmma_desc(q_addr + (ks >> 2) * 2 * Q_ATOM + (ks & 3) * 32, 16, 1024),
                             wgmma_desc(k_addr + (ks >> 2) * 2 * KV_ATOM + (ks & 3) * 32, 16, 1024), ks > 0);
     wgmma_commit();

@@ -255,36 +255,43 @@ inline void commit_copies(void)
 #endif
 }
 
+#ifndef PADDED_COPY /* 1: kernels whose head dims are mostly below head_dim_pad (load_rows) */
+#define PADDED_COPY 0
+#endif
+
 /* Rows 0 .. n_rows - 1 of a view into `tile` (one row every `pitch` halves) when every row is
- * valid and unmasked and head_dim == head_dim_pad (nothing to zero): row n at src + n *
- * row_stride. Work-item lid copies the 16-byte chunks lid, lid + wg, ... of the tile, which all
- * sit in one column (wg a multiple of head_dim_pad / 8, n_rows of wg / (head_dim_pad / 8)). */
-MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
-                                __global const ushort *src, long row_stride)
+ * valid and unmasked and head_dim a multiple of 8 (whole chunks; with `padded`, those past
+ * head_dim become zeros; without, head_dim is head_dim_pad): row n at src + n * row_stride.
+ * Work-item lid copies the 16-byte chunks lid, lid + wg, ... of the tile, which all sit in one
+ * column (wg a multiple of head_dim_pad / 8, n_rows of wg / (head_dim_pad / 8)). */
+MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int head_dim,
+                                int padded, int wg, int lid, __global const ushort *src, long row_stride)
 {
     const int chunks = head_dim_pad / 8, rows_per_step = wg / chunks;
     const int n0 = lid / chunks, d = (lid - n0 * chunks) * 8;
-    __global const ushort *p = src + n0 * row_stride + d;
-    const long step = rows_per_step * row_stride;
+    const int bytes = !padded || d < head_dim ? 16 : 0; /* this work-item's column: data or zeros */
+    __global const ushort *p = bytes ? src + n0 * row_stride + d : src;
+    const long step = bytes ? rows_per_step * row_stride : 0;
     #pragma unroll
     for (int k = 0; k < n_rows / rows_per_step; k++)
-        copy_chunk(TILE_CHUNK(tile, n0 + k * rows_per_step, d, pitch), p + k * step, 16);
+        copy_chunk(TILE_CHUNK(tile, n0 + k * rows_per_step, d, pitch), p + k * step, bytes);
 }
 
 /* Rows r0 .. r0 + n_rows - 1 of a view (row r at src[base + r * row_stride]) into `tile`, one
  * row every `pitch` halves, by the wg work-items of the group (this one is lid): rows outside
  * [lo, hi], rows whose mask value is <= 0.5 when use_mask, and columns past head_dim become
  * zeros. head_dim_pad (a multiple of 8) halves are written per row. Tiles with nothing to check
- * (no mask, every row inside [lo, hi], head_dim == head_dim_pad) take copy_rows_whole when the
- * group's chunks fall into whole columns. */
+ * (no mask, every row inside [lo, hi], head_dim == head_dim_pad, or with PADDED_COPY a multiple
+ * of 8) take copy_rows_whole when the group's chunks fall into whole columns. */
 MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
                       __global const ushort *src, long base, long row_stride, int r0, int lo, int hi, int head_dim,
                       int use_mask, __global const float *mask, long mask_row0, long mask_ss)
 {
     const int chunks = head_dim_pad / 8;
     if (!use_mask && wg % chunks == 0 && n_rows % (wg / chunks) == 0 && r0 >= lo && r0 + n_rows - 1 <= hi &&
-        head_dim == head_dim_pad) { /* nothing to check or zero (uniform over the group) */
-        copy_rows_whole(tile, pitch, n_rows, head_dim_pad, wg, lid, src + base + (long)r0 * row_stride, row_stride);
+        (PADDED_COPY ? head_dim % 8 == 0 : head_dim == head_dim_pad)) { /* nothing to check (uniform) */
+        copy_rows_whole(tile, pitch, n_rows, head_dim_pad, head_dim, PADDED_COPY, wg, lid,
+                        src + base + (long)r0 * row_stride, row_stride);
         return;
     }
     for (int idx = lid; idx < n_rows * chunks; idx += wg) {

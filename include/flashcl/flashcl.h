@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 23
+#define FCL_VERSION_MINOR 24
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.23.0"
+#define FCL_VERSION_STRING "0.24.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -336,8 +336,9 @@ fcl_status fcl_attention_forward(fcl_context ctx, const fcl_attn_params *params,
  * Which forward kernel runs for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed forwards alike, and the attention inside the qkvo forwards):
  *   "nvidia-wgmma" Hopper's warpgroup tensor cores through inline PTX wgmma (NVIDIA compute
- *                 capability 9.0, F16 or BF16, head_dim 33..64 or 97..128; the program's PTX
- *                 promoted to sm_90a); a call with a key mask at head_dim > 64 takes
+ *                 capability 9.0, F16 or BF16, head_dim 33..128, 65..96 on the D 128 kernel
+ *                 with zeros past head_dim; the program's PTX promoted to sm_90a); a call with
+ *                 a key mask at head_dim > 64 takes
  *                 "nvidia-mma" (the mask values do not fit beside the tiles), and so does every
  *                 call once the driver has refused a promotion on this context;
  *   "nvidia-mma"  tensor cores through inline PTX mma.sync (NVIDIA compute capability >= 8.0,

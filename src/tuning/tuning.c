@@ -305,14 +305,16 @@ static uint64_t wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, in
 
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask)
 {
-    if ((head_dim_pad != 64 && head_dim_pad != 128) || ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0)
-        return (fcl_wgmma_tiles){0, 0, 0, 0};
+    if ((head_dim_pad != 64 && head_dim_pad != 96 && head_dim_pad != 128) || ctx->info.nv_cc_major != 9 ||
+        ctx->info.nv_cc_minor != 0)
+        return (fcl_wgmma_tiles){0};
+    const int dim = head_dim_pad == 64 ? 64 : 128; /* 96: the D 128 kernel, 1.34x the mma.sync one's speed */
     /* H200 tune (docs/perf.md v0.14.0-dev): 64-key tiles at D 128 (Q and one stage fill the 48 KB),
      * the next Q K^T behind P V (+2%); 128-key tiles at D 64 (+12% over 64), Q K^T after P V (+2%) */
-    int v[FCL_TUNING_MAX_VALUES] = {head_dim_pad == 64 ? 128 : 64, 1, 0, head_dim_pad == 64 ? 0 : 1};
+    int v[FCL_TUNING_MAX_VALUES] = {dim == 64 ? 128 : 64, 1, 0, dim == 64 ? 0 : 1};
     override_tiles(ctx, "forward_wgmma", head_dim_pad, "FLASHCL_WGMMA_TILES", 2, v);
-    fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3]};
-    while (wgmma_local_bytes(&t, head_dim_pad, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
+    fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3], dim};
+    while (wgmma_local_bytes(&t, dim, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
         if (t.stages > 1)
             t.stages--;
         else
@@ -750,7 +752,6 @@ static uint64_t gemm_wgmma_local_bytes(const fcl_gemm_wgmma_tiles *t, int i8)
     return i8 ? (uint64_t)t->stages * a + (uint64_t)(t->stages - 1 - t->lag) * b + 4 * b
               : (uint64_t)t->stages * (a + 2 * b);
 }
-
 /* Whether t's values are tiles the wgmma GEMM takes (see fcl_tune_gemm_wgmma). */
 static int gemm_wgmma_valid(const fcl_gemm_wgmma_tiles *t)
 {

@@ -82,12 +82,15 @@ typedef struct fcl_wgmma_tiles {
     int stages;       /* K and V tiles in flight per work-group (1 or 2) */
     int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
     int overlap;      /* 1: the next tile's S = Q K^T is issued behind this tile's P V (OVERLAP) */
+    int kernel_dim;   /* the kernel's HEAD_DIM_PAD: 64 or 128 (a padded head dim of 96 runs the D 128
+                       * kernel on zeros past the head dim) */
 } fcl_wgmma_tiles;
 
 /* Tiles of the Hopper wgmma forward (cl/nvidia/attention_forward_wgmma.cl) at padded head dim
- * `head_dim_pad` (64 or 128; block_n 0 at any other, and on devices other than NVIDIA compute
- * capability 9.0) with or without a key mask: the defaults (64 keys at D 128 with overlap, 128
- * at D 64 without, one stage), then a tuned entry ("forward_wgmma"), then
+ * `head_dim_pad` (64; 96 and 128 on the D 128 kernel; block_n 0 at any other, and on devices
+ * other than NVIDIA compute capability 9.0) with or without a key mask: the
+ * defaults (64 keys at D 128 with overlap, 128 at D 64 without, one stage), then a tuned entry
+ * ("forward_wgmma", at head_dim_pad), then
  * FLASHCL_WGMMA_TILES="N,S[,R[,O]]" if valid; then stages, then N lowered until Q, the stages
  * and the mask values fit the local memory; block_n 0 when nothing fits. */
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask);
