@@ -752,6 +752,7 @@ static uint64_t gemm_wgmma_local_bytes(const fcl_gemm_wgmma_tiles *t, int i8)
     return i8 ? (uint64_t)t->stages * a + (uint64_t)(t->stages - 1 - t->lag) * b + 4 * b
               : (uint64_t)t->stages * (a + 2 * b);
 }
+
 /* Whether t's values are tiles the wgmma GEMM takes (see fcl_tune_gemm_wgmma). */
 static int gemm_wgmma_valid(const fcl_gemm_wgmma_tiles *t)
 {
