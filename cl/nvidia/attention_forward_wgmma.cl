@@ -24,8 +24,9 @@
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64 or 128; QK_DIM (the padded head dim, 64,
  * 96 or 128: the dims S = Q K^T runs over; a padded head dim of 96 runs the D 128 kernel, whose
- * dims past the head dim are zeros in Q, K and V, and O's columns there are not stored);
- * PADDED_COPY (mma_nv.cl: 1 where QK_DIM < HEAD_DIM_PAD); BLOCK_M 64; BLOCK_N 64 or 128;
+ * dims past the head dim are zeros in Q, K and V, and O's columns there are not stored; its
+ * copies then zero them: PADDED_COPY, mma_nv.cl);
+ * BLOCK_M 64; BLOCK_N 64 or 128;
  * M_TILES 1; STAGES 1 or 2; OVERLAP (1: tile t + 1's S = Q K^T is issued right behind tile t's
  * P V, so that the tensor cores run both back to back; 0: once P V has completed);
  * SWIZZLED_TILES 1; ASYNC_COPY; PAIRS (O rows 4-byte aligned, head_dim even: one 32-bit store

@@ -255,21 +255,26 @@ inline void commit_copies(void)
 #endif
 }
 
-#ifndef PADDED_COPY /* 1: kernels whose head dims are mostly below head_dim_pad (load_rows) */
+/* PADDED_COPY 1: a kernel built for head dims below its HEAD_DIM_PAD (QK_DIM < HEAD_DIM_PAD: the
+ * wgmma forward at padded head dim 96), whose whole-chunk copies zero the chunks past head_dim;
+ * 0 elsewhere, where those copies run only at head_dim == head_dim_pad, with no test. */
+#if defined(QK_DIM) && QK_DIM < HEAD_DIM_PAD
+#define PADDED_COPY 1
+#else
 #define PADDED_COPY 0
 #endif
 
 /* Rows 0 .. n_rows - 1 of a view into `tile` (one row every `pitch` halves) when every row is
- * valid and unmasked and head_dim a multiple of 8 (whole chunks; with `padded`, those past
+ * valid and unmasked and head_dim a multiple of 8 (whole chunks; with PADDED_COPY, those past
  * head_dim become zeros; without, head_dim is head_dim_pad): row n at src + n * row_stride.
  * Work-item lid copies the 16-byte chunks lid, lid + wg, ... of the tile, which all sit in one
  * column (wg a multiple of head_dim_pad / 8, n_rows of wg / (head_dim_pad / 8)). */
-MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int head_dim,
-                                int padded, int wg, int lid, __global const ushort *src, long row_stride)
+MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int head_dim, int wg,
+                                int lid, __global const ushort *src, long row_stride)
 {
     const int chunks = head_dim_pad / 8, rows_per_step = wg / chunks;
     const int n0 = lid / chunks, d = (lid - n0 * chunks) * 8;
-    const int bytes = !padded || d < head_dim ? 16 : 0; /* this work-item's column: data or zeros */
+    const int bytes = !PADDED_COPY || d < head_dim ? 16 : 0; /* this work-item's column: data or zeros */
     __global const ushort *p = bytes ? src + n0 * row_stride + d : src;
     const long step = bytes ? rows_per_step * row_stride : 0;
     #pragma unroll
@@ -290,8 +295,8 @@ MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_
     const int chunks = head_dim_pad / 8;
     if (!use_mask && wg % chunks == 0 && n_rows % (wg / chunks) == 0 && r0 >= lo && r0 + n_rows - 1 <= hi &&
         (PADDED_COPY ? head_dim % 8 == 0 : head_dim == head_dim_pad)) { /* nothing to check (uniform) */
-        copy_rows_whole(tile, pitch, n_rows, head_dim_pad, head_dim, PADDED_COPY, wg, lid,
-                        src + base + (long)r0 * row_stride, row_stride);
+        copy_rows_whole(tile, pitch, n_rows, head_dim_pad, head_dim, wg, lid, src + base + (long)r0 * row_stride,
+                        row_stride);
         return;
     }
     for (int idx = lid; idx < n_rows * chunks; idx += wg) {
