@@ -101,8 +101,9 @@ Test(tuning, bad_input_refused)
     /* forward_wgmma: keys per tile, stages, register cap, overlap; each with one value out of range */
     static const int wg_keys[4] = {96, 1, 0, 0}, wg_stages[4] = {64, 3, 0, 0}, wg_regs[4] = {64, 1, 256, 0};
     static const int wg_overlap[4] = {64, 1, 0, 2};
-    static const int bwd_odd[5] = {64, 20, 64, 32, 0}, bwd_big[5] = {512, 32, 64, 32, 0};
-    static const int bwd_zero[5] = {64, 32, 0, 32, 0}, bwd_kvlocal[5] = {64, 32, 64, 32, 17};
+    static const int bwd_odd[7] = {64, 20, 64, 32, 0, 64, 64}, bwd_big[7] = {512, 32, 64, 32, 0, 64, 64};
+    static const int bwd_zero[7] = {64, 32, 0, 32, 0, 64, 64}, bwd_kvlocal[7] = {64, 32, 64, 32, 17, 64, 64};
+    static const int bwd_cols[7] = {64, 32, 64, 32, 0, 24, 64}, bwd_wide[7] = {64, 32, 64, 32, 0, 64, 272};
     static const int blk_uneven[4] = {64, 64, 6, 4}, blk_big[4] = {512, 64, 8, 4}, blk_wide[4] = {64, 64, 4, 32};
     static const int bb_uneven[4] = {64, 64, 4, 3}, bb_big[4] = {64, 512, 4, 4}, bb_wide[4] = {64, 64, 32, 4};
     static const int cpu_simd[4] = {12, 2, 8, 4}, cpu_rows[4] = {16, 9, 8, 4}, cpu_keys[4] = {16, 2, 65, 4};
@@ -143,11 +144,13 @@ Test(tuning, bad_input_refused)
         {"forward_wgmma", 64, wg_stages, 4, "forward_wgmma"},
         {"forward_wgmma", 64, wg_regs, 4, "forward_wgmma"},
         {"forward_wgmma", 64, wg_overlap, 4, "forward_wgmma"},
-        {"backward_mma", 64, good, 4, "5"},
-        {"backward_mma", 64, bwd_odd, 5, "backward_mma"},
-        {"backward_mma", 64, bwd_big, 5, "backward_mma"},
-        {"backward_mma", 64, bwd_zero, 5, "backward_mma"},
-        {"backward_mma", 64, bwd_kvlocal, 5, "backward_mma"},
+        {"backward_mma", 64, bwd_odd, 5, "7"},
+        {"backward_mma", 64, bwd_odd, 7, "backward_mma"},
+        {"backward_mma", 64, bwd_big, 7, "backward_mma"},
+        {"backward_mma", 64, bwd_zero, 7, "backward_mma"},
+        {"backward_mma", 64, bwd_kvlocal, 7, "backward_mma"},
+        {"backward_mma", 64, bwd_cols, 7, "backward_mma"},
+        {"backward_mma", 64, bwd_wide, 7, "backward_mma"},
         {"forward_blocked", 64, good, 3, "4"},
         {"forward_blocked", 64, blk_uneven, 4, "forward_blocked"},
         {"forward_blocked", 64, blk_big, 4, "forward_blocked"},
@@ -205,18 +208,21 @@ Test(tuning, bad_input_refused)
 
 /* A tensor-core backward entry is stored and read back where that kernel runs, its K/V k steps
  * in local memory lowered to the head dim's (6 at D 96) and to what fits beside the dK/dV
- * kernel's stages; elsewhere fcl_tuning_get reports no such kernel (first value 0) whatever is
- * stored. */
+ * kernel's stages, its most dK/dV columns per work-group (64) to the widest equal split of the
+ * 96 columns into multiples of 16 within them (48); elsewhere fcl_tuning_get reports no such
+ * kernel (first value 0) whatever is stored. */
 Test(tuning, backward_mma_entry)
 {
     fcl_context ctx = support_context();
-    const int v[5] = {32, 16, 128, 32, 16}; /* the tiles fit 48 KB of local memory at D 96 */
-    cr_assert(fcl_tuning_save(ctx, "backward_mma", 96, v, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    int now[5] = {-1, -1, -1, -1, -1};
-    cr_assert(fcl_tuning_get(ctx, "backward_mma", 96, now, 5) == FCL_SUCCESS);
+    const int v[7] = {32, 16, 128, 32, 16, 64, 256}; /* the tiles fit 48 KB of local memory at D 96 */
+    cr_assert(fcl_tuning_save(ctx, "backward_mma", 96, v, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[7] = {-1, -1, -1, -1, -1, -1, -1};
+    cr_assert(fcl_tuning_get(ctx, "backward_mma", 96, now, 7) == FCL_SUCCESS);
     if (strcmp(fcl_attention_backward_path(ctx, FCL_F16, 96), "nvidia-mma") == 0)
-        cr_assert(memcmp(now, v, 4 * sizeof(int)) == 0 && now[4] > 0 && now[4] <= 96 / 16,
-                  "stored 32,16,128,32,16, got %d,%d,%d,%d,%d", now[0], now[1], now[2], now[3], now[4]);
+        cr_assert(memcmp(now, v, 4 * sizeof(int)) == 0 && now[4] > 0 && now[4] <= 96 / 16 && now[5] == 48 &&
+                      now[6] == 96,
+                  "stored 32,16,128,32,16,64,256, got %d,%d,%d,%d,%d,%d,%d", now[0], now[1], now[2], now[3], now[4],
+                  now[5], now[6]);
     else
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
     fcl_context_release(ctx);
@@ -537,13 +543,13 @@ static void expect_values(const int *got, const int *want, int n, const char *wh
 Test(tuning, decode_entry)
 {
     fcl_context ctx = support_context();
-    const int fwd[3] = {16, 16, 2}, bwd[5] = {32, 16, 128, 32, 1};
+    const int fwd[3] = {16, 16, 2}, bwd[7] = {32, 16, 128, 32, 1, 64, 64};
     int table[9], now[9];
     cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 9) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(memcmp(table, k_decode_tiles, sizeof table) != 0, "test bug: the table has the tuned tiles");
     cr_assert(fcl_tuning_save(ctx, "forward", 64, fwd, 3) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 9) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 9) == FCL_SUCCESS);
     expect_values(now, k_decode_tiles, 9, "decode D 64 right after fcl_tuning_save");
     cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 9) == FCL_SUCCESS);
@@ -557,9 +563,9 @@ Test(tuning, decode_entry)
     expect_values(now, k_decode_tiles, 9, "decode in a later context");
     cr_assert(fcl_tuning_get(ctx, "forward", 64, now, 3) == FCL_SUCCESS);
     expect_values(now, fwd, 3, "forward in a later context");
-    cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 5) == FCL_SUCCESS);
+    cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 7) == FCL_SUCCESS);
     if (strcmp(fcl_attention_backward_path(ctx, FCL_F16, 64), "nvidia-mma") == 0)
-        expect_values(now, bwd, 5, "backward_mma in a later context");
+        expect_values(now, bwd, 7, "backward_mma in a later context");
     else
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
 

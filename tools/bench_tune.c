@@ -141,16 +141,33 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
     }
     if (strcmp(fcl_attention_backward_path(env->ctx, dt, d), "nvidia-mma") != 0)
         return 0;
-    *s = (tune_space){TUNE_BACKWARD, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 5, 0, {{0}}};
+    *s = (tune_space){TUNE_BACKWARD, "backward_mma", "FLASHCL_BACKWARD_MMA_TILES", 7, 0, {{0}}};
+    int cur[FCL_TUNING_MAX_VALUES] = {0};
+    if (fcl_tuning_get(env->ctx, "backward_mma", d, cur, s->n_values) != FCL_SUCCESS)
+        return 0;
     for (int kv = 0; kv <= 16; kv += 16) {          /* K, V in registers; as much in local memory as fits */
         for (int kn = 32; kn <= 128; kn *= 2)        /* dK/dV keys per work-group (64 only with K, V in
                                                       * local memory) */
             for (int km = 16; km <= 64; km *= 2)     /* dK/dV query rows per tile */
                 for (int qm = 64; qm <= 128; qm *= 2) /* dQ rows per work-group */
-                    if (kv == 0 || kn == 64)
-                        add(s, kn, km, qm, qm == 64 ? 32 : 16, kv);
-        for (int qn = 16; qn <= 64; qn *= 2)         /* dQ keys per tile, at the default dK/dV tiles */
-            add(s, 64, 32, 64, qn, kv);
+                    if (kv == 0 || kn == 64) {
+                        const int c[FCL_TUNING_MAX_VALUES] = {kn, km, qm, qm == 64 ? 32 : 16, kv, cur[5], cur[6]};
+                        add_values(s, c);
+                    }
+        for (int qn = 16; qn <= 64; qn *= 2) {       /* dQ keys per tile, at the default dK/dV tiles */
+            const int c[FCL_TUNING_MAX_VALUES] = {64, 32, 64, qn, kv, cur[5], cur[6]};
+            add_values(s, c);
+        }
+    }
+    /* the most dK/dV and dQ columns per work-group at the current tiles (past D 128 each split
+     * trades registers for recomputing S and dP) */
+    static const int cols[][2] = {{256, 256}, {192, 256}, {160, 256}, {128, 256}, {96, 256}, {64, 256}, {128, 128}};
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+        int c[FCL_TUNING_MAX_VALUES];
+        memcpy(c, cur, sizeof c);
+        c[5] = cols[i][0];
+        c[6] = cols[i][1];
+        add_values(s, c);
     }
     return 1;
 }

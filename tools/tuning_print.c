@@ -17,7 +17,7 @@ static const kernel_names k_names[] = {
     {"forward_mma", {"rows_per_group", "keys_per_tile", "row_tiles_per_warp", "max_registers", "q_steps_in_local"}},
     {"forward_wgmma", {"keys_per_tile", "stages", "max_registers", "overlap"}},
     {"backward_mma", {"dkdv_keys_per_group", "dkdv_rows_per_tile", "dq_rows_per_group", "dq_keys_per_tile",
-                      "kv_steps_in_local"}},
+                      "kv_steps_in_local", "dkdv_columns_per_group", "dq_columns_per_group"}},
     {"backward_blocks", {"own_rows_per_group", "tile_rows", "own_rows_per_item", "tile_rows_per_item"}},
     {"decode", {"keys_per_group", "rows_per_group", "items_per_group", "groups_per_unit", "min_keys_per_split",
                 "max_registers", "async_stages", "mma_warps", "key_lanes"}},

@@ -23,8 +23,15 @@
  * rows a product cannot see contribute exact zeros. No chunking: the host takes this path only
  * on devices without a loop cap (item_lo, item_hi, load_state and save_state are unused).
  *
+ * Past head dim 128 a warp's fragments and accumulators outgrow the registers: each kernel can
+ * split its output columns over DKDV_SLICES / DQ_SLICES work-groups (the second grid dimension
+ * runs over heads x slices), each of which recomputes S and dP over the whole head dim and
+ * accumulates only its HEAD_DIM_PAD / slices columns of dK and dV, or of dQ. The sums are the
+ * same, in the same order, whatever the slicing.
+ *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
- * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); KV_LOCAL_STEPS (0 to HEAD_DIM_PAD / 16:
+ * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); DKDV_SLICES, DQ_SLICES (dividing
+ * HEAD_DIM_PAD into multiples of 16); KV_LOCAL_STEPS (0 to HEAD_DIM_PAD / 16:
  * the dK/dV kernel's K and V fragments of that many last k steps wait in local memory instead of
  * registers); ASYNC_COPY (Q, K, V and dO rows
  * 16-byte aligned); PAIRS (head_dim even and the rows of Q, K, V, dO and the gradients 4-byte
@@ -36,6 +43,8 @@
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
 #define DQ_WG (DQ_BLOCK_M * 2)         /* one warp per 16 query rows */
 #define KV_FIRST (KSTEPS - KV_LOCAL_STEPS) /* the first k step whose K, V fragments wait in local memory */
+#define NT_DKDV (HEAD_DIM_PAD / DKDV_SLICES / 8) /* 8-column tiles of dK and dV per work-group */
+#define NT_DQ (HEAD_DIM_PAD / DQ_SLICES / 8)     /* 8-column tiles of dQ per work-group */
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
  * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
 #define DS_SPLIT (FCL_DTYPE == 2)
@@ -87,12 +96,12 @@ MMA_INLINE uint pack_rest(float lo, float hi, uint packed)
     return pack_pair(lo - as_float(packed << 16), hi - as_float(packed & 0xffff0000u));
 }
 
-/* acc[0 .. NT_O) += X x tile: X the 16 x k_rows accumulator tiles x (tiles 2 kk and 2 kk + 1
- * form the A fragment of k rows 16 kk .. 16 kk + 15), tile the k_rows x HEAD_DIM_PAD local rows
- * addressed through `lane_addr` (cols_lane). X enters rounded to the storage dtype; with
+/* acc[0 .. n_out) += X x tile: X the 16 x k_rows accumulator tiles x (tiles 2 kk and 2 kk + 1
+ * form the A fragment of k rows 16 kk .. 16 kk + 15), tile the k_rows x 8 n_out local columns
+ * addressed through `lane_addr` (cols_lane at the first column). X enters rounded to the storage dtype; with
  * `split` (BF16) as that rounding plus the rounded rest, two products, so that X keeps about
  * 16 bits. */
-MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, int k_rows, int split)
+MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, int k_rows, int n_out, int split)
 {
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++) {
@@ -107,7 +116,7 @@ MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, 
             xr[3] = pack_rest(x[2 * kk + 1][2], x[2 * kk + 1][3], xa[3]);
         }
         #pragma unroll
-        for (int dp = 0; dp < NT_O / 2; dp++) {
+        for (int dp = 0; dp < n_out / 2; dp++) {
             uint bf[4]; /* rows +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
             ldmatrix_x4_trans(bf, lane_addr + 2 * (kk * 16 * ROW_HALVES + dp * 16));
             mma_16816(acc[2 * dp], xa, bf[0], bf[1]);
@@ -201,10 +210,10 @@ MMA_INLINE void dq_tile_grads(float (*s)[4], float (*dp)[4], const bool check, _
     }
 }
 
-/* The gradient rows row0 + g (+ 8) of this lane: acc * mul, columns below head_dim, rows below
- * n_rows. */
+/* The gradient rows row0 + g (+ 8) of this lane: acc (n_out 8-column tiles from column col0) *
+ * mul, columns below head_dim, rows below n_rows. */
 MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, int row0, int n_rows, int head_dim,
-                       float (*acc)[4], float mul, int lane)
+                           int col0, int n_out, float (*acc)[4], float mul, int lane)
 {
     const int g = lane >> 2, t = lane & 3;
     #pragma unroll
@@ -213,8 +222,8 @@ MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, in
         if (r < 0 || r >= n_rows)
             continue;
         #pragma unroll
-        for (int nt = 0; nt < NT_O; nt++) {
-            const int d = nt * 8 + 2 * t;
+        for (int nt = 0; nt < n_out; nt++) {
+            const int d = col0 + nt * 8 + 2 * t;
             store_pair(dst, base + (long)r * row_stride + d, d, head_dim, acc[nt][2 * hr] * mul,
                        acc[nt][2 * hr + 1] * mul);
         }
@@ -244,10 +253,11 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     __global const ushort *dOu = (__global const ushort *)dO;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    int key_block, hk, b; /* earlier key blocks are seen by more rows (causal): they start first */
-    fcl_group_order(0, &key_block, &hk, &b);
+    int key_block, hs, b; /* earlier key blocks are seen by more rows (causal): they start first */
+    fcl_group_order(0, &key_block, &hs, &b);
+    const int hk = hs / DKDV_SLICES, col0 = hs % DKDV_SLICES * (NT_DKDV * 8); /* KV head, first column */
     const int j0 = key_block * DKDV_BLOCK_N;
-    const int Hq = get_global_size(1) * group;
+    const int Hq = get_global_size(1) / DKDV_SLICES * group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
     const int j_last = min(j0 + DKDV_BLOCK_N, r.sk) - 1;
@@ -280,9 +290,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 #endif
     }
     const bool keys_on = LAYOUT != 2 && warp_all(key_on[0] && key_on[1]); /* every key of the warp takes part */
-    float dk[NT_O][4], dv[NT_O][4];
+    float dk[NT_DKDV][4], dv[NT_DKDV][4];
     #pragma unroll
-    for (int nt = 0; nt < NT_O; nt++)
+    for (int nt = 0; nt < NT_DKDV; nt++)
         #pragma unroll
         for (int e = 0; e < 4; e++)
             dk[nt][e] = dv[nt][e] = 0.0f;
@@ -333,8 +343,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         else
             dkdv_tile_grads(s, dp, 1, lse_s[st], delta_s[st], lo_s[st], hi_s[st], key_on, jw, i0, shift,
                             window_left, window_right, scale, softcap, slope, g, t);
-        mma_scores_tile(dv, s, cols_lane(dOs[st], lane), DKDV_BLOCK_M, 0);
-        mma_scores_tile(dk, dp, cols_lane(Qs[st], lane), DKDV_BLOCK_M, DS_SPLIT);
+        mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);
+        mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, DS_SPLIT);
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (item + 2 < n_items) {
@@ -345,10 +355,10 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         commit_copies();
     }
 
-    store_rows(dK, dk_off + b * dk_sb + (long)r.k_first * dk_ss + hk * dk_sh, dk_ss, jw, r.sk, head_dim, dk, scale,
-               lane);
-    store_rows(dV, dv_off + b * dv_sb + (long)r.k_first * dv_ss + hk * dv_sh, dv_ss, jw, r.sk, head_dim, dv, 1.0f,
-               lane);
+    store_rows(dK, dk_off + b * dk_sb + (long)r.k_first * dk_ss + hk * dk_sh, dk_ss, jw, r.sk, head_dim, col0,
+               NT_DKDV, dk, scale, lane);
+    store_rows(dV, dv_off + b * dv_sb + (long)r.k_first * dv_ss + hk * dv_sh, dv_ss, jw, r.sk, head_dim, col0,
+               NT_DKDV, dv, 1.0f, lane);
 }
 
 __kernel __attribute__((reqd_work_group_size(DQ_WG, 1, 1)))
@@ -359,8 +369,9 @@ void attention_backward_dq(BACKWARD_ARGS)
     __global const ushort *Vu = (__global const ushort *)V;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    int row_block, h, b; /* later row blocks see more keys (causal): they start first */
-    fcl_group_order(1, &row_block, &h, &b);
+    int row_block, hs, b; /* later row blocks see more keys (causal): they start first */
+    fcl_group_order(1, &row_block, &hs, &b);
+    const int h = hs / DQ_SLICES, col0 = hs % DQ_SLICES * (NT_DQ * 8); /* query head, first column */
     const int i0 = row_block * DQ_BLOCK_M, iw = i0 + warp * 16, hk = h / group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq;
@@ -385,7 +396,7 @@ void attention_backward_dq(BACKWARD_ARGS)
         const bool own = i < r.sq;
         const long row = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
         lse2[hr] = own ? LSE[lse_off + b * lse_sb + h * lse_sh + row * lse_ss] * FCL_LOG2E : -INFINITY;
-        dlt[hr] = own ? delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] : 0.0f;
+        dlt[hr] = own ? delta[scratch_row(b, h, get_global_size(1) / DQ_SLICES, i, r.q_first, sq_arg, total_q)] : 0.0f;
         jlo[hr] = max(j_lo, window_left >= 0 ? sub_sat(p, window_left) : 0);
         jhi[hr] = own && lse2[hr] != -INFINITY ? min(j_hi, window_right >= 0 ? add_sat(p, window_right) : r.sk - 1) : -1;
 #if LAYOUT == 2
@@ -398,9 +409,9 @@ void attention_backward_dq(BACKWARD_ARGS)
         hi_min = min(hi_min, jhi[hr]);
     }
     const float slope = HEAD_SLOPE(h);
-    float dq[NT_O][4];
+    float dq[NT_DQ][4];
     #pragma unroll
-    for (int nt = 0; nt < NT_O; nt++)
+    for (int nt = 0; nt < NT_DQ; nt++)
         #pragma unroll
         for (int e = 0; e < 4; e++)
             dq[nt][e] = 0.0f;
@@ -434,7 +445,7 @@ void attention_backward_dq(BACKWARD_ARGS)
             dq_tile_grads(s, dp, 0, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
         else
             dq_tile_grads(s, dp, 1, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
-        mma_scores_tile(dq, s, cols_lane(Ks[st], lane), DQ_BLOCK_N, DS_SPLIT);
+        mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ, DS_SPLIT);
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (tile + 2 < n_tiles)
@@ -443,6 +454,6 @@ void attention_backward_dq(BACKWARD_ARGS)
         commit_copies();
     }
 
-    store_rows(dQ, dq_off + b * dq_sb + (long)r.q_first * dq_ss + h * dq_sh, dq_ss, iw, r.sq, head_dim, dq, scale,
-               lane);
+    store_rows(dQ, dq_off + b * dq_sb + (long)r.q_first * dq_ss + h * dq_sh, dq_ss, iw, r.sq, head_dim, col0, NT_DQ,
+               dq, scale, lane);
 }

@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 24
+#define FCL_VERSION_MINOR 25
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.24.0"
+#define FCL_VERSION_STRING "0.25.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -367,7 +367,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
 /*
  * Which backward kernels run for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed backwards, and the attention inside fcl_attention_qkvo_backward): "nvidia-mma"
- * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, head_dim <= 128), "cpu" (CPUs
+ * (tensor cores: NVIDIA compute capability >= 8.0, F16 or BF16, every head_dim), "cpu" (CPUs
  * without a loop cap: vertical SIMD across keys and rows, as the "cpu" forward), "blocked"
  * (GPUs without a loop cap, and any such device where FLASHCL_BACKWARD_PATH=blocked: each
  * tile's products as register-blocked GEMMs) or "portable" (any OpenCL device; also where
@@ -402,12 +402,15 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  255; 0: compiler's), overlap (1: the next key tile's Q K^T is issued behind
  *                  this tile's P V; 0: after it), the first two lowered to what fits the local
  *                  memory (the Hopper wgmma forward; head dims padded to 64 and 128 only)
- *   "backward_mma" 5 values: four multiples of 16 in [16, 256] (keys per dK/dV work-group,
+ *   "backward_mma" 7 values: four multiples of 16 in [16, 256] (keys per dK/dV work-group,
  *                  query rows per dK/dV tile, query rows per dQ work-group, keys per dQ tile),
  *                  then k steps (0 to 16) of the K and V fragments the dK/dV kernel holds in
  *                  local memory instead of registers, lowered to what fits beside its Q/dO
- *                  tiles (the NVIDIA tensor-core backward; head dims up to 128; an entry
- *                  stored with 4 values by 0.10 is ignored)
+ *                  tiles, then the most dK/dV and the most dQ columns per work-group
+ *                  (multiples of 16 in [16, 256], lowered to the widest equal split of the
+ *                  padded head dim into multiples of 16; a narrower split recomputes S and dP
+ *                  once per slice) (the NVIDIA tensor-core backward; an entry stored with 4
+ *                  values by 0.10 or 5 by 0.11-0.24 is ignored)
  *   "backward_blocks" 4 values: the work-group's own rows (keys of the dK/dV kernel, query rows
  *                  of the dQ kernel), the rows of the tile it walks, and of each per work-item,
  *                  each dividing the first two, at most 256 / 256 / 16 / 16 (the "blocked"

@@ -21,6 +21,7 @@ typedef struct backward_variant {
     int blocked;             /* the register-blocked GPU kernels (never chunked) */
     fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
+    size_t dkdv_slices, dq_slices; /* work-groups per block that split its gradient's columns */
     size_t delta_rows;       /* query rows per work-group of the delta kernel (delta_lanes each) */
 } backward_variant;
 
@@ -52,6 +53,7 @@ static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int
     }
     wg[0] = most[K_DKDV];
     wg[1] = most[K_DQ];
+    v->dkdv_slices = v->dq_slices = 1;
     const size_t lanes = (size_t)delta_lanes(ctx), fit = most[K_DELTA] / lanes;
     v->delta_rows = lanes == 1 ? 32 : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
     return FCL_SUCCESS;
@@ -203,9 +205,10 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
-             "-DKV_LOCAL_STEPS=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
-             "-DHAS_ALIBI=%d -DDELTA_LANES=%d",
-             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local, aligned,
+             "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d "
+             "-DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
+             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local,
+             hdp / t->dkdv_cols, hdp / t->dq_cols, aligned,
              pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 5, opts, v, wg);
@@ -216,6 +219,8 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
     v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
     v->dq_wg = (size_t)(2 * t->dq_block_m);
+    v->dkdv_slices = (size_t)(hdp / t->dkdv_cols);
+    v->dq_slices = (size_t)(hdp / t->dq_cols);
     if (wg[0] < v->dkdv_wg || wg[1] < v->dq_wg)
         return get_portable_kernels(ctx, f, hdp, v);
     return FCL_SUCCESS;
@@ -380,8 +385,8 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const size_t g_delta[3] = {((size_t)f->sq + delta_rows - 1) / delta_rows * delta_rows * lanes, (size_t)f->Hq,
                                (size_t)f->grid_b};
     const size_t l_delta[3] = {delta_rows * lanes, 1, 1};
-    const size_t g_dkdv[3] = {k_groups * v.dkdv_wg, (size_t)f->Hkv, (size_t)f->grid_b};
-    const size_t g_dq[3] = {q_groups * v.dq_wg, (size_t)f->Hq, (size_t)f->grid_b};
+    const size_t g_dkdv[3] = {k_groups * v.dkdv_wg, (size_t)f->Hkv * v.dkdv_slices, (size_t)f->grid_b};
+    const size_t g_dq[3] = {q_groups * v.dq_wg, (size_t)f->Hq * v.dq_slices, (size_t)f->grid_b};
     const size_t l_dkdv[3] = {v.dkdv_wg, 1, 1}, l_dq[3] = {v.dq_wg, 1, 1};
     if (err == CL_SUCCESS && f->sq > 0)
         err = clEnqueueNDRangeKernel(ctx->queue, kern[K_DELTA], 3, NULL, g_delta, l_delta, 0, NULL, NULL);

@@ -21,8 +21,10 @@ int fcl_tuned_value_count(const char *kernel)
     if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0 ||
         strcmp(kernel, "forward_cpu") == 0 || strcmp(kernel, "backward_blocks") == 0)
         return 4;
-    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "backward_mma") == 0 || strcmp(kernel, "gemm") == 0)
+    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "gemm") == 0)
         return 5;
+    if (strcmp(kernel, "backward_mma") == 0)
+        return 7;
     if (strcmp(kernel, "decode") == 0)
         return 9;
     return 0;
@@ -50,11 +52,13 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return (v[0] == 64 || v[0] == 128) && (v[1] == 1 || v[1] == 2) && v[2] >= 0 && v[2] <= 255 &&
                (v[3] == 0 || v[3] == 1);
     if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys, K/V k steps in
-                                                 * local memory */
+                                                 * local memory, most dK/dV and dQ columns
+                                                 * per work-group */
         for (int i = 0; i < 4; i++)
             if (v[i] < 16 || v[i] > 256 || v[i] % 16)
                 return 0;
-        return v[4] >= 0 && v[4] <= FCL_MAX_HEAD_DIM / 16;
+        return v[4] >= 0 && v[4] <= FCL_MAX_HEAD_DIM / 16 && v[5] >= 16 && v[5] <= 256 && v[5] % 16 == 0 &&
+               v[6] >= 16 && v[6] <= 256 && v[6] % 16 == 0;
     }
     if (strcmp(kernel, "gemm") == 0) /* block rows and columns, K slice, rows and columns per work-item */
         return v[0] > 0 && v[0] <= 256 && v[1] > 0 && v[1] <= 256 && v[2] > 0 && v[2] <= 64 && v[3] > 0 &&

@@ -35,10 +35,10 @@ typedef struct tuning_entry {
  * head dim, the 16-bit caches' decode tiles (the other arguments) per head dim, one set for F32 caches. */
 #define OTHER_GPU(max_dim, ...)                                                                                    \
     {"", FCL_DEVICE_GPU, max_dim, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32},     \
-     {0, 0, 0, 0, 0}, {__VA_ARGS__}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}}
+     {0}, {__VA_ARGS__}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}}
 
 static const tuning_entry table[] = {
-    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0},
+    {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0},
      {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
@@ -53,11 +53,11 @@ static const tuning_entry table[] = {
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
      * perf.md v0.18.0-dev */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
+     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
+     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {0, 0, 0, 0, 0}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
+     {64, 32, 64, 32, 3, 160, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8);
      * the three-phase decode per head dim (H200 sweeps, docs/perf/history.md v0.23.0): for 16-bit
@@ -71,9 +71,9 @@ static const tuning_entry table[] = {
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0, 0, 0, 0, 0}, {32, 16, 1, 2, 0, 0, 0, 0, 0},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0}, {32, 16, 1, 2, 0, 0, 0, 0, 0},
      {0, 2, 8, 4}, {0}, {0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0, 0, 0, 0, 0}, {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0}, {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -323,14 +323,27 @@ fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int ha
     return t;
 }
 
+/* The widest equal split of head_dim_pad columns into multiples of 16 of at most `most` (at
+ * least 16) columns: head_dim_pad / s for the fewest s that gives one. */
+static int fit_columns(int head_dim_pad, int most)
+{
+    int s = 1;
+    most = most > 16 ? most : 16;
+    while (head_dim_pad % s || (head_dim_pad / s) % 16 || head_dim_pad / s > most)
+        s++;
+    return head_dim_pad / s;
+}
+
 fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
 {
     fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
     if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
-        return (fcl_backward_mma_tiles){0, 0, 0, 0, 0};
-    int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local};
+        return (fcl_backward_mma_tiles){0};
+    int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local,
+                                    t.dkdv_cols, t.dq_cols};
     override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v);
-    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4]};
+    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4], fit_columns(head_dim_pad, v[5]),
+                                 fit_columns(head_dim_pad, v[6])};
     /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row (as
      * declared in cl/nvidia/attention_backward_mma.cl); per K/V k step in local memory: 16 bytes per
      * work-item for each of K and V */
@@ -412,6 +425,8 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[2] = t.dq_block_m;
         values[3] = t.dq_block_n;
         values[4] = t.kv_local;
+        values[5] = t.dkdv_cols;
+        values[6] = t.dq_cols;
     } else {
         const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp);
         values[0] = t.block_m;

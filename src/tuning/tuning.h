@@ -133,15 +133,21 @@ typedef struct fcl_backward_mma_tiles {
     int dq_block_m;   /* query rows per dQ work-group (16 per warp) */
     int dq_block_n;   /* keys per local tile of the dQ kernel */
     int kv_local;     /* k steps whose K and V fragments the dK/dV kernel keeps in local memory */
+    int dkdv_cols;    /* dK/dV columns per work-group (head_dim_pad / cols work-groups per key block,
+                       * each recomputing S and dP) */
+    int dq_cols;      /* dQ columns per work-group (likewise per query row block) */
 } fcl_backward_mma_tiles;
 
 /* Tiles of the NVIDIA tensor-core backward (cl/nvidia/attention_backward_mma.cl) at padded head dim
- * `head_dim_pad`: the device's table entry (NVIDIA compute capability >= 8.0 only; none past
- * 128: a warp's K, V, dK and dV live in registers), then a tuned entry, then
- * FLASHCL_BACKWARD_MMA_TILES="KN,KM,QM,QN[,KV]" if set (tiles multiples of 16 in [16, 256], KV
- * in [0, 16]); each local tile halved until its two stages fit the local memory, then KV lowered
- * to the head dim's k steps and to what fits beside the dK/dV kernel's stages; dkdv_block_n 0
- * when there is no such path or a work-group would exceed the device's limit. */
+ * `head_dim_pad`: the device's table entry (NVIDIA compute capability >= 8.0 only; past 128 the
+ * output columns may split over work-groups, since a warp's K, V, dK and dV live in registers),
+ * then a tuned entry, then FLASHCL_BACKWARD_MMA_TILES="KN,KM,QM,QN[,KV[,KC,QC]]" if set (tiles
+ * multiples of 16 in [16, 256], KV in [0, 16], KC and QC the most dK/dV and dQ columns per
+ * work-group, multiples of 16 in [16, 256]); each local tile halved until its two stages fit the
+ * local memory, then KV lowered to the head dim's k steps and to what fits beside the dK/dV
+ * kernel's stages, KC and QC to the widest equal split of head_dim_pad into multiples of 16
+ * within them; dkdv_block_n 0 when there is no such path or a work-group would exceed the
+ * device's limit. */
 fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad);
 
 typedef struct fcl_decode_tiles {
