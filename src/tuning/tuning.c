@@ -44,7 +44,11 @@ static const tuning_entry table[] = {
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
      * backward 64,32,64,32 (2026-12-01), then 64-row dK/dV tiles at D 64 (+17-19%) and 2 of the 8
-     * K/V k steps in local memory at D 128 (+3%) (session 3), none past D 128 (registers); blocked
+     * K/V k steps in local memory at D 128 (+3%) (session 3); past D 128 (v0.25.0, B 2 S 4096 H 16
+     * causal F16; history "v0.25.0"): the same tiles (lowered to 16-row local tiles past D 160), 3
+     * K/V k steps in local memory, whole dQ rows, and whole dK/dV rows up to D 224 (D 192 4.74 ms
+     * against 5.45 with two column slices, D 224 6.06 against 6.92) but two slices at D 256, where
+     * BF16 (B 2 S 2048 H 8) takes 1.09 ms against 1.24 whole and F16 7.29 against 7.00; blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
      * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev), with two V
      * buffers there (+0.0 to +1.5%; -1.1 to +0.0% at D 64 with 64x64 blocks, and the table's
@@ -57,7 +61,7 @@ static const tuning_entry table[] = {
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
      {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {64, 32, 64, 32, 3, 160, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
+     {64, 32, 64, 32, 3, 224, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8);
      * the three-phase decode per head dim (H200 sweeps, docs/perf/history.md v0.23.0): for 16-bit
