@@ -23,10 +23,10 @@
  * rows a product cannot see contribute exact zeros. No chunking: the host takes this path only
  * on devices without a loop cap (item_lo, item_hi, load_state and save_state are unused).
  *
- * Past head dim 128 a warp's fragments and accumulators outgrow the registers: each kernel can
- * split its output columns over DKDV_SLICES / DQ_SLICES work-groups (the second grid dimension
- * runs over heads x slices), each of which recomputes S and dP over the whole head dim and
- * accumulates only its HEAD_DIM_PAD / slices columns of dK and dV, or of dQ. The sums are the
+ * Where a warp's fragments and accumulators outgrow the registers (large head dims), each kernel
+ * can split its output columns over DKDV_SLICES / DQ_SLICES work-groups (the second grid
+ * dimension runs over heads x slices), each of which recomputes S and dP over the whole head dim
+ * and accumulates only its HEAD_DIM_PAD / slices columns of dK and dV, or of dQ. The sums are the
  * same, in the same order, whatever the slicing.
  *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
@@ -98,9 +98,9 @@ MMA_INLINE uint pack_rest(float lo, float hi, uint packed)
 
 /* acc[0 .. n_out) += X x tile: X the 16 x k_rows accumulator tiles x (tiles 2 kk and 2 kk + 1
  * form the A fragment of k rows 16 kk .. 16 kk + 15), tile the k_rows x 8 n_out local columns
- * addressed through `lane_addr` (cols_lane at the first column). X enters rounded to the storage dtype; with
- * `split` (BF16) as that rounding plus the rounded rest, two products, so that X keeps about
- * 16 bits. */
+ * addressed through `lane_addr` (cols_lane at the first column). X enters rounded to the
+ * storage dtype; with `split` (BF16) as that rounding plus the rounded rest, two products, so
+ * that X keeps about 16 bits. */
 MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, int k_rows, int n_out, int split)
 {
     #pragma unroll
