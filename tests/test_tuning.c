@@ -18,6 +18,7 @@
 #include "ref_attention.h"
 #include "support.h"
 #include "support_decode.h"
+#include "tuning/tuning.h" /* white box: fcl_fit_columns */
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -204,6 +205,20 @@ Test(tuning, bad_input_refused)
     cr_assert(fcl_tuning_get(NULL, "forward", 64, out, 3) == FCL_ERR_INVALID_ARGUMENT);
     cr_assert(count_files() == 0, "a refused call wrote into the cache folder");
     fcl_context_release(ctx);
+}
+
+/* The tensor-core backward's column split: the widest equal split of the padded head dim into
+ * multiples of 16 within the most columns asked for (white box: it decides every device's
+ * split, while the kernels that take it run on NVIDIA only). */
+Test(tuning, backward_column_split)
+{
+    static const int cases[][3] = {/* padded head dim, most columns, columns per work-group */
+                                   {96, 64, 48},   {96, 256, 96},  {256, 224, 128}, {256, 128, 128}, {224, 160, 112},
+                                   {224, 111, 32}, {192, 160, 96}, {160, 224, 160}, {160, 64, 32},   {256, 0, 16},
+                                   {16, 256, 16},  {128, 17, 16}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        cr_assert(fcl_fit_columns(cases[i][0], cases[i][1]) == cases[i][2], "head dim %d, at most %d: %d, not %d",
+                  cases[i][0], cases[i][1], fcl_fit_columns(cases[i][0], cases[i][1]), cases[i][2]);
 }
 
 /* A tensor-core backward entry is stored and read back where that kernel runs, its K/V k steps

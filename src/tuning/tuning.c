@@ -327,9 +327,7 @@ fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int ha
     return t;
 }
 
-/* The widest equal split of head_dim_pad columns into multiples of 16 of at most `most` (at
- * least 16) columns: head_dim_pad / s for the fewest s that gives one. */
-static int fit_columns(int head_dim_pad, int most)
+int fcl_fit_columns(int head_dim_pad, int most)
 {
     int s = 1;
     most = most > 16 ? most : 16;
@@ -346,8 +344,8 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
     int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local,
                                     t.dkdv_cols, t.dq_cols};
     override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v);
-    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4], fit_columns(head_dim_pad, v[5]),
-                                 fit_columns(head_dim_pad, v[6])};
+    t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4], fcl_fit_columns(head_dim_pad, v[5]),
+                                 fcl_fit_columns(head_dim_pad, v[6])};
     /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row (as
      * declared in cl/nvidia/attention_backward_mma.cl); per K/V k step in local memory: 16 bytes per
      * work-item for each of K and V */

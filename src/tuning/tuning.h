@@ -138,6 +138,10 @@ typedef struct fcl_backward_mma_tiles {
     int dq_cols;      /* dQ columns per work-group (likewise per query row block) */
 } fcl_backward_mma_tiles;
 
+/* The widest equal split of head_dim_pad (a multiple of 16) columns into multiples of 16 of at
+ * most `most` columns (below 16: 16): head_dim_pad / s for the fewest s that gives one. */
+int fcl_fit_columns(int head_dim_pad, int most);
+
 /* Tiles of the NVIDIA tensor-core backward (cl/nvidia/attention_backward_mma.cl) at padded head dim
  * `head_dim_pad`: the device's table entry (NVIDIA compute capability >= 8.0 only; past 128 the
  * output columns may split over work-groups, since a warp's K, V, dK and dV live in registers),
