@@ -202,13 +202,14 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
                       fcl_rows_aligned(f->V, f->v_dims, 2) && fcl_rows_aligned(job->dO, job->do_dims, 2) &&
                       fcl_rows_aligned(job->dQ, job->dq_dims, 2) && fcl_rows_aligned(job->dK, job->dk_dims, 2) &&
                       fcl_rows_aligned(job->dV, job->dv_dims, 2);
+    const int dkdv_slices = hdp / t->dkdv_cols, dq_slices = hdp / t->dq_cols; /* work-groups per block */
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
              "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d "
              "-DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local,
-             hdp / t->dkdv_cols, hdp / t->dq_cols, aligned,
+             dkdv_slices, dq_slices, aligned,
              pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 5, opts, v, wg);
@@ -219,8 +220,8 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
     v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
     v->dq_wg = (size_t)(2 * t->dq_block_m);
-    v->dkdv_slices = (size_t)(hdp / t->dkdv_cols);
-    v->dq_slices = (size_t)(hdp / t->dq_cols);
+    v->dkdv_slices = (size_t)dkdv_slices;
+    v->dq_slices = (size_t)dq_slices;
     if (wg[0] < v->dkdv_wg || wg[1] < v->dq_wg)
         return get_portable_kernels(ctx, f, hdp, v);
     return FCL_SUCCESS;
