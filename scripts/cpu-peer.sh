@@ -28,6 +28,8 @@ fi
 if [[ -z ${OCL_ICD_VENDORS:-} && -d .deps/opencl-vendors ]]; then
   export OCL_ICD_VENDORS=$PWD/.deps/opencl-vendors
 fi
+# PoCL's worker threads pinned, one per core (docs/API.md, "CPUs"), unless the caller chose
+export POCL_AFFINITY=${POCL_AFFINITY:-1}
 [[ -x build/tools/flashcl-bench ]] || scripts/build
 out=${OUT:-build/cpu-peer}
 mkdir -p "$out"

@@ -11,6 +11,7 @@ Columns: case, shape, then per implementation flashcl's ms (decode: and GB/s, an
 the implementation's copy bandwidth), PyTorch's ms, and per implementation PyTorch's time over
 flashcl's (above 1: flashcl is faster)."""
 import json
+import os
 import sys
 
 SEED_LENGTHS = 0x1E565EED  # tools/bench_pack.c
@@ -93,6 +94,7 @@ def main():
     if copy:
         print("\ncopy bandwidth (GB/s, read + write): " + ", ".join(f"{short[p]} {v:.1f}" for p, v in copy.items()
                                                                    if v and p in short))
+    print(f"\nPOCL_AFFINITY={os.environ.get('POCL_AFFINITY') or '(unset)'} (docs/API.md, \"CPUs\")")
 
 
 if __name__ == "__main__":

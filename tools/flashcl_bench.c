@@ -366,6 +366,7 @@ int main(int argc, char **argv)
         return BENCH_EXIT_LIBRARY;
     }
     init_env(&env, &o);
+    tools_pocl_affinity_hint(stderr, &env.info);
     if (o.tune_list || o.tune_reset) {
         rc = tune_list_or_reset(&env, o.tune_reset);
         fcl_context_release(env.ctx);

@@ -146,6 +146,7 @@ static int print_default(cl_platform_id *plats, cl_uint np)
     }
     find_index(plats, np, fcl_context_cl_device(ctx), where, sizeof where);
     printf("%s  %s (%s)\n", where, info.name, info.platform_name);
+    tools_pocl_affinity_hint(stdout, &info);
     const char *dir = fcl_context_cache_dir(ctx);
     printf("Disk cache: %s\n", dir ? dir : "off");
     printf("Projection GEMMs (activations / weights): f32/f32 %s, f16/f16 %s, bf16/bf16 %s, f16/i8 %s\n",
