@@ -14,7 +14,8 @@
 #   scripts/cpu-peer.sh --install   first: PyTorch and numpy from PyPI into .deps/torch-venv (PyPI's
 #                                   torch wheel brings about 5 GB of CUDA libraries; never part of
 #                                   the test command)
-#   scripts/cpu-peer.sh             the run (QUICK=1: one case of each kind)
+#   scripts/cpu-peer.sh             the run (QUICK=1: one case of each kind; CASES="w1 w2": the cases
+#                                   whose name contains one of the words)
 set -euo pipefail
 cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.."
 
@@ -42,11 +43,15 @@ read -r -a devices <<<"${DEVICES:-pocl intel}"
 cases=(
   "encoder varlen|--op varlen --dtype f32 --seqs 16 --max-len 128 --hq 12 --hkv 12 --d 32|"
   "encoder packed|--op packed_qkv --dtype f32 --seqs 16 --max-len 128 --hq 12 --d 32|"
+  "encoder varlen D64 f16|--op varlen --dtype f16 --seqs 16 --max-len 512 --hq 12 --hkv 12 --d 64|"
+  "encoder varlen D128 bf16|--op varlen --dtype bf16 --seqs 8 --max-len 256 --hq 16 --hkv 16 --d 128|"
+  "dense S16 D64|--op forward --dtype f32 --b 64 --sq 16 --hq 12 --hkv 12 --d 64|--op forward --dtype f32 --b 64 --sq 16 --hq 12 --hkv 12 --d 64"
   "dense S256 D64|--op forward --dtype f32 --b 8 --sq 256 --hq 12 --hkv 12 --d 64|--op forward --dtype f32 --b 8 --sq 256 --hq 12 --hkv 12 --d 64"
   "dense S512 D128|--op forward --dtype f32 --b 2 --sq 512 --hq 16 --hkv 16 --d 128|--op forward --dtype f32 --b 2 --sq 512 --hq 16 --hkv 16 --d 128"
   "prefill S1024|--op forward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64|--op forward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64"
   "prefill S2048 GQA causal|--op forward --dtype f32 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal|--op forward --dtype f32 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal"
   "prefill S2048 GQA causal bf16|--op forward --dtype bf16 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal|--op forward --dtype bf16 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal"
+  "prefill S2048 GQA causal f16|--op forward --dtype f16 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal|--op forward --dtype f16 --b 1 --sq 2048 --hq 16 --hkv 4 --d 128 --causal"
   "prefill S8192 causal|--op forward --dtype f32 --b 1 --sq 8192 --hq 8 --hkv 2 --d 64 --causal|--op forward --dtype f32 --b 1 --sq 8192 --hq 8 --hkv 2 --d 64 --causal"
   "decode L4k|--op decode --dtype f32 --b 1 --sq 1 --sk 4096 --hq 32 --hkv 8 --d 128|--op decode --dtype f32 --b 1 --sq 1 --sk 4096 --hq 32 --hkv 8 --d 128"
   "decode L16k|--op decode --dtype f32 --b 1 --sq 1 --sk 16384 --hq 32 --hkv 8 --d 128|--op decode --dtype f32 --b 1 --sq 1 --sk 16384 --hq 32 --hkv 8 --d 128"
@@ -54,7 +59,18 @@ cases=(
   "backward S1024|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64"
   "backward S2048 causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal"
 )
-[[ ${QUICK:-0} == 1 ]] && cases=("${cases[0]}" "${cases[4]}" "${cases[9]}" "${cases[11]}")
+if [[ ${QUICK:-0} == 1 ]]; then # one case of each kind
+  cases=("${cases[0]}" "${cases[7]}" "${cases[13]}" "${cases[15]}")
+elif [[ -n ${CASES:-} ]]; then # the cases whose name contains one of these words
+  read -r -a words <<<"$CASES"
+  picked=()
+  for c in "${cases[@]}"; do
+    for w in "${words[@]}"; do
+      [[ ${c%%|*} == *"$w"* ]] && { picked+=("$c"); break; }
+    done
+  done
+  cases=("${picked[@]}")
+fi
 
 threads=$(FLASHCL_DEVICE=${devices[0]} build/tools/flashcl-info 2>/dev/null | awk -F'compute units: ' '/compute units/ { split($2, a, ";"); print a[1]; exit }')
 threads=${threads:-$(nproc)}
