@@ -5,7 +5,8 @@
 # scripts/cpu_peer.py (PyTorch scaled_dot_product_attention with torch.set_num_threads equal to
 # the device's compute units) on the same shape. Cases: encoder batches (16 sequences of 1..128
 # tokens, 12 heads, D 32, as varlen and packed QKV against PyTorch's padded batch with a key
-# mask; dense D 64 / 128 at S 256 / 512), prefill (S 1024 .. 8192, GQA, causal, F32 and BF16),
+# mask; varlen D 64 F16 up to 512 tokens and D 128 BF16 up to 256; dense D 64 / 128 at S 16 / 256
+# / 512), prefill (S 1024 .. 8192, GQA, causal, F32, BF16 and F16),
 # decode (one query row over caches of 4k .. 64k keys, GQA 32 / 8, D 128; against the device's
 # copy bandwidth too), and the backward. Prints one markdown table with the times and the ratios
 # (PyTorch's time / flashcl's: above 1, flashcl is faster) and writes it, bench.jsonl and
