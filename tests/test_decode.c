@@ -507,6 +507,11 @@ Test(decode, host_len_f32)
         {FCL_F32, 2, 4, 1, 128, 50, 8, F_HOST, 0, S4, 9, 0, 0, AL_NONE, 0, 1, 0, 2},   /* MQA, window */
         {FCL_F32, 2, 2, 2, 256, 21, 2, F_HOST, 0, S4, U, 0, 0.3f, AL_BH, 0, 0, 0, 2},  /* scale, ALiBi */
         {FCL_F32, 1, 8, 2, 64, 33, 3, F_HOST, 0, {2, 0, 0, 0}, U, 5.0f, 0, AL_NONE, 0, 0, 1, 3}, /* Lq > len, no LSE */
+        /* the CPU form's steps (QK_KEYS, PV_CHUNKS in cl/portable/attention_decode_cpu.cl) with
+         * AVX-512's 16 floats: 8 rows of 6 chunks (2 keys per Q K^T step, 2 chunks per P V step),
+         * 4 rows of one partial chunk (2 keys, 1 chunk) */
+        {FCL_F32, 2, 8, 2, 96, 41, 2, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 0, 0, 2},
+        {FCL_F32, 1, 4, 1, 12, 35, 1, F_HOST, 0, S4, U, 0, 0, AL_NONE, 0, 1, 0, 2},
     };
     decode_table(cases, sizeof cases / sizeof cases[0], 1000);
 }

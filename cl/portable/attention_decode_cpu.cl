@@ -6,16 +6,15 @@
  * query heads of a KV head times Lq: 4 to 8 for common GQA), so the vectors run along the keys
  * and the head dims instead of the rows:
  *
- *   S = Q K^T  for each key of a batch of SIMD keys, SIMD-wide partial dot products along the
- *              head dims (two chains per row: 2 x ROWS_WG independent FMA chains), then one
+ *   S = Q K^T  for QK_KEYS keys of a batch of SIMD keys at a time, SIMD-wide partial dot
+ *              products along the head dims (ROWS_WG x QK_KEYS independent FMA chains), then one
  *              reduction tree per row turns the batch's SIMD partial vectors into one vector of
  *              its SIMD scores (lane = key): log2(SIMD) levels of pairwise sums;
  *   softmax    per row on that vector: visibility, soft-capping and ALiBi lane-wise, the batch
  *              maximum and sum by one horizontal reduction each, exp2 on the vector;
- *   O += P V   SIMD dims of every row at a time in registers (two chains per row: even and
- *              odd keys) while the batch's V rows stream by, each V chunk read and converted
- *              once for all the rows; the V of a key no row sees is read as zeros (a dropped
- *              slot may hold anything).
+ *   O += P V   PV_CHUNKS x SIMD dims of every row at a time in registers while the batch's V
+ *              rows stream by, each V chunk read and converted once for all the rows; the V of
+ *              a key no row sees is read as zeros (a dropped slot may hold anything).
  * K and V are read straight from the cache (paged or contiguous), each element once per
  * work-item; work-groups of one work-item (the table's CPU decode tiles: one work-item owning
  * every dim). With HEADS > 1 a work-item takes every KV head of its split and row block, batch
@@ -40,6 +39,21 @@
 #define AHEAD (2 * SIMD) /* keys between a row's prefetch and its use */
 #endif
 #define LINE_ELEMS (64 / (int)sizeof(store_t)) /* elements per 64-byte cache line */
+/* The FMA chains of a step: at most CHAINS accumulators (half the vector registers: 32 with 16
+ * floats per vector, AVX-512, else 16), the rest holding the loaded K or V chunks. F32 caches
+ * take Q K^T QK_KEYS = 2 keys and P V PV_CHUNKS = 4 chunks of dims at a time, so each K or V
+ * chunk, Q chunk and probability loaded feeds 2 or 4 x ROWS_WG chains (A/B on a 2-core EPYC,
+ * docs/perf/history.md v0.26.0: 12% more GB/s on Intel's runtime, -5 to +2% on PoCL); 16-bit
+ * caches, whose widening loads already keep the vector pipes busy, one key and one chunk (as
+ * fast there). Fewer where ROWS_WG rows would need more chains, or the chunks do not divide. */
+#define CHAINS (SIMD >= 16 ? 16 : 8)
+#if FCL_DTYPE == 0
+#define QK_KEYS (2 * ROWS_WG <= CHAINS ? 2 : 1)
+#define PV_CHUNKS (4 * ROWS_WG <= CHAINS && CHUNKS % 4 == 0 ? 4 : 2 * ROWS_WG <= CHAINS && CHUNKS % 2 == 0 ? 2 : 1)
+#else
+#define QK_KEYS 1
+#define PV_CHUNKS 1
+#endif
 #define CPU_LOOP _Pragma("unroll")
 
 /* SIMD elements of a K or V row from element index i, whose first is dim d0, as floats: one
@@ -114,45 +128,49 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
             const int hk = hk_first + g;
             long ki[SIMD], vi[SIMD];
             simd_f part[ROWS_WG][SIMD];
-            for (int k = 0; k < SIMD; k++) {
-                cache_rows(b, min(jb + k, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
-                           bt_sb, bt_ss, page_size, num_pages, &ki[k], &vi[k]);
-                /* the rows AHEAD keys on, prefetched now, every cache line of them: a KV head's rows
-                 * lie a page or more apart, where the hardware prefetchers stop, so each row would be
-                 * a demand miss of its own */
-                if (jb + k + AHEAD <= j_hi) {
-                    long tk, tv;
-                    cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table, bt_off,
-                               bt_sb, bt_ss, page_size, num_pages, &tk, &tv);
-                    for (int e = 0; e < head_dim; e += LINE_ELEMS) {
-                        FCL_PREFETCH(Kc + tk + e);
-                        FCL_PREFETCH(Vc + tv + e);
+            for (int k0 = 0; k0 < SIMD; k0 += QK_KEYS) {
+                CPU_LOOP
+                for (int k = k0; k < k0 + QK_KEYS; k++) {
+                    cache_rows(b, min(jb + k, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table,
+                               bt_off, bt_sb, bt_ss, page_size, num_pages, &ki[k], &vi[k]);
+                    /* the rows AHEAD keys on, prefetched now, every cache line of them: a KV
+                     * head's rows lie a page or more apart, where the hardware prefetchers stop,
+                     * so each row would be a demand miss of its own */
+                    if (jb + k + AHEAD <= j_hi) {
+                        long tk, tv;
+                        cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table,
+                                   bt_off, bt_sb, bt_ss, page_size, num_pages, &tk, &tv);
+                        for (int e = 0; e < head_dim; e += LINE_ELEMS) {
+                            FCL_PREFETCH(Kc + tk + e);
+                            FCL_PREFETCH(Vc + tv + e);
+                        }
                     }
                 }
-                simd_f x0[ROWS_WG], x1[ROWS_WG];
+                /* the QK_KEYS keys against every row, chunk by chunk: ROWS_WG x QK_KEYS chains */
+                simd_f x[ROWS_WG][QK_KEYS];
                 CPU_LOOP
                 for (int r = 0; r < ROWS_WG; r++)
-                    x0[r] = x1[r] = (simd_f)(0.0f);
-                for (int c = 0; c + 1 < CHUNKS; c += 2) {
-                    const simd_f k0 = load_dims(Kc, ki[k] + c * SIMD, c * SIMD, head_dim);
-                    const simd_f k1 = load_dims(Kc, ki[k] + (c + 1) * SIMD, (c + 1) * SIMD, head_dim);
+                    CPU_LOOP
+                    for (int kk = 0; kk < QK_KEYS; kk++)
+                        x[r][kk] = (simd_f)(0.0f);
+                for (int c = 0; c < CHUNKS; c++) {
+                    simd_f kc[QK_KEYS];
+                    CPU_LOOP
+                    for (int kk = 0; kk < QK_KEYS; kk++)
+                        kc[kk] = load_dims(Kc, ki[k0 + kk] + c * SIMD, c * SIMD, head_dim);
                     CPU_LOOP
                     for (int r = 0; r < ROWS_WG; r++) {
-                        x0[r] = fma(q[g][r][c], k0, x0[r]);
-                        x1[r] = fma(q[g][r][c + 1], k1, x1[r]);
+                        const simd_f qc = q[g][r][c];
+                        CPU_LOOP
+                        for (int kk = 0; kk < QK_KEYS; kk++)
+                            x[r][kk] = fma(qc, kc[kk], x[r][kk]);
                     }
                 }
-#if CHUNKS % 2
-                {
-                    const simd_f k0 = load_dims(Kc, ki[k] + (CHUNKS - 1) * SIMD, (CHUNKS - 1) * SIMD, head_dim);
-                    CPU_LOOP
-                    for (int r = 0; r < ROWS_WG; r++)
-                        x0[r] = fma(q[g][r][CHUNKS - 1], k0, x0[r]);
-                }
-#endif
                 CPU_LOOP
                 for (int r = 0; r < ROWS_WG; r++)
-                    part[r][k] = x0[r] + x1[r];
+                    CPU_LOOP
+                    for (int kk = 0; kk < QK_KEYS; kk++)
+                        part[r][k0 + kk] = x[r][kk];
             }
 
             /* the batch's keys lane by lane: visibility, logits, the rows' online softmax */
@@ -179,29 +197,36 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
             simd_fu live_u;
             live_u.v = live;
 
-            /* acc = acc * alpha + p V, SIMD dims of every row at a time */
-            for (int c = 0; c < CHUNKS; c++) {
-                simd_f a0[ROWS_WG], a1[ROWS_WG];
+            /* acc = acc * alpha + p V, PV_CHUNKS chunks of dims of every row at a time while the
+             * batch's V rows stream by (ROWS_WG x PV_CHUNKS chains); the V of a key no row sees is
+             * read as zeros (a dropped slot may hold anything) */
+            for (int c0 = 0; c0 < CHUNKS; c0 += PV_CHUNKS) {
+                simd_f a[ROWS_WG][PV_CHUNKS];
                 CPU_LOOP
-                for (int r = 0; r < ROWS_WG; r++) {
-                    a0[r] = acc[g][r][c] * alpha[r];
-                    a1[r] = (simd_f)(0.0f);
-                }
-                for (int k = 0; k < SIMD; k += 2) {
-                    const simd_f v0 = live_u.s[k] > 0.0f ? load_dims(Vc, vi[k] + c * SIMD, c * SIMD, head_dim)
-                                                         : (simd_f)(0.0f);
-                    const simd_f v1 = live_u.s[k + 1] > 0.0f
-                                          ? load_dims(Vc, vi[k + 1] + c * SIMD, c * SIMD, head_dim)
-                                          : (simd_f)(0.0f);
+                for (int r = 0; r < ROWS_WG; r++)
+                    CPU_LOOP
+                    for (int cc = 0; cc < PV_CHUNKS; cc++)
+                        a[r][cc] = acc[g][r][c0 + cc] * alpha[r];
+                for (int k = 0; k < SIMD; k++) {
+                    const int seen = live_u.s[k] > 0.0f;
+                    simd_f vc[PV_CHUNKS];
+                    CPU_LOOP
+                    for (int cc = 0; cc < PV_CHUNKS; cc++)
+                        vc[cc] = seen ? load_dims(Vc, vi[k] + (c0 + cc) * SIMD, (c0 + cc) * SIMD, head_dim)
+                                      : (simd_f)(0.0f);
                     CPU_LOOP
                     for (int r = 0; r < ROWS_WG; r++) {
-                        a0[r] = fma((simd_f)(p[r][k]), v0, a0[r]);
-                        a1[r] = fma((simd_f)(p[r][k + 1]), v1, a1[r]);
+                        const simd_f pk = (simd_f)(p[r][k]);
+                        CPU_LOOP
+                        for (int cc = 0; cc < PV_CHUNKS; cc++)
+                            a[r][cc] = fma(pk, vc[cc], a[r][cc]);
                     }
                 }
                 CPU_LOOP
                 for (int r = 0; r < ROWS_WG; r++)
-                    acc[g][r][c] = a0[r] + a1[r];
+                    CPU_LOOP
+                    for (int cc = 0; cc < PV_CHUNKS; cc++)
+                        acc[g][r][c0 + cc] = a[r][cc];
             }
         }
     }
