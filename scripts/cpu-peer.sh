@@ -60,14 +60,19 @@ cases=(
   "backward S1024|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64"
   "backward S2048 causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal"
 )
-if [[ ${QUICK:-0} == 1 ]]; then # one case of each kind
-  cases=("${cases[0]}" "${cases[7]}" "${cases[13]}" "${cases[15]}")
-elif [[ -n ${CASES:-} ]]; then # the cases whose name contains one of these words
-  read -r -a words <<<"$CASES"
+# QUICK=1: one case of each kind, by name; CASES: the cases whose name contains one of its words
+quick=("encoder varlen" "prefill S1024" "decode L16k" "backward S1024")
+if [[ ${QUICK:-0} == 1 || -n ${CASES:-} ]]; then
+  read -r -a words <<<"${CASES:-}"
   picked=()
   for c in "${cases[@]}"; do
+    name=${c%%|*}
+    if [[ ${QUICK:-0} == 1 ]]; then
+      for q in "${quick[@]}"; do [[ $name == "$q" ]] && picked+=("$c"); done
+      continue
+    fi
     for w in "${words[@]}"; do
-      [[ ${c%%|*} == *"$w"* ]] && { picked+=("$c"); break; }
+      [[ $name == *"$w"* ]] && { picked+=("$c"); break; }
     done
   done
   cases=("${picked[@]}")

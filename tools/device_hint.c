@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether s contains the lower-case word w, case-insensitively. */
-static int names(const char *s, const char *w)
+/* Whether s contains "rusticl", case-insensitively. */
+static int names_rusticl(const char *s)
 {
+    const char *w = "rusticl";
     for (; s && *s; s++) {
         size_t i = 0;
         while (w[i] && s[i] && tolower((unsigned char)s[i]) == w[i])
@@ -24,7 +25,7 @@ void tools_device_hint(FILE *f, const char *selector, fcl_status st)
 {
     const char *sel = selector && *selector ? selector : getenv("FLASHCL_DEVICE");
     const char *enable = getenv("RUSTICL_ENABLE");
-    if (st != FCL_ERR_NO_DEVICE || !names(sel, "rusticl") || (enable && *enable))
+    if (st != FCL_ERR_NO_DEVICE || !names_rusticl(sel) || (enable && *enable))
         return;
     fprintf(f, "hint: Mesa's Rusticl lists no device until RUSTICL_ENABLE names its driver, e.g. "
                "RUSTICL_ENABLE=llvmpipe (the CPU) or RUSTICL_ENABLE=radeonsi,iris\n");
@@ -33,7 +34,8 @@ void tools_device_hint(FILE *f, const char *selector, fcl_status st)
 void tools_pocl_affinity_hint(FILE *f, const fcl_device_info *info)
 {
     const char *affinity = getenv("POCL_AFFINITY");
-    if (info->type != FCL_DEVICE_CPU || !names(info->platform_name, "portable computing language") ||
+    /* PoCL by its platform name, as the library tells it (src/cache/disk_cache.c) */
+    if (info->type != FCL_DEVICE_CPU || !strstr(info->platform_name, "Portable Computing Language") ||
         (affinity && *affinity))
         return;
     fprintf(f, "hint: PoCL's CPU threads are not pinned (POCL_AFFINITY unset): after each wait they can "
