@@ -6,7 +6,7 @@ line per kernel path) against the PyTorch SDPA peer lines of the same shapes
 
   python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward|decode] [wall|span]
 
-Columns: shape, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K
+Columns: shape and dtype, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K
 and V read) and its check, then SDPA flash and cuDNN, then each flashcl path's ratio to SDPA
 flash and to cuDNN. TFLOP/s use FlashAttention's convention (forward 4 b h s^2 d, backward 2.5
 times that; halved when causal). The clock of flashcl's figures: wall (default; the call and
@@ -46,7 +46,7 @@ def cell(value, fmt):
 
 
 def key(r):
-    return (r["d"], r["sq"], r["sk"], r["b"], r["hq"], r["hkv"], bool(r["causal"]))
+    return (r["d"], r["sq"], r["sk"], r["b"], r["hq"], r["hkv"], bool(r["causal"]), r.get("dtype", "f16"))
 
 
 def main():
@@ -68,13 +68,13 @@ def main():
             k = key(r) if op != "decode" else key(dict(r, causal=True))  # flashcl's decode is causal (bottom-right)
             peer.setdefault(k, {})[r["backend"]] = r[figure]
     ours_unit = unit if clock == "wall" else f"{unit} ({clock})"
-    head = ["D", "Sq", "Sk", "B", "Hq", "Hkv", "causal"] + [f"{p} {ours_unit}" for p in paths]
+    head = ["D", "Sq", "Sk", "B", "Hq", "Hkv", "causal", "dtype"] + [f"{p} {ours_unit}" for p in paths]
     head += [f"SDPA flash {unit}", f"SDPA cuDNN {unit}"]
     head += [f"{p} / flash" for p in paths] + [f"{p} / cuDNN" for p in paths]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for k in sorted(table):
-        cells = [str(x) for x in k[:6]] + ["yes" if k[6] else "no"]
+        cells = [str(x) for x in k[:6]] + ["yes" if k[6] else "no", k[7]]
         ref = {b: peer.get(k, {}).get(b) for b in ("flash", "cudnn")}
         for p in paths:
             r = table[k].get(p)

@@ -99,9 +99,10 @@ Test(tuning, bad_input_refused)
     static const int good[4] = {32, 32, 1, 0}, uneven[3] = {30, 32, 4}, zero[3] = {0, 32, 1};
     static const int mma_bad[5] = {40, 32, 1, 0, 0}, mma_regs[5] = {64, 32, 1, 300, 0};
     static const int mma_qlocal[5] = {64, 32, 1, 0, 17};
-    /* forward_wgmma: keys per tile, stages, register cap, overlap; each with one value out of range */
-    static const int wg_keys[4] = {96, 1, 0, 0}, wg_stages[4] = {64, 3, 0, 0}, wg_regs[4] = {64, 1, 256, 0};
-    static const int wg_overlap[4] = {64, 1, 0, 2};
+    /* forward_wgmma: keys per tile, stages, register cap, overlap, Q in registers; each with one
+     * value out of range */
+    static const int wg_keys[5] = {96, 1, 0, 0, 0}, wg_stages[5] = {64, 3, 0, 0, 0}, wg_regs[5] = {64, 1, 256, 0, 0};
+    static const int wg_overlap[5] = {64, 1, 0, 2, 0}, wg_qregs[5] = {32, 1, 0, 1, 2};
     static const int bwd_odd[7] = {64, 20, 64, 32, 0, 64, 64}, bwd_big[7] = {512, 32, 64, 32, 0, 64, 64};
     static const int bwd_zero[7] = {64, 32, 0, 32, 0, 64, 64}, bwd_kvlocal[7] = {64, 32, 64, 32, 17, 64, 64};
     static const int bwd_cols[7] = {64, 32, 64, 32, 0, 24, 64}, bwd_wide[7] = {64, 32, 64, 32, 0, 64, 272};
@@ -140,11 +141,12 @@ Test(tuning, bad_input_refused)
         {"forward_mma", 64, mma_bad, 5, "forward_mma"},
         {"forward_mma", 64, mma_regs, 5, "forward_mma"},
         {"forward_mma", 64, mma_qlocal, 5, "forward_mma"},
-        {"forward_wgmma", 64, good, 3, "4"},
-        {"forward_wgmma", 64, wg_keys, 4, "forward_wgmma"},
-        {"forward_wgmma", 64, wg_stages, 4, "forward_wgmma"},
-        {"forward_wgmma", 64, wg_regs, 4, "forward_wgmma"},
-        {"forward_wgmma", 64, wg_overlap, 4, "forward_wgmma"},
+        {"forward_wgmma", 64, good, 4, "5"},
+        {"forward_wgmma", 64, wg_keys, 5, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_stages, 5, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_regs, 5, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_overlap, 5, "forward_wgmma"},
+        {"forward_wgmma", 64, wg_qregs, 5, "forward_wgmma"},
         {"backward_mma", 64, bwd_odd, 5, "7"},
         {"backward_mma", 64, bwd_odd, 7, "backward_mma"},
         {"backward_mma", 64, bwd_big, 7, "backward_mma"},
@@ -368,24 +370,34 @@ Test(tuning, forward_mma_entry)
 
 /* A Hopper wgmma forward entry is stored and read back where that kernel runs, its stages lowered
  * to what fits the local memory (two stages of 128-key tiles do not fit 48 KB at D 64), and the
- * forward with it matches the same tiles given through FLASHCL_WGMMA_TILES; elsewhere
+ * forward with it matches the same tiles given through FLASHCL_WGMMA_TILES; likewise an entry
+ * with Q in registers at D 256 (two stages of 32-key tiles, 64 KB, lowered to one); elsewhere
  * fcl_tuning_get reports no such kernel (first value 0) whatever is stored. */
 Test(tuning, forward_wgmma_entry)
 {
     fcl_context ctx = support_context();
-    const int D = 64, v[4] = {128, 2, 0, 1};
-    cr_assert(fcl_tuning_save(ctx, "forward_wgmma", D, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    int now[4] = {-1, -1, -1, -1};
-    cr_assert(fcl_tuning_get(ctx, "forward_wgmma", D, now, 4) == FCL_SUCCESS);
-    if (strcmp(fcl_attention_forward_path(ctx, FCL_F16, D), "nvidia-wgmma") == 0) {
+    static const struct {
+        int D, v[5];
+        const char *tiles;
+    } entries[] = {{64, {128, 2, 0, 1, 0}, "128,2,0,1,0"}, {256, {32, 2, 0, 0, 1}, "32,2,0,0,1"}};
+    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++) {
+        const int D = entries[i].D, *v = entries[i].v;
+        cr_assert(fcl_tuning_save(ctx, "forward_wgmma", D, v, 5) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+        int now[5] = {-1, -1, -1, -1, -1};
+        cr_assert(fcl_tuning_get(ctx, "forward_wgmma", D, now, 5) == FCL_SUCCESS);
+        if (strcmp(fcl_attention_forward_path(ctx, FCL_F16, D), "nvidia-wgmma") != 0) {
+            cr_assert(now[0] == 0, "no wgmma forward here, yet fcl_tuning_get gave %d keys per tile", now[0]);
+            continue;
+        }
         fcl_device_info info;
         cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS);
-        const int stages = info.local_mem_bytes >= (uint64_t)(64 + 2 * 2 * 128) * D * 2 ? 2 : 1; /* Q, two stages */
-        cr_assert(now[0] == 128 && now[1] == stages && now[2] == 0 && now[3] == 1,
-                  "stored 128,2,0,1, got %d,%d,%d,%d (%d stages fit)", now[0], now[1], now[2], now[3], stages);
-        check_forward_tiles(ctx, FCL_F16, D, "FLASHCL_WGMMA_TILES", "128,2,0,1", 1);
-    } else {
-        cr_assert(now[0] == 0, "no wgmma forward here, yet fcl_tuning_get gave %d keys per tile", now[0]);
+        /* Q (unless in registers; then its 64 staged rows at least) and two stages */
+        const uint64_t rows = v[4] ? (4 * v[0] > 64 ? 4 * v[0] : 64) : 64 + 4 * v[0];
+        const int stages = info.local_mem_bytes >= rows * D * 2 ? 2 : 1;
+        cr_assert(now[0] == v[0] && now[1] == stages && now[2] == v[2] && now[3] == v[3] && now[4] == v[4],
+                  "stored %s, got %d,%d,%d,%d,%d (%d stages fit)", entries[i].tiles, now[0], now[1], now[2], now[3],
+                  now[4], stages);
+        check_forward_tiles(ctx, FCL_F16, D, "FLASHCL_WGMMA_TILES", entries[i].tiles, 1);
     }
     fcl_context_release(ctx);
 }

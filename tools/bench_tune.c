@@ -72,12 +72,13 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "nvidia-wgmma") == 0) {
-        *s = (tune_space){TUNE_FORWARD, "forward_wgmma", "FLASHCL_WGMMA_TILES", 4, 0, {{0}}};
-        for (int n = 64; n <= 128; n *= 2)         /* keys per tile */
+        *s = (tune_space){TUNE_FORWARD, "forward_wgmma", "FLASHCL_WGMMA_TILES", 5, 0, {{0}}};
+        for (int n = 32; n <= 128; n *= 2)         /* keys per tile */
             for (int st = 1; st <= 2; st++)        /* stages (lowered to what fits) */
                 for (int o = 1; o >= 0; o--)       /* next tile's Q K^T behind P V, or after */
-                    for (int r = 0; r <= 168; r += 168) /* the compiler's registers; 3 work-groups per SM */
-                        add(s, n, st, r, o, 0);
+                    for (int q = 0; q <= 1; q++)   /* Q in local memory or in registers */
+                        for (int r = 0; r <= 168; r += 168) /* the compiler's registers; 3 work-groups per SM */
+                            add(s, n, st, r, o, q);
         return;
     }
     if (strcmp(fcl_attention_forward_path(env->ctx, dt, d), "nvidia-mma") == 0) {

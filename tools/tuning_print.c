@@ -15,7 +15,7 @@ static const kernel_names k_names[] = {
     {"forward_blocked", {"rows_per_group", "keys_per_tile", "rows_per_item", "keys_per_item"}},
     {"forward_cpu", {"floats_per_vector", "row_vectors_per_item", "keys_per_tile", "dims_per_pv_step"}},
     {"forward_mma", {"rows_per_group", "keys_per_tile", "row_tiles_per_warp", "max_registers", "q_steps_in_local"}},
-    {"forward_wgmma", {"keys_per_tile", "stages", "max_registers", "overlap"}},
+    {"forward_wgmma", {"keys_per_tile", "stages", "max_registers", "overlap", "q_in_registers"}},
     {"backward_mma", {"dkdv_keys_per_group", "dkdv_rows_per_tile", "dq_rows_per_group", "dq_keys_per_tile",
                       "kv_steps_in_local", "dkdv_columns_per_group", "dq_columns_per_group"}},
     {"backward_blocks", {"own_rows_per_group", "tile_rows", "own_rows_per_item", "tile_rows_per_item"}},

@@ -10,7 +10,10 @@
  * accumulators in registers. Q (64 rows, zeros past sq), and the K and V tiles of BLOCK_N keys,
  * sit in local memory as swizzled atoms (mma_nv.cl: swizzled_offset), which wgmma reads by
  * descriptor: S = Q K^T with both operands there, O += P V with P from registers (the scores'
- * accumulators are its A fragments) and V there as the transposed B operand. K and V tiles are
+ * accumulators are its A fragments) and V there as the transposed B operand. With Q_REGS, Q
+ * is read once into registers as A fragments (S = Q K^T with A from registers, as past head dim
+ * 128 Q and the tiles would not fit local memory together), its local copy staged in the K and
+ * V stages' space before their first copies. K and V tiles are
  * a ring of STAGES stages each, refilled separately: tile t + STAGES's K copy is issued as soon
  * as the products of S are done with tile t's K (it lands during the softmax and P V), its V copy
  * once P V is done with tile t's V. With ASYNC_COPY (rows 16-byte aligned) by cp.async,
@@ -22,11 +25,12 @@
  * never read (zeros instead). No key chunking: the host takes this path only on devices without
  * a loop cap, with key_lo .. key_hi the whole key range.
  *
- * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64 or 128; QK_DIM (the padded head dim, 64,
- * 96 or 128: the dims S = Q K^T runs over; a padded head dim of 96 runs the D 128 kernel, whose
- * dims past the head dim are zeros in Q, K and V, and O's columns there are not stored; its
- * copies then zero them: PADDED_COPY, mma_nv.cl);
- * BLOCK_M 64; BLOCK_N 64 or 128;
+ * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD 64, 128, 192 or 256; QK_DIM (the padded
+ * head dim, a multiple of 32 up to HEAD_DIM_PAD: the dims S = Q K^T runs over; a padded head dim
+ * of 96 runs the D 128 kernel, 160 the D 192 one, 224 the D 256 one, whose dims past the head
+ * dim are zeros in Q, K and V, and O's columns there are not stored; its copies then zero them:
+ * PADDED_COPY, mma_nv.cl); Q_REGS (0 or 1, above);
+ * BLOCK_M 64; BLOCK_N 32, 64 or 128;
  * M_TILES 1; STAGES 1 or 2; OVERLAP (1: tile t + 1's S = Q K^T is issued right behind tile t's
  * P V, so that the tensor cores run both back to back; 0: once P V has completed);
  * SWIZZLED_TILES 1; ASYNC_COPY; PAIRS (O rows 4-byte aligned, head_dim even: one 32-bit store
@@ -36,6 +40,29 @@
 #define WG_SIZE 128
 #define Q_ATOM (64 * 64)       /* halves of one 64-column atom of Q */
 #define KV_ATOM (BLOCK_N * 64) /* halves of one 64-column atom of a K or V tile */
+
+/* O += P V runs over the output columns in products of PV_N columns (the widest taken, 128) and
+ * one of PV_TAIL past them (none at head dims 64 and 128). */
+#if HEAD_DIM_PAD <= 128
+#define PV_N HEAD_DIM_PAD
+#define PV_TAIL 0
+#elif HEAD_DIM_PAD == 192
+#define PV_N 128
+#define PV_TAIL 64
+#else
+#define PV_N 128
+#define PV_TAIL 128
+#endif
+
+/* The local array: Q's atoms, then K stages, then V stages; with Q_REGS the stages alone, Q's
+ * staged copy in their space (KV_ROW0: the row where the stages start). */
+#if Q_REGS
+#define KV_ROW0 0
+#define LOCAL_ROWS (64 > 2 * STAGES * BLOCK_N ? 64 : 2 * STAGES * BLOCK_N)
+#else
+#define KV_ROW0 64
+#define LOCAL_ROWS (64 + 2 * STAGES * BLOCK_N)
+#endif
 
 /* cp.async groups are committed Q, K 0, V 0, K 1, V 1, ...: a tile's K (or V) copy has landed
  * once at most 2 STAGES - 1 newer groups are pending; Q once at most 2 STAGES are; with OVERLAP
@@ -88,26 +115,42 @@
         commit_copies();                                                                             \
     } while (0)
 
-/* Issues S = Q K^T (s: the 64 x BLOCK_N scores' accumulators) over the k steps (16 columns: 32
- * bytes inside an atom) of the first QK_DIM dims (past them Q and K are zeros) as one wgmma
- * group, from Q and a K stage at these addresses. */
+/* The descriptor of k step ks (16 columns: 32 bytes inside an atom) of a swizzled tile at addr
+ * whose atoms hold `atom` halves. */
+#define STEP_DESC(addr, atom, ks) wgmma_desc((addr) + ((ks) >> 2) * 2 * (atom) + ((ks)&3) * 32, 16, 1024)
+
+/* Issues S = Q K^T (s: the 64 x BLOCK_N scores' accumulators) over the k steps of the first
+ * QK_DIM dims (past them Q and K are zeros) as one wgmma group, from a K stage at k_addr and Q:
+ * its fragments qa with Q_REGS, else its atoms at q_addr. */
+#if Q_REGS
+MMA_INLINE void tile_scores(float *s, uint (*qa)[4], uint k_addr)
+{
+    wgmma_fence();
+    #pragma unroll
+    for (int ks = 0; ks < QK_DIM / 16; ks++)
+        WGMMA_RSK_N(BLOCK_N)(s, qa[ks], STEP_DESC(k_addr, KV_ATOM, ks), ks > 0);
+    wgmma_commit();
+}
+#define Q_OPERAND qa
+#else
 MMA_INLINE void tile_scores(float *s, uint q_addr, uint k_addr)
 {
     wgmma_fence();
     #pragma unroll
     for (int ks = 0; ks < QK_DIM / 16; ks++)
-        WGMMA_SS_N(BLOCK_N)(s, wgmma_desc(q_addr + (ks >> 2) * 2 * Q_ATOM + (ks & 3) * 32, 16, 1024),
-                            wgmma_desc(k_addr + (ks >> 2) * 2 * KV_ATOM + (ks & 3) * 32, 16, 1024), ks > 0);
+        WGMMA_SS_N(BLOCK_N)(s, STEP_DESC(q_addr, Q_ATOM, ks), STEP_DESC(k_addr, KV_ATOM, ks), ks > 0);
     wgmma_commit();
 }
+#define Q_OPERAND q_addr
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void attention_forward(FORWARD_KERNEL_ARGS)
 {
-    /* Q's atoms, then K stages, then V stages; every atom starts 1024-byte aligned. */
-    __local ushort tiles[(64 + 2 * STAGES * BLOCK_N) * HEAD_DIM_PAD] __attribute__((aligned(1024)));
-#define K_STAGE(st) (tiles + (64 + (st) * BLOCK_N) * HEAD_DIM_PAD)
-#define V_STAGE(st) (tiles + (64 + (STAGES + (st)) * BLOCK_N) * HEAD_DIM_PAD)
+    /* every atom starts 1024-byte aligned */
+    __local ushort tiles[LOCAL_ROWS * HEAD_DIM_PAD] __attribute__((aligned(1024)));
+#define K_STAGE(st) (tiles + (KV_ROW0 + (st) * BLOCK_N) * HEAD_DIM_PAD)
+#define V_STAGE(st) (tiles + (KV_ROW0 + (STAGES + (st)) * BLOCK_N) * HEAD_DIM_PAD)
 #if HAS_MASK
     __local float Ms[STAGES][BLOCK_N];
 #define MASK_STAGE(st) Ms[st]
@@ -126,6 +169,20 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     load_rows(tiles, Q_ATOM, 64, HEAD_DIM_PAD, WG_SIZE, lid, Qu, qo + b * q_sb + h * q_sh, q_ss, i0, 0, sq - 1,
               head_dim, 0, mask, 0, 0);
     commit_copies();
+#if Q_REGS
+    /* Q's A fragments (rows 16 warp + g (+ 8), columns 16 ks + 2 t (+ 8)), sign bits flipped for
+     * negated queries, read before the stages' copies overwrite the staged Q */
+    uint qa[QK_DIM / 16][4];
+    TILE_LANDED("cp.async.wait_group 0;");
+    #pragma unroll
+    for (int ks = 0; ks < QK_DIM / 16; ks++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            qa[ks][e] = *(__local const uint *)(tiles + swizzled_offset(warp * 16 + g + 8 * (e & 1),
+                                                                        ks * 16 + 2 * t + 8 * (e >> 1), Q_ATOM)) ^
+                        q_sign;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     for (int st = 0; st < STAGES; st++) {
         if (st < n_tiles)
             ISSUE_K(st, j_first + st * BLOCK_N);
@@ -134,7 +191,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             ISSUE_V(st, j_first + st * BLOCK_N);
         commit_copies();
     }
-    if (q_sign) { /* negated queries (a uniform branch): every sign bit of Q flipped once it has landed */
+    if (!Q_REGS && q_sign) { /* negated queries (a uniform branch): every sign bit of Q flipped once it has landed */
 #if ASYNC_COPY
         __asm__ __volatile__(WAIT_Q ::: "memory");
 #endif
@@ -150,12 +207,14 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     init_rows(row0, g_lo, g_hi, shift, sq, sk, window_left, window_right, cu_q, cu_q_off, seq_ss, acc, m, l, jlo,
               jhi, &lo_max, &hi_min);
 
+#if !Q_REGS
     const uint q_addr = local_address(tiles);
+#endif
     float s[1][NT_S][4];
 #if OVERLAP
     if (n_tiles > 0) { /* tile 0's scores; the loop issues tile t + 1's behind tile t's P V */
         TILE_LANDED(WAIT_TILE);
-        tile_scores(&s[0][0][0], q_addr, local_address(K_STAGE(0)));
+        tile_scores(&s[0][0][0], Q_OPERAND, local_address(K_STAGE(0)));
         wgmma_wait_all();
         REFILL_K(0, 0);
     }
@@ -164,7 +223,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         const int j0 = j_first + tile * BLOCK_N, st = tile % STAGES;
 #if !OVERLAP
         TILE_LANDED(WAIT_TILE); /* K of this tile (and Q) */
-        tile_scores(&s[0][0][0], q_addr, local_address(K_STAGE(st)));
+        tile_scores(&s[0][0][0], Q_OPERAND, local_address(K_STAGE(st)));
         wgmma_wait_all();
         REFILL_K(st, tile);
 #elif HAS_MASK
@@ -191,13 +250,18 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         const uint v_addr = local_address(V_STAGE(st));
         wgmma_fence();
         #pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; kk++)
-            WGMMA_RS_N(HEAD_DIM_PAD)(&acc[0][0][0], pa[kk], wgmma_desc(v_addr + kk * 2048, 2 * KV_ATOM, 1024));
+        for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+            WGMMA_RS_N(PV_N)(&acc[0][0][0], pa[kk], wgmma_desc(v_addr + kk * 2048, 2 * KV_ATOM, 1024));
+#if PV_TAIL
+            WGMMA_RS_N(PV_TAIL)(&acc[0][PV_N / 8][0], pa[kk],
+                                wgmma_desc(v_addr + PV_N / 64 * 2 * KV_ATOM + kk * 2048, 2 * KV_ATOM, 1024));
+#endif
+        }
         wgmma_commit();
 #if OVERLAP
         if (tile + 1 < n_tiles) { /* the next tile's scores, issued behind P V */
             TILE_LANDED(WAIT_NEXT_K);
-            tile_scores(&s[0][0][0], q_addr, local_address(K_STAGE((tile + 1) % STAGES)));
+            tile_scores(&s[0][0][0], Q_OPERAND, local_address(K_STAGE((tile + 1) % STAGES)));
         }
 #endif
         wgmma_wait_all();

@@ -267,12 +267,22 @@ inline void commit_copies(void)
 /* Rows 0 .. n_rows - 1 of a view into `tile` (one row every `pitch` halves) when every row is
  * valid and unmasked and head_dim a multiple of 8 (whole chunks; with PADDED_COPY, those past
  * head_dim become zeros; without, head_dim is head_dim_pad): row n at src + n * row_stride.
- * Work-item lid copies the 16-byte chunks lid, lid + wg, ... of the tile, which all sit in one
- * column (wg a multiple of head_dim_pad / 8, n_rows of wg / (head_dim_pad / 8)). */
+ * Work-item lid copies the 16-byte chunks lid, lid + wg, ... of the tile (n_rows * head_dim_pad
+ * / 8 of them, a multiple of wg). Where wg is a multiple of head_dim_pad / 8 they all sit in one
+ * column, and one pointer steps down it. */
 MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int head_dim, int wg,
                                 int lid, __global const ushort *src, long row_stride)
 {
     const int chunks = head_dim_pad / 8, rows_per_step = wg / chunks;
+    if (wg % chunks) { /* head dims of 24 chunks (192) under 128 work-items: each chunk placed on its own */
+        #pragma unroll
+        for (int k = 0; k < n_rows * chunks / wg; k++) {
+            const int idx = lid + k * wg, n = idx / chunks, d = (idx - n * chunks) * 8;
+            const int bytes = !PADDED_COPY || d < head_dim ? 16 : 0;
+            copy_chunk(TILE_CHUNK(tile, n, d, pitch), bytes ? src + n * row_stride + d : src, bytes);
+        }
+        return;
+    }
     const int n0 = lid / chunks, d = (lid - n0 * chunks) * 8;
     const int bytes = !PADDED_COPY || d < head_dim ? 16 : 0; /* this work-item's column: data or zeros */
     __global const ushort *p = bytes ? src + n0 * row_stride + d : src;
@@ -287,13 +297,15 @@ MMA_INLINE void copy_rows_whole(__local ushort *tile, int pitch, int n_rows, int
  * [lo, hi], rows whose mask value is <= 0.5 when use_mask, and columns past head_dim become
  * zeros. head_dim_pad (a multiple of 8) halves are written per row. Tiles with nothing to check
  * (no mask, every row inside [lo, hi], head_dim == head_dim_pad, or with PADDED_COPY a multiple
- * of 8) take copy_rows_whole when the group's chunks fall into whole columns. */
+ * of 8) take copy_rows_whole when the tile's chunks share out evenly over the work-items (in whole
+ * columns where wg is a multiple of head_dim_pad / 8). */
 MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_dim_pad, int wg, int lid,
                       __global const ushort *src, long base, long row_stride, int r0, int lo, int hi, int head_dim,
                       int use_mask, __global const float *mask, long mask_row0, long mask_ss)
 {
     const int chunks = head_dim_pad / 8;
-    if (!use_mask && wg % chunks == 0 && n_rows % (wg / chunks) == 0 && r0 >= lo && r0 + n_rows - 1 <= hi &&
+    if (!use_mask && (n_rows * chunks) % wg == 0 && (wg % chunks || n_rows % (wg / chunks) == 0) && r0 >= lo &&
+        r0 + n_rows - 1 <= hi &&
         (PADDED_COPY ? head_dim % 8 == 0 : head_dim == head_dim_pad)) { /* nothing to check (uniform) */
         copy_rows_whole(tile, pitch, n_rows, head_dim_pad, head_dim, wg, lid, src + base + (long)r0 * row_stride,
                         row_stride);

@@ -79,11 +79,12 @@ inline void fence_async_local(void)
 #define WGMMA_ACC8(d, i)                                                                            \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
         "+f"(d[i + 7])
-#define WGMMA_ACC32(d) WGMMA_ACC8(d, 0), WGMMA_ACC8(d, 8), WGMMA_ACC8(d, 16), WGMMA_ACC8(d, 24)
+#define WGMMA_ACC16(d) WGMMA_ACC8(d, 0), WGMMA_ACC8(d, 8)
+#define WGMMA_ACC32(d) WGMMA_ACC16(d), WGMMA_ACC8(d, 16), WGMMA_ACC8(d, 24)
 #define WGMMA_ACC64(d) WGMMA_ACC32(d), WGMMA_ACC8(d, 32), WGMMA_ACC8(d, 40), WGMMA_ACC8(d, 48), WGMMA_ACC8(d, 56)
+#define WGMMA_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define WGMMA_REGS32                                                                                \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                        \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+    WGMMA_REGS16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define WGMMA_REGS64                                                                                \
     WGMMA_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, "                                       \
     "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, "                                  \
@@ -101,22 +102,35 @@ inline void fence_async_local(void)
 #define WGMMA_XSTR(x) WGMMA_STR(x)
 
 /* The instruction texts, after the accumulators: A and B by descriptor (operands a, b; their
- * layouts as set above) and the accumulate flag (operand acc, a register: 0 overwrites d); or A
- * from 4 registers a0 .. a3 and B by descriptor b, transposed (N-contiguous), accumulating. */
+ * layouts as set above) and the accumulate flag (operand acc, a register: 0 overwrites d); A
+ * from 4 registers a0 .. a3 and B by descriptor b, transposed (N-contiguous), accumulating; or
+ * A from registers and B by descriptor, K-major, with the accumulate flag. */
 #define WGMMA_SS_TEXT(shape, regs, a, b, acc)                                                       \
     SM90A "{ .reg .pred p; setp.ne.b32 p, " acc ", 0; wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN \
           " {" regs "}, " a ", " b ", p, 1, 1, " WGMMA_XSTR(WGMMA_SS_A_MN) ", " WGMMA_XSTR(WGMMA_SS_B_MN) "; }"
 #define WGMMA_RS_TEXT(shape, regs, a0, a1, a2, a3, b)                                               \
     SM90A "wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 \
           "}, " b ", 1, 1, 1, 1;"
+#define WGMMA_RSK_TEXT(shape, regs, a0, a1, a2, a3, b, acc)                                         \
+    SM90A "{ .reg .pred p; setp.ne.b32 p, " acc ", 0; wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN \
+          " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 "}, " b ", p, 1, 1, 0; }"
 
-/* wgmma_ss_n64 / n128 and wgmma_rs_n64 / n128 by their N. */
+/* wgmma_ss_n32 / n64 / n128, wgmma_rs_n64 / n128 and wgmma_rsk_n32 / n64 by their N. */
 #define WGMMA_CAT(a, b) a##b
 #define WGMMA_SS_N(n) WGMMA_CAT(wgmma_ss_n, n)
 #define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
+#define WGMMA_RSK_N(n) WGMMA_CAT(wgmma_rsk_n, n)
 
 /* d (64 x N, FP32) = (accumulate ? d : 0) + A B^T, both operands in local memory by descriptor:
  * A 64 x 16 and B N x 16, each K-major, or MN-major where WGMMA_SS_A_MN / WGMMA_SS_B_MN say. */
+MMA_INLINE void wgmma_ss_n32(float *d, ulong a, ulong b, int accumulate)
+{
+    __asm__ __volatile__(WGMMA_SS_TEXT("m64n32k16", WGMMA_REGS16, "%16", "%17", "%18")
+                         : WGMMA_ACC16(d)
+                         : "l"(a), "l"(b), "r"(accumulate)
+                         : "memory");
+}
+
 MMA_INLINE void wgmma_ss_n64(float *d, ulong a, ulong b, int accumulate)
 {
     __asm__ __volatile__(WGMMA_SS_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34")
@@ -149,5 +163,23 @@ MMA_INLINE void wgmma_rs_n128(float *d, const uint *a, ulong b)
     __asm__ __volatile__(WGMMA_RS_TEXT("m64n128k16", WGMMA_REGS64, "%64", "%65", "%66", "%67", "%68")
                          : WGMMA_ACC64(d)
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+                         : "memory");
+}
+
+/* d (64 x N, FP32) = (accumulate ? d : 0) + A B^T: A 64 x 16 in registers (as in wgmma_rs_n64),
+ * B N x 16 in local memory by descriptor, K-major (what S = Q K^T takes with Q in registers). */
+MMA_INLINE void wgmma_rsk_n32(float *d, const uint *a, ulong b, int accumulate)
+{
+    __asm__ __volatile__(WGMMA_RSK_TEXT("m64n32k16", WGMMA_REGS16, "%16", "%17", "%18", "%19", "%20", "%21")
+                         : WGMMA_ACC16(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)
+                         : "memory");
+}
+
+MMA_INLINE void wgmma_rsk_n64(float *d, const uint *a, ulong b, int accumulate)
+{
+    __asm__ __volatile__(WGMMA_RSK_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34", "%35", "%36", "%37")
+                         : WGMMA_ACC32(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)
                          : "memory");
 }

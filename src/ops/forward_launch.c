@@ -274,11 +274,11 @@ static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, 
     char opts[320];
     forward_options(ctx, job, t->kernel_dim, t->max_regs, opts, sizeof opts,
                     "-DQK_DIM=%d -DBLOCK_M=64 -DBLOCK_N=%d -DM_TILES=1 -DSTAGES=%d -DOVERLAP=%d -DSWIZZLED_TILES=1 "
-                    "-DASYNC_COPY=%d -DPAIRS=%d",
+                    "-DASYNC_COPY=%d -DPAIRS=%d -DQ_REGS=%d",
                     hdp, t->block_n, t->stages, t->overlap,
                     fcl_rows_aligned(job->Q, job->q_dims, 8) && fcl_rows_aligned(job->K, job->k_dims, 8) &&
                         fcl_rows_aligned(job->V, job->v_dims, 8),
-                    job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2));
+                    job->D % 2 == 0 && fcl_rows_aligned(job->O, job->o_dims, 2), t->q_regs);
     size_t wg;
     v->kernel = NULL;
     int refused;

@@ -18,10 +18,10 @@ int fcl_tuned_value_count(const char *kernel)
         return 0;
     if (strcmp(kernel, "forward") == 0)
         return 3;
-    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_wgmma") == 0 ||
-        strcmp(kernel, "forward_cpu") == 0 || strcmp(kernel, "backward_blocks") == 0)
+    if (strcmp(kernel, "forward_blocked") == 0 || strcmp(kernel, "forward_cpu") == 0 ||
+        strcmp(kernel, "backward_blocks") == 0)
         return 4;
-    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "gemm") == 0)
+    if (strcmp(kernel, "forward_mma") == 0 || strcmp(kernel, "forward_wgmma") == 0 || strcmp(kernel, "gemm") == 0)
         return 5;
     if (strcmp(kernel, "backward_mma") == 0)
         return 7;
@@ -48,9 +48,9 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
         return v[2] > 0 && v[2] <= 8 && v[0] > 0 && v[0] <= 1024 && v[0] % (16 * v[2]) == 0 && v[1] > 0 &&
                v[1] <= 256 && v[1] % 16 == 0 && v[3] >= 0 && v[3] <= 255 && v[4] >= 0 &&
                v[4] <= FCL_MAX_HEAD_DIM / 16;
-    if (strcmp(kernel, "forward_wgmma") == 0) /* keys per tile, stages, max_regs, overlap */
-        return (v[0] == 64 || v[0] == 128) && (v[1] == 1 || v[1] == 2) && v[2] >= 0 && v[2] <= 255 &&
-               (v[3] == 0 || v[3] == 1);
+    if (strcmp(kernel, "forward_wgmma") == 0) /* keys per tile, stages, max_regs, overlap, Q in registers */
+        return (v[0] == 32 || v[0] == 64 || v[0] == 128) && (v[1] == 1 || v[1] == 2) && v[2] >= 0 &&
+               v[2] <= 255 && (v[3] == 0 || v[3] == 1) && (v[4] == 0 || v[4] == 1);
     if (strcmp(kernel, "backward_mma") == 0) { /* dkdv keys, dkdv rows, dq rows, dq keys, K/V k steps in
                                                  * local memory, most dK/dV and dQ columns
                                                  * per work-group */

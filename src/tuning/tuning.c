@@ -300,29 +300,35 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
 }
 
 /* Bytes of the wgmma forward's local arrays (as declared in cl/nvidia/attention_forward_wgmma.cl): 64 Q
- * rows and the stages' K and V tiles of 16-bit values, and with a mask its values per stage. */
+ * rows and the stages' K and V tiles of 16-bit values (with Q in registers the stages alone, Q
+ * staged in their space: at least its 64 rows), and with a mask its values per stage. */
 static uint64_t wgmma_local_bytes(const fcl_wgmma_tiles *t, int head_dim_pad, int has_mask)
 {
     const uint64_t stage_keys = (uint64_t)t->stages * (uint64_t)t->block_n;
-    return (64 + 2 * stage_keys) * (uint64_t)head_dim_pad * 2 + (has_mask ? 4 * stage_keys : 0);
+    const uint64_t rows = t->q_regs ? (2 * stage_keys > 64 ? 2 * stage_keys : 64) : 64 + 2 * stage_keys;
+    return rows * (uint64_t)head_dim_pad * 2 + (has_mask ? 4 * stage_keys : 0);
 }
 
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask)
 {
-    if ((head_dim_pad != 64 && head_dim_pad != 96 && head_dim_pad != 128) || ctx->info.nv_cc_major != 9 ||
+    if (head_dim_pad % 32 || head_dim_pad < 64 || head_dim_pad > 256 || ctx->info.nv_cc_major != 9 ||
         ctx->info.nv_cc_minor != 0)
         return (fcl_wgmma_tiles){0};
-    const int dim = head_dim_pad == 64 ? 64 : 128; /* 96: the D 128 kernel, 1.34x the mma.sync one's speed */
+    /* 96: the D 128 kernel, 1.34x the mma.sync one's speed; 160 and 224 the next kernel up */
+    const int dim = head_dim_pad == 64 ? 64 : head_dim_pad <= 128 ? 128 : head_dim_pad <= 192 ? 192 : 256;
     /* H200 tune (docs/perf.md v0.14.0-dev): 64-key tiles at D 128 (Q and one stage fill the 48 KB),
-     * the next Q K^T behind P V (+2%); 128-key tiles at D 64 (+12% over 64), Q K^T after P V (+2%) */
-    int v[FCL_TUNING_MAX_VALUES] = {dim == 64 ? 128 : 64, 1, 0, dim == 64 ? 0 : 1};
+     * the next Q K^T behind P V (+2%); 128-key tiles at D 64 (+12% over 64), Q K^T after P V (+2%);
+     * past D 128 Q in registers, Q K^T after P V (history "v0.27.0"): 64-key tiles at D 192 (+16%
+     * over 32 keys), 32-key tiles at D 256 (64 do not fit) */
+    int v[FCL_TUNING_MAX_VALUES] = {dim == 64 ? 128 : dim == 256 ? 32 : 64, 1, 0, dim == 128, dim > 128};
     override_tiles(ctx, "forward_wgmma", head_dim_pad, "FLASHCL_WGMMA_TILES", 2, v);
-    fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3], dim};
+    fcl_wgmma_tiles t = {v[0], v[1], v[2], v[3], v[4], dim};
+    const int least = dim > 128 ? 32 : 64;
     while (wgmma_local_bytes(&t, dim, has_mask) > ctx->info.local_mem_bytes && t.block_n > 0) {
         if (t.stages > 1)
             t.stages--;
         else
-            t.block_n = t.block_n > 64 ? t.block_n / 2 : 0;
+            t.block_n = t.block_n > least ? t.block_n / 2 : 0;
     }
     return t;
 }
@@ -397,6 +403,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[1] = t.stages;
         values[2] = t.max_regs;
         values[3] = t.overlap;
+        values[4] = t.q_regs;
     } else if (want == 3) {
         const fcl_forward_tiles t = fcl_tune_forward(ctx, hdp);
         values[0] = t.block_m;

@@ -78,21 +78,22 @@ typedef struct fcl_mma_tiles {
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad);
 
 typedef struct fcl_wgmma_tiles {
-    int block_n;      /* keys per local-memory tile (64 or 128); 0: no wgmma path at this head dim */
+    int block_n;      /* keys per local-memory tile (32, 64 or 128); 0: no wgmma path at this head dim */
     int stages;       /* K and V tiles in flight per work-group (1 or 2) */
     int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
     int overlap;      /* 1: the next tile's S = Q K^T is issued behind this tile's P V (OVERLAP) */
-    int kernel_dim;   /* the kernel's HEAD_DIM_PAD: 64 or 128 (a padded head dim of 96 runs the D 128
-                       * kernel on zeros past the head dim) */
+    int q_regs;       /* 1: Q's fragments in registers, S = Q K^T with A from registers (Q_REGS) */
+    int kernel_dim;   /* the kernel's HEAD_DIM_PAD: 64, 128, 192 or 256 (padded head dims 96, 160 and
+                       * 224 run the next kernel up on zeros past the head dim) */
 } fcl_wgmma_tiles;
 
 /* Tiles of the Hopper wgmma forward (cl/nvidia/attention_forward_wgmma.cl) at padded head dim
- * `head_dim_pad` (64; 96 and 128 on the D 128 kernel; block_n 0 at any other, and on devices
- * other than NVIDIA compute capability 9.0) with or without a key mask: the
- * defaults (64 keys at D 128 with overlap, 128 at D 64 without, one stage), then a tuned entry
- * ("forward_wgmma", at head_dim_pad), then
- * FLASHCL_WGMMA_TILES="N,S[,R[,O]]" if valid; then stages, then N lowered until Q, the stages
- * and the mask values fit the local memory; block_n 0 when nothing fits. */
+ * `head_dim_pad` (64; 96 and 128 on the D 128 kernel; 160 and 192 on the D 192 one; 224 and 256
+ * on the D 256 one; block_n 0 on devices other than NVIDIA compute capability 9.0) with or
+ * without a key mask: the defaults (tuning.c), then a tuned entry ("forward_wgmma", at
+ * head_dim_pad), then FLASHCL_WGMMA_TILES="N,S[,R[,O[,Q]]]" if valid; then stages, then N
+ * lowered (to 64 up to D 128, to 32 past it) until Q (unless in registers), the stages and the
+ * mask values fit the local memory; block_n 0 when nothing fits. */
 fcl_wgmma_tiles fcl_tune_forward_wgmma(fcl_context ctx, int head_dim_pad, int has_mask);
 
 typedef struct fcl_backward_tiles {
