@@ -304,8 +304,7 @@ MMA_INLINE void load_rows(__local ushort *tile, int pitch, int n_rows, int head_
                       int use_mask, __global const float *mask, long mask_row0, long mask_ss)
 {
     const int chunks = head_dim_pad / 8;
-    if (!use_mask && (n_rows * chunks) % wg == 0 && (wg % chunks || n_rows % (wg / chunks) == 0) && r0 >= lo &&
-        r0 + n_rows - 1 <= hi &&
+    if (!use_mask && (n_rows * chunks) % wg == 0 && r0 >= lo && r0 + n_rows - 1 <= hi &&
         (PADDED_COPY ? head_dim % 8 == 0 : head_dim == head_dim_pad)) { /* nothing to check (uniform) */
         copy_rows_whole(tile, pitch, n_rows, head_dim_pad, head_dim, wg, lid, src + base + (long)r0 * row_stride,
                         row_stride);
