@@ -21,7 +21,7 @@
  * whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on a grid of absolute rows
  * of Q or K, so packed and varlen forms of the same data give bit-identical gradients; keys or
  * rows a product cannot see contribute exact zeros. No chunking: the host takes this path only
- * on devices without a loop cap (item_lo, item_hi, load_state and save_state are unused).
+ * on devices without a loop cap (item_lo, item_hi, load_state, save_state, state and scores are unused).
  *
  * Where a warp's fragments and accumulators outgrow the registers (large head dims), each kernel
  * can split its output columns over DKDV_SLICES / DQ_SLICES work-groups (the second grid

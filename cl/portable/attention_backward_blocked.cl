@@ -17,6 +17,16 @@
  *                           per tile of BLOCK_B keys it can see: S = Q K^T and dP = dO V^T in
  *                           one pass, dS in registers, dQ += dS K (K in NK-key slices).
  *
+ * With DS_STORED the dQ kernel does not recompute S and dP (two of the seven products per
+ * (row, key) pair): the dK/dV kernel writes dS to `scores` and the dQ kernel reads it back. A
+ * launch pair covers the keys [item_lo, item_hi] (a whole number of dK/dV blocks from
+ * item_lo, a multiple of BLOCK_A): dK/dV runs that range's key blocks, storing dS of every
+ * (row, key) pair it visits as FP32 at scores_index; dQ adds that range's terms, starting from
+ * its FP32 accumulators in `state` when load_state and saving them there when save_state (the
+ * last range stores dQ). dS is the value the dQ kernel would have recomputed, and the terms are
+ * added in the same order (keys ascending), so the gradients are bit-identical to the
+ * recomputing form whatever the ranges.
+ *
  * The "A" side is the work-group's own block, the "B" side the tile it walks. Work-item (ty, tx)
  * of TY x TX holds WA x WB of a tile's scores (block rows ROW_OF(i, ty), columns COL_OF(c, tx))
  * and WA x OC accumulators (dims COL_OF(c, tx)). Every accumulator sums its terms in one fixed
@@ -28,7 +38,8 @@
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD; BLOCK_A, BLOCK_B, WA, WB (TY =
  * BLOCK_A / WA, TX = BLOCK_B / WB, OC = HEAD_DIM_PAD / TX); DK (a multiple of 4 dividing
  * HEAD_DIM_PAD), NK (dividing BLOCK_B); VW (1, 2 or 4, dividing WA, WB and OC); VEC_LOAD (see
- * load_chunk); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT (0 dense, 1 varlen, 2 packed).
+ * load_chunk); DS_STORED (0 or 1, above); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT (0 dense, 1
+ * varlen, 2 packed).
  */
 
 #define TY (BLOCK_A / WA)
@@ -59,6 +70,13 @@
 #else
 #define KEY_KEPT(j) true
 #endif
+
+/* Where dS of query row i and key j of head h of batch (or sequence) b sits in `scores`: rows
+ * of the launch's key range [lo, hi], [B, Hq, sq_arg, hi - lo + 1]. */
+inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
+{
+    return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
+}
 
 /* Work-item lid's chunks (4 head dims of one row) of head dims d0 .. d0 + width - 1 of rows r0 ..
  * r0 + rows - 1 of X (row r at base + r * ss) into x, CHUNKS_OF(rows, width) of them: zeros for
@@ -251,6 +269,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     const int lid = get_local_id(0), tx = lid % TX, ty = lid / TX;
     int key_block, hk, b; /* earlier key blocks are seen by more rows (causal): they start first */
     fcl_group_order(0, &key_block, &hk, &b);
+#if DS_STORED
+    key_block += item_lo / BLOCK_A; /* the launch's first key block */
+#endif
     const int Hq = get_global_size(1) * group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq;
@@ -301,6 +322,10 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                     const int m = COL_OF(c, tx);
                     tile_p_ds(&s[a][c], &dp[a][c], kept[a] && j >= rlo[m] && j <= rhi[m], lse_s[m], delta_s[m], scale,
                               softcap, slope, i0 + m + shift, j);
+#if DS_STORED
+                    if (j <= j_last && i0 + m <= i_end)
+                        scores[scores_index(b, h, Hq, i0 + m, j, item_lo, item_hi, sq_arg)] = dp[a][c];
+#endif
                 }
             }
             store_transposed(ps, tx, ty, s);
@@ -345,6 +370,10 @@ void attention_backward_dq(BACKWARD_ARGS)
     const int i0 = row_block * BLOCK_A, i_last = min(i0 + BLOCK_A, r.sq) - 1;
     int j_lo, j_hi; /* the keys that some row of this block may see (before masks) */
     rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
+#if DS_STORED
+    j_lo = max(j_lo, item_lo); /* the launch's keys */
+    j_hi = min(j_hi, item_hi);
+#endif
     const float slope = HEAD_SLOPE(h);
     const long mrow = mask_off + b * mask_sb + (long)r.k_first * mask_ss;
     const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh;
@@ -352,19 +381,37 @@ void attention_backward_dq(BACKWARD_ARGS)
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
 
-    float lse[WA], dlt[WA], dq[WA][OC], s[WA][WB], dp[WA][WB];
+    float lse[WA], dlt[WA], dq[WA][OC], dp[WA][WB];
+#if !DS_STORED
+    float s[WA][WB];
+#endif
     int lo[WA], hi[WA];
     FCL_UNROLL_LOOP
     for (int a = 0; a < WA; a++) {
         row_state(i0 + ROW_OF(a, ty), i_last, b, h, Hq, r, sq_arg, total_q, LSE, lse_off, lse_sb, lse_sh, lse_ss, delta,
                   window_left, window_right, cu_q, cu_q_off, seq_ss, &lse[a], &dlt[a], &lo[a], &hi[a]);
+        const long srow = scratch_row(b, h, Hq, i0 + ROW_OF(a, ty), r.q_first, sq_arg, total_q);
         FCL_UNROLL_LOOP
         for (int c = 0; c < OC; c++)
-            dq[a][c] = 0.0f;
+            dq[a][c] = DS_STORED && load_state && i0 + ROW_OF(a, ty) <= i_last
+                           ? state[srow * HEAD_DIM_PAD + COL_OF(c, tx)] : 0.0f;
     }
 
     for (int j0 = j_lo; j0 <= j_hi; j0 += BLOCK_B) {
         const int j_end = min(j0 + BLOCK_B - 1, j_hi);
+#if DS_STORED
+        FCL_UNROLL_LOOP
+        for (int a = 0; a < WA; a++) {
+            const int i = i0 + ROW_OF(a, ty);
+            FCL_UNROLL_LOOP
+            for (int c = 0; c < WB; c++) {
+                const int j = j0 + COL_OF(c, tx);
+                dp[a][c] = j <= j_end && j >= lo[a] && j <= hi[a]
+                               ? scores[scores_index(b, h, Hq, i, j, item_lo, item_hi, sq_arg)] : 0.0f;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* every work-item is past the last tile's dS */
+#else
         pair_products(Q, qbase, q_ss, dO, dobase, do_ss, i0, i0, i_last, K, kbase, k_ss, V, vbase, v_ss, j0, j0, j_end,
                       head_dim, lid, tx, ty, stage, ps, s, dp);
         FCL_UNROLL_LOOP
@@ -377,6 +424,7 @@ void attention_backward_dq(BACKWARD_ARGS)
                           slope, pos, j);
             }
         }
+#endif
         store_transposed(ps, tx, ty, dp);
         rank_update(K, kbase, k_ss, j0, j0, j_end, true, mask, mrow, mask_ss, head_dim, lid, tx, ty, stage, ps, dq);
     }
@@ -387,10 +435,13 @@ void attention_backward_dq(BACKWARD_ARGS)
         if (i > i_last)
             continue;
         const long dqrow = dq_off + b * dq_sb + (long)(r.q_first + i) * dq_ss + h * dq_sh;
+        const long srow = scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q);
         FCL_UNROLL_LOOP
         for (int c = 0; c < OC; c++) {
             const int d = COL_OF(c, tx);
-            if (d < head_dim)
+            if (DS_STORED && save_state)
+                state[srow * HEAD_DIM_PAD + d] = dq[a][c];
+            else if (d < head_dim)
                 STORE(dQ, dqrow + d, dq[a][c] * scale);
         }
     }

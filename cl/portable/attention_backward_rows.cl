@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the attention backward kernels share (the portable attention_backward.cl and the NVIDIA
- * tensor-core attention_backward_mma.cl): the argument list, so that one host launch serves
- * both, a sequence's rows for each LAYOUT (0 dense, 1 varlen, 2 packed, as in
- * attention_forward_rows.cl), the scratch row index, the packed bounds, the score transform,
- * and the preprocessing kernel attention_backward_delta (delta[h, i] = rowsum(dO * O), 32
- * work-items per query row).
+ * What the attention backward kernels share (the portable attention_backward.cl, the blocked
+ * attention_backward_blocked.cl, the CPU attention_backward_cpu.cl and the NVIDIA tensor-core
+ * attention_backward_mma.cl): the argument list, so that one host launch serves them all (`state`
+ * carries accumulators between chunked launches, `scores` the blocked kernels' stored dS; kernels
+ * that do not use them are given a placeholder buffer), a sequence's rows for each LAYOUT (0
+ * dense, 1 varlen, 2 packed, as in attention_forward_rows.cl), the scratch row index, the packed
+ * bounds, the score transform, and the preprocessing kernel attention_backward_delta (delta[h, i]
+ * = rowsum(dO * O), 32 work-items per query row).
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (32,
  * or 1 on CPUs).
@@ -16,7 +18,8 @@
         __global const store_t *O, __global const store_t *dO, __global const float *LSE,          \
         __global store_t *dQ, __global store_t *dK, __global store_t *dV,                          \
         __global const float *mask, __global const float *alibi, __global float *delta,            \
-        __global float *state, __global const int *cu_q, __global const int *cu_k,                 \
+        __global float *state, __global float *scores, __global const int *cu_q,                   \
+        __global const int *cu_k,                                                                  \
         const int item_lo, const int item_hi, const int load_state, const int save_state,          \
         const int sq_arg, const int sk_arg, const int head_dim, const int group,                   \
         const int window_left, const int window_right, const int total_q, const int total_k,       \

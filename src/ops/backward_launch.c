@@ -19,6 +19,7 @@ typedef struct backward_variant {
     cl_kernel kern[N_KERNELS];
     int mma;                 /* the tensor-core kernels (never chunked) */
     int blocked;             /* the register-blocked GPU kernels (never chunked) */
+    long ds_keys;            /* blocked kernels with dS stored (DS_STORED): keys per launch pair; 0: recomputed */
     fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
     size_t dkdv_slices, dq_slices; /* work-groups per block that split its gradient's columns */
@@ -67,6 +68,7 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
     fcl_backward_tiles *t = &v->t;
     *t = fcl_tune_backward(ctx, hdp);
     v->mma = v->blocked = 0;
+    v->ds_keys = 0;
     for (;;) {
         char opts[256];
         snprintf(opts, sizeof opts,
@@ -104,6 +106,29 @@ static int blocked_applies(fcl_context ctx, int hdp, fcl_backward_blocked_tiles 
     return t->block_a > 0;
 }
 
+/* Keys per launch pair of the blocked kernels with dS stored (a multiple of the dK/dV block
+ * `block`, up to all of them), so that dS of one pair (FP32, every query row of every head per
+ * key) fits the budget: FLASHCL_BACKWARD_DS_BYTES, else a quarter of the device's memory within
+ * its largest allocation. 0 (dS recomputed by the dQ kernel) where one block does not fit, the
+ * budget is 0, or there are no rows or keys. */
+static long stored_ds_keys(fcl_context ctx, const fcl_forward_job *f, int block)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_DS_BYTES");
+    uint64_t budget = ctx->info.global_mem_bytes / 4;
+    budget = budget < ctx->info.max_alloc_bytes ? budget : ctx->info.max_alloc_bytes;
+    if (env && *env) {
+        char *end = NULL;
+        const unsigned long long e = strtoull(env, &end, 10);
+        if (end && *end == '\0')
+            budget = e;
+    }
+    const uint64_t per_key = (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * sizeof(float);
+    if (f->sq <= 0 || f->sk <= 0 || per_key == 0)
+        return 0;
+    const uint64_t blocks = budget / per_key / (uint64_t)block, all = ((uint64_t)f->sk + block - 1) / block;
+    return blocks == 0 ? 0 : (long)((blocks < all ? blocks : all) * (uint64_t)block);
+}
+
 /* The register-blocked GPU kernels (cl/portable/attention_backward_blocked.cl), or the portable
  * ones where the compiled kernels cannot run their work-groups (registers). */
 static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
@@ -113,18 +138,20 @@ static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *j
     const fcl_forward_job *f = &job->fwd;
     const int vec = f->D % 4 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 4) && fcl_rows_aligned(f->K, f->k_dims, 4) &&
                     fcl_rows_aligned(f->V, f->v_dims, 4) && fcl_rows_aligned(job->dO, job->do_dims, 4);
+    const long ds_keys = stored_ds_keys(ctx, f, t->block_a);
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_A=%d -DBLOCK_B=%d -DWA=%d -DWB=%d -DDK=%d -DNK=%d -DVW=%d "
-             "-DVEC_LOAD=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
-             (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, f->layout,
-             f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
+             "-DVEC_LOAD=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
+             (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, ds_keys > 0,
+             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 0;
     v->blocked = 1;
+    v->ds_keys = ds_keys;
     v->t = (fcl_backward_tiles){t->block_a, t->block_a};
     v->dkdv_wg = v->dq_wg = (size_t)(t->block_a / t->wa * (t->block_b / t->wb));
     if (wg[0] < v->dkdv_wg || wg[1] < v->dq_wg)
@@ -160,6 +187,7 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
     if (s != FCL_SUCCESS)
         return s;
     v->mma = v->blocked = 0;
+    v->ds_keys = 0;
     v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
     v->dkdv_wg = v->dq_wg = 1;
     return FCL_SUCCESS;
@@ -217,6 +245,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
         return s;
     v->mma = 1;
     v->blocked = 0;
+    v->ds_keys = 0;
     v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
     v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
     v->dq_wg = (size_t)(2 * t->dq_block_m);
@@ -259,19 +288,23 @@ static fcl_status recompute_forward(fcl_context ctx, const fcl_backward_job *job
     return fcl_forward_launch(ctx, &fj, NULL);
 }
 
+/* The kernel argument index of the first chunk argument (item_lo; then item_hi, load_state,
+ * save_state): after the 16 buffers. */
+#define CHUNK_ARG 16
+
 /* Sets the arguments of a backward kernel (all three take the same list; the chunk arguments
- * 15..18 are set again per launch). */
+ * are set again per launch). */
 static cl_int set_shared_args(cl_kernel k, const fcl_backward_job *job, fcl_tensor O, fcl_tensor lse, cl_mem delta,
-                              cl_mem state, const cl_int ints[9], const cl_float floats[2])
+                              cl_mem state, cl_mem scores, const cl_int ints[9], const cl_float floats[2])
 {
     const fcl_forward_job *f = &job->fwd;
     const fcl_attn_resolved *r = &f->params;
     const cl_mem dummy = job->dQ->buffer; /* bound to absent optional buffers; never touched */
-    const cl_mem bufs[15] = {f->Q->buffer, f->K->buffer, f->V->buffer, O->buffer, job->dO->buffer,
-                             lse->buffer, job->dQ->buffer, job->dK->buffer, job->dV->buffer,
-                             r->mask ? r->mask->buffer : dummy, r->alibi ? r->alibi->buffer : dummy, delta,
-                             state ? state : dummy, f->seq_q ? f->seq_q->buffer : dummy,
-                             f->seq_k ? f->seq_k->buffer : dummy};
+    const cl_mem bufs[CHUNK_ARG] = {f->Q->buffer, f->K->buffer, f->V->buffer, O->buffer, job->dO->buffer,
+                                    lse->buffer, job->dQ->buffer, job->dK->buffer, job->dV->buffer,
+                                    r->mask ? r->mask->buffer : dummy, r->alibi ? r->alibi->buffer : dummy, delta,
+                                    state ? state : dummy, scores ? scores : dummy,
+                                    f->seq_q ? f->seq_q->buffer : dummy, f->seq_k ? f->seq_k->buffer : dummy};
     const fcl_tensor views[9] = {f->Q, f->K, f->V, O, job->dO, job->dQ, job->dK, job->dV, lse};
     const int *dims[9] = {f->q_dims, f->k_dims, f->v_dims, f->o_dims, job->do_dims,
                           job->dq_dims, job->dk_dims, job->dv_dims, f->lse_dims};
@@ -281,7 +314,7 @@ static cl_int set_shared_args(cl_kernel k, const fcl_backward_job *job, fcl_tens
                               (f->seq_q && f->seq_q->ndim == 2) ? f->seq_q->strides[0] : 1};
     cl_int err = CL_SUCCESS;
     cl_uint arg = 0;
-    for (int i = 0; i < 15 && err == CL_SUCCESS; i++)
+    for (int i = 0; i < CHUNK_ARG && err == CL_SUCCESS; i++)
         err = clSetKernelArg(k, arg++, sizeof(cl_mem), &bufs[i]);
     const cl_int no_chunk[4] = {0, 0, 0, 0}; /* replaced per launch by enqueue_chunks */
     for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
@@ -314,10 +347,35 @@ static cl_int enqueue_chunks(fcl_context ctx, cl_kernel k, const size_t global[3
         const long hi = (c + 1) * per_launch < n_items ? (c + 1) * per_launch : n_items;
         const cl_int chunk[4] = {(cl_int)(c * per_launch), (cl_int)(hi - 1), c > 0, c + 1 < n_launches};
         for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
-            err = clSetKernelArg(k, 15 + i, sizeof(cl_int), &chunk[i]);
+            err = clSetKernelArg(k, CHUNK_ARG + i, sizeof(cl_int), &chunk[i]);
         if (err == CL_SUCCESS)
             err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL,
                                          c + 1 == n_launches ? event : NULL);
+    }
+    return err;
+}
+
+/* The blocked kernels with dS stored: per range of `keys` keys (whole dK/dV blocks of `block`
+ * keys), the dK/dV launch over the range's blocks (global[0] of g_dkdv cut to them), which
+ * stores their dS, then the dQ launch that adds their terms (resuming from and saving to its
+ * state except first and last). */
+static cl_int enqueue_stored_ds(fcl_context ctx, cl_kernel dkdv, cl_kernel dq, const size_t g_dkdv[3],
+                                const size_t l_dkdv[3], const size_t g_dq[3], const size_t l_dq[3], long sk, long keys,
+                                long block, cl_event *event)
+{
+    const long n = (sk + keys - 1) / keys;
+    cl_int err = CL_SUCCESS;
+    for (long c = 0; c < n && err == CL_SUCCESS; c++) {
+        const long lo = c * keys, hi = (lo + keys < sk ? lo + keys : sk) - 1;
+        const cl_int chunk[4] = {(cl_int)lo, (cl_int)hi, c > 0, c + 1 < n};
+        const size_t g[3] = {(size_t)((hi - lo) / block + 1) * l_dkdv[0], g_dkdv[1], g_dkdv[2]};
+        for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
+            if ((err = clSetKernelArg(dkdv, CHUNK_ARG + i, sizeof(cl_int), &chunk[i])) == CL_SUCCESS)
+                err = clSetKernelArg(dq, CHUNK_ARG + i, sizeof(cl_int), &chunk[i]);
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, dkdv, 3, NULL, g, l_dkdv, 0, NULL, NULL);
+        if (err == CL_SUCCESS)
+            err = clEnqueueNDRangeKernel(ctx->queue, dq, 3, NULL, g_dq, l_dq, 0, NULL, c + 1 == n ? event : NULL);
     }
     return err;
 }
@@ -348,11 +406,13 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         return s;
     const long dkdv_items = group * n_qtiles, dq_keys = (long)f->sk;
     const long dkdv_per = dkdv_tiles, dq_per = dq_tiles * bn;
-    const int chunked_dkdv = dkdv_per > 0 && dkdv_per < dkdv_items, chunked_dq = dq_per > 0 && dq_per < dq_keys;
+    const long ds_pairs = v.ds_keys > 0 ? ((long)f->sk + v.ds_keys - 1) / v.ds_keys : 0; /* stored-dS launch pairs */
+    const int chunked_dkdv = dkdv_per > 0 && dkdv_per < dkdv_items;
+    const int chunked_dq = (dq_per > 0 && dq_per < dq_keys) || ds_pairs > 1;
     const int64_t rows_q = f->Hq * (f->layout == FCL_LAYOUT_VARLEN ? f->total_q : f->grid_b * f->sq);
     const int64_t rows_k = f->Hkv * (f->layout == FCL_LAYOUT_VARLEN ? f->total_k : f->grid_b * f->sk);
 
-    cl_mem mem[5] = {NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch */
+    cl_mem mem[6] = {NULL, NULL, NULL, NULL, NULL, NULL}; /* delta, dK/dV state, dQ state, O and LSE scratch, dS */
     struct fcl_tensor_s o_view, lse_view;
     fcl_tensor O = f->O, lse = f->LSE;
     if (!(mem[0] = scratch(ctx, FCL_SCRATCH_BWD_DELTA, (uint64_t)rows_q, &s)))
@@ -360,6 +420,9 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     if (chunked_dkdv && !(mem[1] = scratch(ctx, FCL_SCRATCH_BWD_DKDV_STATE, (uint64_t)(rows_k * 2 * hdp), &s)))
         return s;
     if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (uint64_t)(rows_q * hdp), &s)))
+        return s;
+    if (ds_pairs > 0 && !(mem[5] = scratch(ctx, FCL_SCRATCH_BWD_SCORES,
+                                           (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * (uint64_t)v.ds_keys, &s)))
         return s;
     if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
         const uint64_t o_floats = (uint64_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
@@ -377,7 +440,7 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     cl_int err = CL_SUCCESS;
     for (int k = 0; k < N_KERNELS && err == CL_SUCCESS; k++)
         err = set_shared_args(kern[k], job, O, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL,
-                              ints, floats);
+                              k == K_DELTA ? NULL : mem[5], ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
     /* delta: delta_lanes work-items per row, up to 8 rows per work-group on GPUs (what the kernel
      * can run), 32 on CPUs; an explicit work-group so that PoCL compiles one delta kernel for
@@ -391,11 +454,16 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     const size_t l_dkdv[3] = {v.dkdv_wg, 1, 1}, l_dq[3] = {v.dq_wg, 1, 1};
     if (err == CL_SUCCESS && f->sq > 0)
         err = clEnqueueNDRangeKernel(ctx->queue, kern[K_DELTA], 3, NULL, g_delta, l_delta, 0, NULL, NULL);
-    if (err == CL_SUCCESS && k_groups > 0)
-        err = enqueue_chunks(ctx, kern[K_DKDV], g_dkdv, l_dkdv, dkdv_items, chunked_dkdv ? dkdv_per : 0,
-                             q_groups > 0 ? NULL : event);
-    if (err == CL_SUCCESS && q_groups > 0)
-        err = enqueue_chunks(ctx, kern[K_DQ], g_dq, l_dq, dq_keys, chunked_dq ? dq_per : 0, event);
+    if (err == CL_SUCCESS && ds_pairs > 0) {
+        err = enqueue_stored_ds(ctx, kern[K_DKDV], kern[K_DQ], g_dkdv, l_dkdv, g_dq, l_dq, (long)f->sk, v.ds_keys, bn,
+                                event);
+    } else {
+        if (err == CL_SUCCESS && k_groups > 0)
+            err = enqueue_chunks(ctx, kern[K_DKDV], g_dkdv, l_dkdv, dkdv_items, chunked_dkdv ? dkdv_per : 0,
+                                 q_groups > 0 ? NULL : event);
+        if (err == CL_SUCCESS && q_groups > 0)
+            err = enqueue_chunks(ctx, kern[K_DQ], g_dq, l_dq, dq_keys, chunked_dq ? dq_per : 0, event);
+    }
     if (err == CL_SUCCESS && q_groups == 0 && k_groups == 0 && event)
         err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the attention backward");
