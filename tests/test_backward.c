@@ -810,28 +810,31 @@ Test(backward, chunks)
     cr_assert(ok, "chunked cases failed");
 }
 
-/* ---------------------------------------------------------------- stored dS (blocked kernels) */
+/* ---------------------------------------------------------------- stored dS */
 
 /*
- * The register-blocked backward (FLASHCL_BACKWARD_PATH=blocked) with dS stored by the dK/dV
- * kernel and read back by the dQ kernel: in one launch pair (the default budget), and in one
- * pair per dK/dV block (FLASHCL_BACKWARD_DS_BYTES set to one block's dS), the gradients equal
- * those of the recomputing form (FLASHCL_BACKWARD_DS_BYTES=0) bit for bit, and meet the rule.
- * Skipped (reported as skipped) on devices that cannot run the blocked kernels (a loop cap).
+ * The backward with dS stored by the dK/dV kernel and read back by the dQ kernel, in one launch
+ * pair (the default budget) and in one pair per dK/dV block (FLASHCL_BACKWARD_DS_BYTES set to
+ * one block's dS), against the recomputing form (FLASHCL_BACKWARD_DS_BYTES=0): every run meets
+ * the rule; the register-blocked kernels (`exact`) give the recomputing form's bits, the
+ * tensor-core ones (whose dS comes from S^T = K Q^T products instead of S = Q K^T) the same bits
+ * on a second run.
  */
-static int check_stored_scores(fcl_context ctx, fcl_dtype dt, const bcase *c, uint64_t seed)
+static int check_stored_scores(fcl_context ctx, fcl_dtype dt, const bcase *c, uint64_t seed, int exact)
 {
     case_data cd;
     case_setup(ctx, dt, c, seed, &cd);
-    int tiles[4] = {0};
-    cr_assert(fcl_tuning_get(ctx, "backward_blocks", c->D, tiles, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int tiles[7] = {0}; /* the dK/dV block: keys per work-group */
+    const char *kernel = exact ? "backward_blocks" : "backward_mma";
+    const int n_values = exact ? 4 : 7;
+    cr_assert(fcl_tuning_get(ctx, kernel, c->D, tiles, n_values) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     char one_block[32]; /* dS of one dK/dV block: every query row of every head */
     snprintf(one_block, sizeof one_block, "%lld", (long long)c->B * c->Hq * c->Sq * tiles[0] * 4);
-    const char *budgets[3] = {"0", NULL, one_block};
-    grads g[3];
+    const char *budgets[4] = {"0", NULL, one_block, one_block};
+    grads g[4];
     const int use_lse = !(c->checks & CHK_NOLSE);
     int ok = case_forward(ctx, &cd);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         grads_alloc(&g[i], cd.nq, cd.nk);
         if (budgets[i])
             setenv("FLASHCL_BACKWARD_DS_BYTES", budgets[i], 1);
@@ -840,46 +843,64 @@ static int check_stored_scores(fcl_context ctx, fcl_dtype dt, const bcase *c, ui
         ok = ok && case_backward(ctx, &cd, use_lse, i == 0, &g[i]);
     }
     unsetenv("FLASHCL_BACKWARD_DS_BYTES");
-    ok = ok && same_bits(cd.name, "one launch pair vs recomputed dS", &g[0], &g[1], cd.nq, cd.nk);
-    ok = ok && same_bits(cd.name, "a pair per block vs recomputed dS", &g[0], &g[2], cd.nq, cd.nk);
+    ok = ok && same_bits(cd.name, "a pair per block, second run", &g[2], &g[3], cd.nq, cd.nk);
+    if (exact) {
+        ok = ok && same_bits(cd.name, "one launch pair vs recomputed dS", &g[0], &g[1], cd.nq, cd.nk);
+        ok = ok && same_bits(cd.name, "a pair per block vs recomputed dS", &g[0], &g[2], cd.nq, cd.nk);
+    }
     if (ok) {
         refs r;
         refs_make(&r, &cd.p, dt, cd.q, cd.k, cd.v, cd.dout, cd.nq, cd.nk);
-        ok = compare(c, cd.name, "stored dS", &r, &g[2], cd.mask, cd.nq, cd.nk, NULL);
+        static const char *const what[3] = {"dS recomputed", "dS stored, one pair", "dS stored, a pair per block"};
+        for (int i = 0; i < 3; i++)
+            ok &= compare(c, cd.name, what[i], &r, &g[i], cd.mask, cd.nq, cd.nk, NULL);
         refs_free(&r);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         grads_free(&g[i]);
     case_free(&cd);
     return ok;
 }
 
+/* The cases on the register-blocked kernels (FLASHCL_BACKWARD_PATH=blocked) and, where the
+ * device has them, the tensor-core ones; skipped (reported as skipped) where neither runs (a
+ * loop cap, and no tensor cores). */
 Test(backward, stored_scores)
 {
     static const struct {
         fcl_dtype dt;
         bcase c;
     } st[] = {
-        /* GQA, causal, softcap + mask + ALiBi, strided, LSE recomputed */
+        /* GQA, causal, softcap + mask + ALiBi, strided, LSE recomputed (F32: blocked only) */
         {FCL_F32, {100, 260, 2, 4, 2, 64, 1, U, U, 0.5f, 0, MASK_BSK, ALIBI_BH, LAYOUT_PADDED, CHK_NOLSE}},
+        {FCL_F16, {100, 260, 2, 4, 2, 64, 1, U, U, 0.5f, 0, MASK_BSK, ALIBI_BH, LAYOUT_PADDED, CHK_NOLSE}},
         /* D 256, MQA, causal with a window, Sq > Sk */
         {FCL_BF16, {150, 120, 1, 2, 1, 256, 1, 60, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 0}},
         /* odd head dim, permuted views, a right window */
         {FCL_F16, {77, 201, 2, 3, 3, 40, 0, 30, 9, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BHSD, 0}},
+        /* D 160, GQA, causal, Sk > Sq */
+        {FCL_BF16, {90, 300, 1, 4, 2, 160, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 0}},
     };
-    setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);
     fcl_context ctx = support_context();
+    int ok = 1, ran = 0;
+    setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);
     const char *path = fcl_attention_backward_path(ctx, FCL_F32, 64);
-    if (!path || strcmp(path, "blocked") != 0) {
-        fcl_context_release(ctx);
-        unsetenv("FLASHCL_BACKWARD_PATH");
-        cr_skip_test("the blocked backward does not run on this device (%s)", path ? path : "?");
+    if (path && strcmp(path, "blocked") == 0) {
+        ran++;
+        for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
+            ok &= check_stored_scores(ctx, st[i].dt, &st[i].c, 1350 + i, 1);
     }
-    int ok = 1;
-    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
-        ok &= check_stored_scores(ctx, st[i].dt, &st[i].c, 1350 + i);
-    fcl_context_release(ctx);
     unsetenv("FLASHCL_BACKWARD_PATH");
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        path = fcl_attention_backward_path(ctx, st[i].dt, st[i].c.D);
+        if (path && strcmp(path, "nvidia-mma") == 0) {
+            ran++;
+            ok &= check_stored_scores(ctx, st[i].dt, &st[i].c, 1360 + i, 0);
+        }
+    }
+    fcl_context_release(ctx);
+    if (!ran)
+        cr_skip_test("neither the blocked nor the tensor-core backward runs on this device");
     cr_assert(ok, "stored-dS cases failed");
 }
 

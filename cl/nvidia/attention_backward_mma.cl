@@ -29,6 +29,15 @@
  * and accumulates only its HEAD_DIM_PAD / slices columns of dK and dV, or of dQ. The sums are the
  * same, in the same order, whatever the slicing.
  *
+ * With DS_STORED the dQ kernel does not recompute S and dP: the dK/dV kernel (its first column
+ * slice) stores dS^T as FP32 at scores_index (attention_backward_blocked.cl's layout: rows of
+ * the launch's key range [item_lo, item_hi]) and the dQ kernel reads it back into the layout of
+ * its S accumulators; it then holds no Q or dO fragments and keeps only K tiles in its ring. As
+ * in the blocked kernels, a launch pair covers a key range of whole dK/dV blocks, and the dQ
+ * accumulators pass between pairs through `state` (load_state, save_state). dS then enters dQ
+ * from the dK/dV kernel's S^T = K Q^T products instead of the dQ kernel's S = Q K^T, rounded the
+ * same way; every sum keeps its fixed order, so runs stay bit-identical.
+ *
  * Specialisation (-D): FCL_DTYPE 1 or 2; HEAD_DIM_PAD (multiple of 16); DKDV_BLOCK_N,
  * DKDV_BLOCK_M, DQ_BLOCK_M, DQ_BLOCK_N (multiples of 16); DKDV_SLICES, DQ_SLICES (dividing
  * HEAD_DIM_PAD into multiples of 16); KV_LOCAL_STEPS (0 to HEAD_DIM_PAD / 16:
@@ -36,7 +45,7 @@
  * registers); ASYNC_COPY (Q, K, V and dO rows
  * 16-byte aligned); PAIRS (head_dim even and the rows of Q, K, V, dO and the gradients 4-byte
  * aligned: fragments loaded (load_a_rows, mma_nv.cl) and gradients stored two elements at a
- * time); HAS_SOFTCAP,
+ * time); DS_STORED (0 or 1, above); HAS_SOFTCAP,
  * HAS_MASK, HAS_ALIBI; LAYOUT.
  */
 
@@ -48,6 +57,13 @@
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
  * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
 #define DS_SPLIT (FCL_DTYPE == 2)
+
+/* Where dS of query row i and key j of head h of batch (or sequence) b sits in `scores`: rows
+ * of the launch's key range [lo, hi], [B, Hq, sq_arg, hi - lo + 1] (DS_STORED). */
+inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
+{
+    return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
+}
 
 /* The ldmatrix address of this lane for B operands taken from the rows of a local tile (B[k][n]
  * = tile[n][k]: n the tile's rows, k its columns): row (lane & 7) + 8 (lane / 16), column
@@ -230,6 +246,46 @@ MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, in
     }
 }
 
+/* The dK/dV kernel's dS^T tile (this lane's pairs of dkdv_tile_grads: keys jw + g + 8 hr, rows
+ * i0 + nt * 8 + 2 t + c) into `scores`, keys up to j_last and rows in [0, i_last]. */
+MMA_INLINE void store_scores(__global float *scores, int b, int h, int Hq, int i0, int jw, int i_last, int j_last,
+                             int lo, int hi, int sq_arg, float (*ds)[4], int g, int t)
+{
+    const long pitch = hi - lo + 1;
+    __global float *const key0 = scores + scores_index(b, h, Hq, 0, jw + g, lo, hi, sq_arg); /* row 0, key jw + g */
+    #pragma unroll
+    for (int nt = 0; nt < DKDV_BLOCK_M / 8; nt++)
+        #pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int i = i0 + nt * 8 + 2 * t + c;
+            if (i < 0 || i > i_last)
+                continue;
+            #pragma unroll
+            for (int hr = 0; hr < 2; hr++)
+                if (jw + g + 8 * hr <= j_last)
+                    key0[i * pitch + 8 * hr] = ds[nt][2 * hr + c];
+        }
+}
+
+/* The dQ kernel's dS tile from `scores` into the layout of its S accumulators (this lane's
+ * pairs of dq_tile_grads: rows iw + g + 8 hr, keys jt + nt * 8 + 2 t + c), 0 where the row does
+ * not see the key ([jlo, jhi]: pairs the dK/dV kernel may not have visited) or past j_hi. */
+MMA_INLINE void load_scores(__global const float *scores, int b, int h, int Hq, int iw, int jt, int j_hi,
+                            const int *jlo, const int *jhi, int lo, int hi, int sq_arg, float (*ds)[4], int g, int t)
+{
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        __global const float *const row = scores + scores_index(b, h, Hq, iw + g + 8 * hr, jt + 2 * t, lo, hi, sq_arg);
+        #pragma unroll
+        for (int nt = 0; nt < DQ_BLOCK_N / 8; nt++)
+            #pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int j = jt + nt * 8 + 2 * t + c;
+                ds[nt][2 * hr + c] = j <= j_hi && j >= jlo[hr] && j <= jhi[hr] ? row[nt * 8 + c] : 0.0f;
+            }
+    }
+}
+
 /* Starts the copies of query rows i0 .. i0 + DKDV_BLOCK_M - 1 of one head's Q and dO (rows
  * outside [0, sq) zeros) into one stage of the dK/dV kernel's ring. */
 MMA_INLINE void issue_query_tile(__local ushort *Qst, __local ushort *dOst, int lid, __global const ushort *Qu,
@@ -255,6 +311,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
     const int g = lane >> 2, t = lane & 3;
     int key_block, hs, b; /* earlier key blocks are seen by more rows (causal): they start first */
     fcl_group_order(0, &key_block, &hs, &b);
+#if DS_STORED
+    key_block += item_lo / DKDV_BLOCK_N; /* the launch's first key block */
+#endif
     const int hk = hs / DKDV_SLICES, col0 = hs % DKDV_SLICES * (NT_DKDV * 8); /* KV head, first column */
     const int j0 = key_block * DKDV_BLOCK_N;
     const int Hq = get_global_size(1) / DKDV_SLICES * group;
@@ -343,6 +402,11 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         else
             dkdv_tile_grads(s, dp, 1, lse_s[st], delta_s[st], lo_s[st], hi_s[st], key_on, jw, i0, shift,
                             window_left, window_right, scale, softcap, slope, g, t);
+#if DS_STORED
+        if (col0 == 0) /* one column slice stores dS */
+            store_scores(scores, b, h, Hq, i0, jw, min(i0 + DKDV_BLOCK_M, r.sq) - 1, j_last, item_lo, item_hi, sq_arg,
+                         dp, g, t);
+#endif
         mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);
         mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, DS_SPLIT);
 
@@ -361,12 +425,41 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                NT_DKDV, dv, 1.0f, lane);
 }
 
+/* This lane's dQ accumulators (rows iw + g + 8 hr below the sequence's rows, columns col0 +
+ * nt * 8 + 2 t + c) from the FP32 `state` (scratch_row rows of HEAD_DIM_PAD), or into it with
+ * `save`. */
+MMA_INLINE void dq_state(__global float *state, int b, int h, int Hq, int iw, seq_rows r, int sq_arg, int total_q,
+                         int col0, float (*dq)[4], int lane, int save)
+{
+    const int g = lane >> 2, t = lane & 3;
+    #pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int i = iw + g + 8 * hr;
+        if (i >= r.sq)
+            continue;
+        __global float *row = state + scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q) * HEAD_DIM_PAD + col0;
+        #pragma unroll
+        for (int nt = 0; nt < NT_DQ; nt++)
+            #pragma unroll
+            for (int c = 0; c < 2; c++) {
+                if (save)
+                    row[nt * 8 + 2 * t + c] = dq[nt][2 * hr + c];
+                else
+                    dq[nt][2 * hr + c] = row[nt * 8 + 2 * t + c];
+            }
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(DQ_WG, 1, 1)))
 void attention_backward_dq(BACKWARD_ARGS)
 {
+#if DS_STORED
+    __local ushort Ks[2][DQ_BLOCK_N * ROW_HALVES] __attribute__((aligned(16))); /* key tile t: stage t % 2 */
+#else
     KV_RING(DQ_BLOCK_N); /* key tile t lives in stage t % 2 */
-    __global const ushort *Ku = (__global const ushort *)K;
     __global const ushort *Vu = (__global const ushort *)V;
+#endif
+    __global const ushort *Ku = (__global const ushort *)K;
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3;
     int row_block, hs, b; /* later row blocks see more keys (causal): they start first */
@@ -379,14 +472,21 @@ void attention_backward_dq(BACKWARD_ARGS)
 
     int j_lo, j_hi; /* the keys that some row of this block may see (before the mask) */
     rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
+#if DS_STORED
+    j_lo = max(j_lo, item_lo); /* the launch's keys */
+    j_hi = min(j_hi, item_hi);
+#endif
 
-    /* This lane's rows iw + g and iw + g + 8: Q and dO fragments, LSE (log2 units), delta, and
-     * the keys [jlo, jhi] each sees before the mask (empty for rows past sq or with LSE -inf). */
+    /* This lane's rows iw + g and iw + g + 8: Q and dO fragments (recomputing S and dP), LSE
+     * (log2 units), delta, and the keys [jlo, jhi] each sees before the mask (empty for rows past
+     * sq or with LSE -inf). */
+#if !DS_STORED
     const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss + h * q_sh;
     const long dobase = do_off + b * do_sb + (long)r.q_first * do_ss + h * do_sh;
     uint qf[KSTEPS][4], of[KSTEPS][4];
     load_a_rows(qf, (__global const ushort *)Q, qbase, q_ss, iw, r.sq, head_dim, lane);
     load_a_rows(of, (__global const ushort *)dO, dobase, do_ss, iw, r.sq, head_dim, lane);
+#endif
     float lse2[2], dlt[2];
     int jlo[2], jhi[2];
     int lo_max = INT_MIN, hi_min = INT_MAX; /* the keys that all of this lane's rows see */
@@ -415,6 +515,11 @@ void attention_backward_dq(BACKWARD_ARGS)
         #pragma unroll
         for (int e = 0; e < 4; e++)
             dq[nt][e] = 0.0f;
+#if DS_STORED
+    const int Hq = get_global_size(1) / DQ_SLICES;
+    if (load_state) /* the earlier key ranges' sums */
+        dq_state(state, b, h, Hq, iw, r, sq_arg, total_q, col0, dq, lane, 0);
+#endif
 
     /* Key tiles on the grid of absolute K rows; masked-out keys' K and V are never read. */
 #if LAYOUT == 1
@@ -423,10 +528,38 @@ void attention_backward_dq(BACKWARD_ARGS)
     const int k_align = 0;
 #endif
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
-    const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
     const long mrow = mask_off + b * mask_sb + (long)r.k_first * mask_ss;
     const int j_first = j_lo - (j_lo + k_align) % DQ_BLOCK_N;
     const int n_tiles = j_lo <= j_hi ? (j_hi - j_first) / DQ_BLOCK_N + 1 : 0;
+#if DS_STORED
+    for (int tt = 0; tt < 2; tt++) {
+        if (tt < n_tiles)
+            load_rows(Ks[tt], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Ku, kbase, k_ss,
+                      j_first + tt * DQ_BLOCK_N, j_lo, j_hi, head_dim, HAS_MASK, mask, mrow, mask_ss);
+        commit_copies();
+    }
+    float s[DQ_BLOCK_N / 8][4]; /* a tile's dS, loaded one tile ahead */
+    if (n_tiles > 0)
+        load_scores(scores, b, h, Hq, iw, j_first, j_hi, jlo, jhi, item_lo, item_hi, sq_arg, s, g, t);
+    for (int tile = 0; tile < n_tiles; tile++) {
+        const int jt = j_first + tile * DQ_BLOCK_N, st = tile & 1;
+        copies_landed(tile + 1 == n_tiles);
+        mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ, DS_SPLIT);
+        if (tile + 1 < n_tiles)
+            load_scores(scores, b, h, Hq, iw, jt + DQ_BLOCK_N, j_hi, jlo, jhi, item_lo, item_hi, sq_arg, s, g, t);
+
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
+        if (tile + 2 < n_tiles)
+            load_rows(Ks[st], ROW_HALVES, DQ_BLOCK_N, HEAD_DIM_PAD, DQ_WG, lid, Ku, kbase, k_ss, jt + 2 * DQ_BLOCK_N,
+                      j_lo, j_hi, head_dim, HAS_MASK, mask, mrow, mask_ss);
+        commit_copies();
+    }
+    if (save_state) { /* a later key range adds its sums */
+        dq_state(state, b, h, Hq, iw, r, sq_arg, total_q, col0, dq, lane, 1);
+        return;
+    }
+#else
+    const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
     for (int tt = 0; tt < 2; tt++) {
         if (tt < n_tiles)
             issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), DQ_BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
@@ -453,6 +586,7 @@ void attention_backward_dq(BACKWARD_ARGS)
                           kbase, vbase, k_ss, v_ss, jt + 2 * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow, mask_ss);
         commit_copies();
     }
+#endif
 
     store_rows(dQ, dq_off + b * dq_sb + (long)r.q_first * dq_ss + h * dq_sh, dq_ss, iw, r.sq, head_dim, col0, NT_DQ,
                dq, scale, lane);

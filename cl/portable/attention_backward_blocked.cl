@@ -259,6 +259,25 @@ BLOCKED_INLINE void tile_p_ds(float *x, float *dp, bool visible, float lse, floa
     *x = pr;
 }
 
+/* This work-item's dS of the dQ kernel's tile of keys j0 .. (up to j_hi) into x: rows i0 +
+ * ROW_OF(a, ty), keys j0 + COL_OF(c, tx), 0 where the row does not see the key ([lo[a], hi[a]]:
+ * the pairs the dK/dV kernel may not have visited). */
+BLOCKED_INLINE void load_scores(__global const float *scores, int b, int h, int Hq, int i0, int j0, int j_hi,
+                                const int *lo, const int *hi, int item_lo, int item_hi, int sq_arg, int tx, int ty,
+                                float x[WA][WB])
+{
+    const int j_end = min(j0 + BLOCK_B - 1, j_hi);
+    FCL_UNROLL_LOOP
+    for (int a = 0; a < WA; a++)
+        FCL_UNROLL_LOOP
+        for (int c = 0; c < WB; c++) {
+            const int j = j0 + COL_OF(c, tx);
+            x[a][c] = j <= j_end && j >= lo[a] && j <= hi[a]
+                          ? scores[scores_index(b, h, Hq, i0 + ROW_OF(a, ty), j, item_lo, item_hi, sq_arg)]
+                          : 0.0f;
+        }
+}
+
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)
 {
@@ -397,20 +416,17 @@ void attention_backward_dq(BACKWARD_ARGS)
                            ? state[srow * HEAD_DIM_PAD + COL_OF(c, tx)] : 0.0f;
     }
 
+#if DS_STORED
+    if (j_lo <= j_hi)
+        load_scores(scores, b, h, Hq, i0, j_lo, j_hi, lo, hi, item_lo, item_hi, sq_arg, tx, ty, dp);
+#endif
     for (int j0 = j_lo; j0 <= j_hi; j0 += BLOCK_B) {
         const int j_end = min(j0 + BLOCK_B - 1, j_hi);
 #if DS_STORED
-        FCL_UNROLL_LOOP
-        for (int a = 0; a < WA; a++) {
-            const int i = i0 + ROW_OF(a, ty);
-            FCL_UNROLL_LOOP
-            for (int c = 0; c < WB; c++) {
-                const int j = j0 + COL_OF(c, tx);
-                dp[a][c] = j <= j_end && j >= lo[a] && j <= hi[a]
-                               ? scores[scores_index(b, h, Hq, i, j, item_lo, item_hi, sq_arg)] : 0.0f;
-            }
-        }
         barrier(CLK_LOCAL_MEM_FENCE); /* every work-item is past the last tile's dS */
+        store_transposed(ps, tx, ty, dp);
+        if (j0 + BLOCK_B <= j_hi) /* the next tile's dS, loaded during this tile's update */
+            load_scores(scores, b, h, Hq, i0, j0 + BLOCK_B, j_hi, lo, hi, item_lo, item_hi, sq_arg, tx, ty, dp);
 #else
         pair_products(Q, qbase, q_ss, dO, dobase, do_ss, i0, i0, i_last, K, kbase, k_ss, V, vbase, v_ss, j0, j0, j_end,
                       head_dim, lid, tx, ty, stage, ps, s, dp);
@@ -424,8 +440,8 @@ void attention_backward_dq(BACKWARD_ARGS)
                           slope, pos, j);
             }
         }
-#endif
         store_transposed(ps, tx, ty, dp);
+#endif
         rank_update(K, kbase, k_ss, j0, j0, j_end, true, mask, mrow, mask_ss, head_dim, lid, tx, ty, stage, ps, dq);
     }
 

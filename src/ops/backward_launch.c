@@ -198,7 +198,7 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_m
 {
     if (!fcl_nv_mma_usable(ctx, dtype, "FLASHCL_BACKWARD_PATH"))
         return 0;
-    *t = fcl_tune_backward_mma(ctx, hdp);
+    *t = fcl_tune_backward_mma(ctx, hdp, 0);
     return t->dkdv_block_n > 0;
 }
 
@@ -220,10 +220,13 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
 /* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
  * compiled kernels cannot run their work-groups (registers). */
 static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
-                                  const fcl_backward_mma_tiles *t, backward_variant *v)
+                                  const fcl_backward_mma_tiles *t_in, backward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_backward_rows", "warp_nv", "mma_nv", "attention_backward_mma"};
     const fcl_forward_job *f = &job->fwd;
+    const long ds_keys = stored_ds_keys(ctx, f, t_in->dkdv_block_n);
+    const fcl_backward_mma_tiles stored = ds_keys > 0 ? fcl_tune_backward_mma(ctx, hdp, 1) : *t_in;
+    const fcl_backward_mma_tiles *t = &stored;
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
                         fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
     const int pairs = f->D % 2 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 2) && fcl_rows_aligned(f->K, f->k_dims, 2) &&
@@ -234,10 +237,10 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     char opts[320];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
-             "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DASYNC_COPY=%d -DPAIRS=%d -DLAYOUT=%d "
-             "-DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
+             "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DDS_STORED=%d -DASYNC_COPY=%d -DPAIRS=%d "
+             "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local,
-             dkdv_slices, dq_slices, aligned,
+             dkdv_slices, dq_slices, ds_keys > 0, aligned,
              pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 5, opts, v, wg);
@@ -245,7 +248,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
         return s;
     v->mma = 1;
     v->blocked = 0;
-    v->ds_keys = 0;
+    v->ds_keys = ds_keys;
     v->t = (fcl_backward_tiles){t->dq_block_m, t->dkdv_block_n};
     v->dkdv_wg = (size_t)(2 * t->dkdv_block_n);
     v->dq_wg = (size_t)(2 * t->dq_block_m);

@@ -342,7 +342,7 @@ int fcl_fit_columns(int head_dim_pad, int most)
     return head_dim_pad / s;
 }
 
-fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, int stored_ds)
 {
     fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
     if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
@@ -353,18 +353,19 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad)
     t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4], fcl_fit_columns(head_dim_pad, v[5]),
                                  fcl_fit_columns(head_dim_pad, v[6])};
     /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row (as
-     * declared in cl/nvidia/attention_backward_mma.cl); per K/V k step in local memory: 16 bytes per
-     * work-item for each of K and V */
+     * declared in cl/nvidia/attention_backward_mma.cl; the dQ kernel with dS stored: two stages of
+     * K alone); per K/V k step in local memory: 16 bytes per work-item for each of K and V */
     const uint64_t row_bytes = 8 * (uint64_t)(head_dim_pad + 8) + 32, local = ctx->info.local_mem_bytes;
+    const uint64_t dq_row_bytes = stored_ds ? 4 * (uint64_t)(head_dim_pad + 8) : row_bytes;
     while (t.dkdv_block_m > 16 && t.dkdv_block_m * row_bytes > local)
         t.dkdv_block_m /= 2;
-    while (t.dq_block_n > 16 && t.dq_block_n * row_bytes > local)
+    while (t.dq_block_n > 16 && t.dq_block_n * dq_row_bytes > local)
         t.dq_block_n /= 2;
     t.kv_local =
         local_fragment_steps(t.kv_local, head_dim_pad, t.dkdv_block_m * row_bytes, 64 * (uint64_t)t.dkdv_block_n, local);
     if ((size_t)(2 * t.dkdv_block_n) > ctx->info.max_work_group_size ||
         (size_t)(2 * t.dq_block_m) > ctx->info.max_work_group_size ||
-        t.dkdv_block_m * row_bytes > local || t.dq_block_n * row_bytes > local)
+        t.dkdv_block_m * row_bytes > local || t.dq_block_n * dq_row_bytes > local)
         t.dkdv_block_n = 0;
     return t;
 }
@@ -428,7 +429,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[2] = t.wa;
         values[3] = t.wb;
     } else if (strcmp(kernel, "backward_mma") == 0) {
-        const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp);
+        const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp, 0);
         values[0] = t.dkdv_block_n;
         values[1] = t.dkdv_block_m;
         values[2] = t.dq_block_m;
