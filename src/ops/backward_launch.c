@@ -217,6 +217,13 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
                                                             : "portable";
 }
 
+/* The least padded head dim at which the tensor-core dQ kernel reads dS stored by the dK/dV
+ * kernel instead of recomputing it. H200, B 2 S 4096 H 16 causal F16, recomputing against stored
+ * (history "v0.28.0"): D 192 4.11 -> 3.76 ms, D 256 7.23 -> 5.88, but D 64 (B 16 S 1024 H 32)
+ * 2.22 -> 2.76, D 128 1.98 -> 2.05, D 160 3.09 -> 3.17: below 192 the products are cheaper than
+ * the dK/dV kernel's stores and the dQ kernel's loads of dS. */
+#define MMA_STORED_DS_DIM 192
+
 /* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
  * compiled kernels cannot run their work-groups (registers). */
 static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
@@ -224,7 +231,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
 {
     static const char *const sources[] = {"common", "attention_backward_rows", "warp_nv", "mma_nv", "attention_backward_mma"};
     const fcl_forward_job *f = &job->fwd;
-    const long ds_keys = stored_ds_keys(ctx, f, t_in->dkdv_block_n);
+    const long ds_keys = hdp >= MMA_STORED_DS_DIM ? stored_ds_keys(ctx, f, t_in->dkdv_block_n) : 0;
     const fcl_backward_mma_tiles stored = ds_keys > 0 ? fcl_tune_backward_mma(ctx, hdp, 1) : *t_in;
     const fcl_backward_mma_tiles *t = &stored;
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
