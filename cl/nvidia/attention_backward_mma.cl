@@ -30,9 +30,9 @@
  * same, in the same order, whatever the slicing.
  *
  * With DS_STORED the dQ kernel does not recompute S and dP: the dK/dV kernel (its first column
- * slice) stores dS^T as FP32 at scores_index (attention_backward_blocked.cl's layout: rows of
- * the launch's key range [item_lo, item_hi]) and the dQ kernel reads it back into the layout of
- * its S accumulators; it then holds no Q or dO fragments and keeps only K tiles in its ring. As
+ * slice) stores dS^T as FP32 at scores_index (attention_backward_rows.cl: rows of the launch's
+ * key range [item_lo, item_hi]) and the dQ kernel reads it back into the layout of its S
+ * accumulators; it then holds no Q or dO fragments and keeps only K tiles in its ring. As
  * in the blocked kernels, a launch pair covers a key range of whole dK/dV blocks, and the dQ
  * accumulators pass between pairs through `state` (load_state, save_state). dS then enters dQ
  * from the dK/dV kernel's S^T = K Q^T products instead of the dQ kernel's S = Q K^T, rounded the
@@ -57,13 +57,6 @@
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
  * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
 #define DS_SPLIT (FCL_DTYPE == 2)
-
-/* Where dS of query row i and key j of head h of batch (or sequence) b sits in `scores`: rows
- * of the launch's key range [lo, hi], [B, Hq, sq_arg, hi - lo + 1] (DS_STORED). */
-inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
-{
-    return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
-}
 
 /* The ldmatrix address of this lane for B operands taken from the rows of a local tile (B[k][n]
  * = tile[n][k]: n the tile's rows, k its columns): row (lane & 7) + 8 (lane / 16), column

@@ -21,11 +21,11 @@
  * (row, key) pair): the dK/dV kernel writes dS to `scores` and the dQ kernel reads it back. A
  * launch pair covers the keys [item_lo, item_hi] (a whole number of dK/dV blocks from
  * item_lo, a multiple of BLOCK_A): dK/dV runs that range's key blocks, storing dS of every
- * (row, key) pair it visits as FP32 at scores_index; dQ adds that range's terms, starting from
- * its FP32 accumulators in `state` when load_state and saving them there when save_state (the
- * last range stores dQ). dS is the value the dQ kernel would have recomputed, and the terms are
- * added in the same order (keys ascending), so the gradients are bit-identical to the
- * recomputing form whatever the ranges.
+ * (row, key) pair it visits as FP32 at scores_index (attention_backward_rows.cl); dQ adds that
+ * range's terms, starting from its FP32 accumulators in `state` when load_state and saving them
+ * there when save_state (the last range stores dQ). dS is the value the dQ kernel would have
+ * recomputed, and the terms are added in the same order (keys ascending), so the gradients are
+ * bit-identical to the recomputing form whatever the ranges.
  *
  * The "A" side is the work-group's own block, the "B" side the tile it walks. Work-item (ty, tx)
  * of TY x TX holds WA x WB of a tile's scores (block rows ROW_OF(i, ty), columns COL_OF(c, tx))
@@ -70,13 +70,6 @@
 #else
 #define KEY_KEPT(j) true
 #endif
-
-/* Where dS of query row i and key j of head h of batch (or sequence) b sits in `scores`: rows
- * of the launch's key range [lo, hi], [B, Hq, sq_arg, hi - lo + 1]. */
-inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
-{
-    return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
-}
 
 /* Work-item lid's chunks (4 head dims of one row) of head dims d0 .. d0 + width - 1 of rows r0 ..
  * r0 + rows - 1 of X (row r at base + r * ss) into x, CHUNKS_OF(rows, width) of them: zeros for

@@ -78,6 +78,14 @@ inline long scratch_row(int b, int h, int heads, int i, int first, int rows, int
 #endif
 }
 
+/* Where dS of query row i and key j of head h of batch (or sequence) b sits in `scores` (the
+ * stored-dS forms of the blocked and tensor-core kernels): rows of the launch's key range [lo,
+ * hi], [B, Hq, sq_arg, hi - lo + 1]. */
+inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
+{
+    return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
+}
+
 /* Packed layout: row r's own sequence [lo, hi) from seq_bounds, clamped to [0, L]. */
 inline int packed_lo(__global const int *bounds, long off, long ss, int r, int L)
 {
