@@ -1073,7 +1073,26 @@ Test(varlen_backward, isolation)
  * several launches carrying the accumulators through scratch) must equal the one-launch
  * backward bit for bit and match the reference. Both use the same O and LSE.
  */
-static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
+/* The two ways one backward splits into several launches: loop-cap chunks (tiles pinned by the
+ * caller), or the stored-dS key ranges of the blocked kernels (FLASHCL_BACKWARD_PATH=blocked set
+ * by the caller), one dK/dV block per range against dS recomputed. */
+enum { SPLIT_CHUNKS, SPLIT_DS_RANGES };
+
+/* Sets the split on (the second run) or off (the first); `c` and `pk` size a range's dS. */
+static void vsplit(fcl_context ctx, int split, int on, const vcase *c, const packing *pk)
+{
+    if (split == SPLIT_CHUNKS) {
+        support_force_chunks(on);
+        return;
+    }
+    int tiles[4] = {0};
+    cr_assert(fcl_tuning_get(ctx, "backward_blocks", c->D, tiles, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    char bytes[32]; /* one dK/dV block's dS: every query row (max_seqlen_q per sequence) of every head */
+    snprintf(bytes, sizeof bytes, "%lld", on ? (long long)pk->B * c->Hq * (pk->maxq + c->slack) * tiles[0] * 4 : 0LL);
+    setenv("FLASHCL_BACKWARD_DS_BYTES", bytes, 1);
+}
+
+static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed, int split)
 {
     char msg[600];
     vrun v;
@@ -1083,12 +1102,13 @@ static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t s
     float **g1 = v.g[0], **g2 = v.g[1];
     const size_t *n = v.n;
     size_t out1, out2;
-    support_force_chunks(0);
+    vsplit(ctx, split, 0, c, pk);
     vforward(ctx, c, pk, &v.t, name);
     vbackward(ctx, c, pk, &v.t, g1, &out1, name);
-    support_force_chunks(1);
+    vsplit(ctx, split, 1, c, pk);
     vbackward(ctx, c, pk, &v.t, g2, &out2, name);
     support_force_chunks(0);
+    unsetenv("FLASHCL_BACKWARD_DS_BYTES");
     int ft;
     long fi;
     double md;
@@ -1096,8 +1116,9 @@ static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t s
     gcheck r = vcompare(c, dt, pk, &v.h, g2);
     gcheck_describe(&r, pk->B, msg, sizeof msg);
     const int ok = diff == 0 && gcheck_ok(&r) && out1 == 0 && out2 == 0;
-    cr_expect(diff == 0, "[%s] chunked and one-launch gradients differ in %zu elements (first: %s element %ld, "
-              "max |diff| %.3g)", name, diff, ft >= 0 ? grad_name[ft] : "-", fi, md);
+    cr_expect(diff == 0, "[%s] split (%s) and one-launch gradients differ in %zu elements (first: %s element %ld, "
+              "max |diff| %.3g)", name, split == SPLIT_CHUNKS ? "chunks" : "dS ranges", diff, ft >= 0 ? grad_name[ft] : "-",
+              fi, md);
     cr_expect(gcheck_ok(&r), "[%s] chunked: %s", name, msg);
     cr_expect(out1 == 0 && out2 == 0, "[%s] %zu / %zu elements written outside the gradient views", name, out1, out2);
     vrun_end(&v);
@@ -1355,7 +1376,7 @@ Test(varlen_backward, chunked)
     support_fix_tiles(1);
     int ok = 1;
     for (int i = 0; i < 3; i++)
-        ok &= vchunk_case(ctx, FCL_F32, &vc[i], 7000 + (uint64_t)i);
+        ok &= vchunk_case(ctx, FCL_F32, &vc[i], 7000 + (uint64_t)i, SPLIT_CHUNKS);
     for (int i = 0; i < 2; i++)
         ok &= pchunk_case(ctx, FCL_F32, &pc[i], 7100 + (uint64_t)i);
     support_force_chunks(1);
@@ -1364,4 +1385,29 @@ Test(varlen_backward, chunked)
     support_fix_tiles(0);
     fcl_context_release(ctx);
     cr_assert(ok, "chunked backward differs from one launch or the reference, or wrote outside the gradients");
+}
+
+/* The blocked kernels' stored dS in one range per dK/dV block: bit-identical to dS recomputed,
+ * and the rule per sequence (empty sequences, GQA, windows, masks, strided views). Skipped
+ * (reported as skipped) where the blocked kernels do not run (a loop cap). */
+Test(varlen_backward, stored_scores_ranges)
+{
+    static const vcase vc[] = {
+        {PK_LONG_QK, 6, 4, 2, 59, 1, 37, U, 2.0f, 0.5f, MASK_ON, ALIBI_BH, 0, 1, 0},
+        {PK_EMPTY, 0, 2, 1, 64, 0, 5, 3, 0, 0, MASK_NONE, ALIBI_NONE, 1, 0, 2},
+    };
+    setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);
+    fcl_context ctx = support_context();
+    const char *path = fcl_attention_backward_path(ctx, FCL_F32, 64);
+    if (!path || strcmp(path, "blocked") != 0) {
+        fcl_context_release(ctx);
+        unsetenv("FLASHCL_BACKWARD_PATH");
+        cr_skip_test("the blocked backward does not run on this device (%s)", path ? path : "?");
+    }
+    int ok = 1;
+    for (int i = 0; i < 2; i++)
+        ok &= vchunk_case(ctx, i ? FCL_F32 : FCL_F16, &vc[i], 7300 + (uint64_t)i, SPLIT_DS_RANGES);
+    fcl_context_release(ctx);
+    unsetenv("FLASHCL_BACKWARD_PATH");
+    cr_assert(ok, "stored dS in ranges differs from dS recomputed or the reference, or wrote outside the gradients");
 }

@@ -2,12 +2,13 @@
 /*
  * What the attention backward kernels share (the portable attention_backward.cl, the blocked
  * attention_backward_blocked.cl, the CPU attention_backward_cpu.cl and the NVIDIA tensor-core
- * attention_backward_mma.cl): the argument list, so that one host launch serves them all (`state`
- * carries accumulators between chunked launches, `scores` the stored dS of the blocked and
- * tensor-core kernels; kernels that do not use them are given a placeholder buffer), a sequence's rows for each LAYOUT (0
- * dense, 1 varlen, 2 packed, as in attention_forward_rows.cl), the scratch row index, the packed
- * bounds, the score transform, and the preprocessing kernel attention_backward_delta (delta[h, i]
- * = rowsum(dO * O), 32 work-items per query row).
+ * attention_backward_mma.cl): the argument list, so that one host launch serves them all
+ * (`state` carries accumulators between chunked launches, `scores` the stored dS of the blocked
+ * and tensor-core kernels; kernels that do not use them are given a placeholder buffer), a
+ * sequence's rows for each LAYOUT (0 dense, 1 varlen, 2 packed, as in
+ * attention_forward_rows.cl), the scratch row index, the stored dS index, the packed bounds, the
+ * score transform, and the preprocessing kernel attention_backward_delta (delta[h, i] =
+ * rowsum(dO * O), 32 work-items per query row).
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (32,
  * or 1 on CPUs).
