@@ -271,6 +271,25 @@ void support_fix_tiles(int on)
     }
 }
 
+int support_backward_key_block(fcl_context ctx, fcl_dtype dt, int D)
+{
+    const char *path = fcl_attention_backward_path(ctx, dt, D);
+    int v[9] = {0};
+    if (path && strcmp(path, "blocked") == 0) {
+        cr_assert(fcl_tuning_get(ctx, "backward_blocks", D, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+        return v[0];
+    }
+    if (path && strcmp(path, "cpu") == 0) { /* simd x rv keys */
+        cr_assert(fcl_tuning_get(ctx, "forward_cpu", D, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+        return v[0] * v[1];
+    }
+    if (path && strcmp(path, "nvidia-mma") == 0) {
+        cr_assert(fcl_tuning_get(ctx, "backward_mma", D, v, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+        return v[0];
+    }
+    return 0;
+}
+
 void support_force_chunks(int on)
 {
     if (on)

@@ -57,6 +57,11 @@ unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 void support_fix_tiles(int on);
 void support_force_chunks(int on);
 
+/* Keys per dK/dV work-group of the backward that runs for dtype dt at head dim D on ctx's device
+ * (fcl_attention_backward_path: "blocked", "cpu" or "nvidia-mma"; the stored-dS key ranges are
+ * whole blocks of it); 0 for the portable kernels. */
+int support_backward_key_block(fcl_context ctx, fcl_dtype dt, int D);
+
 /* Elements of x[n] that are NaN. */
 size_t support_count_nan(const float *x, size_t n);
 

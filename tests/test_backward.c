@@ -816,7 +816,7 @@ Test(backward, chunks)
  * The backward with dS stored by the dK/dV kernel and read back by the dQ kernel, in one launch
  * pair (the default budget) and in one pair per dK/dV block (FLASHCL_BACKWARD_DS_BYTES set to
  * one block's dS), against the recomputing form (FLASHCL_BACKWARD_DS_BYTES=0): every run meets
- * the rule; the register-blocked kernels (`exact`) give the recomputing form's bits, the
+ * the rule; the register-blocked and CPU kernels (`exact`) give the recomputing form's bits, the
  * tensor-core ones (whose dS comes from S^T = K Q^T products instead of S = Q K^T) the same bits
  * on a second run.
  */
@@ -824,12 +824,9 @@ static int check_stored_scores(fcl_context ctx, fcl_dtype dt, const bcase *c, ui
 {
     case_data cd;
     case_setup(ctx, dt, c, seed, &cd);
-    int tiles[7] = {0}; /* the dK/dV block: keys per work-group */
-    const char *kernel = exact ? "backward_blocks" : "backward_mma";
-    const int n_values = exact ? 4 : 7;
-    cr_assert(fcl_tuning_get(ctx, kernel, c->D, tiles, n_values) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const int block = support_backward_key_block(ctx, dt, c->D);
     char one_block[32]; /* dS of one dK/dV block: every query row of every head */
-    snprintf(one_block, sizeof one_block, "%lld", (long long)c->B * c->Hq * c->Sq * tiles[0] * 4);
+    snprintf(one_block, sizeof one_block, "%lld", (long long)c->B * c->Hq * c->Sq * block * 4);
     const char *budgets[4] = {"0", NULL, one_block, one_block};
     grads g[4];
     const int use_lse = !(c->checks & CHK_NOLSE);
@@ -862,9 +859,9 @@ static int check_stored_scores(fcl_context ctx, fcl_dtype dt, const bcase *c, ui
     return ok;
 }
 
-/* The cases on the register-blocked kernels (FLASHCL_BACKWARD_PATH=blocked) and, where the
- * device has them, the tensor-core ones; skipped (reported as skipped) where neither runs (a
- * loop cap, and no tensor cores). */
+/* The cases on the register-blocked kernels (FLASHCL_BACKWARD_PATH=blocked) and on the device's
+ * own path where that stores dS (the CPU kernels; the tensor-core ones from padded head dim
+ * 192); skipped (reported as skipped) where none runs (a loop cap, as on llvmpipe). */
 Test(backward, stored_scores)
 {
     static const struct {
@@ -893,9 +890,10 @@ Test(backward, stored_scores)
     unsetenv("FLASHCL_BACKWARD_PATH");
     for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
         path = fcl_attention_backward_path(ctx, st[i].dt, st[i].c.D);
-        if (path && strcmp(path, "nvidia-mma") == 0) {
+        const int cpu = path && strcmp(path, "cpu") == 0;
+        if (cpu || (path && strcmp(path, "nvidia-mma") == 0)) {
             ran++;
-            ok &= check_stored_scores(ctx, st[i].dt, &st[i].c, 1360 + i, 0);
+            ok &= check_stored_scores(ctx, st[i].dt, &st[i].c, 1360 + i, cpu);
         }
     }
     fcl_context_release(ctx);

@@ -1074,21 +1074,21 @@ Test(varlen_backward, isolation)
  * backward bit for bit and match the reference. Both use the same O and LSE.
  */
 /* The two ways one backward splits into several launches: loop-cap chunks (tiles pinned by the
- * caller), or the stored-dS key ranges of the blocked kernels (FLASHCL_BACKWARD_PATH=blocked set
- * by the caller), one dK/dV block per range against dS recomputed. */
+ * caller), or the stored-dS key ranges (of the blocked kernels where the caller set
+ * FLASHCL_BACKWARD_PATH=blocked, else of the device's path), one dK/dV block per range against
+ * dS recomputed. */
 enum { SPLIT_CHUNKS, SPLIT_DS_RANGES };
 
 /* Sets the split on (the second run) or off (the first); `c` and `pk` size a range's dS. */
-static void vsplit(fcl_context ctx, int split, int on, const vcase *c, const packing *pk)
+static void vsplit(fcl_context ctx, fcl_dtype dt, int split, int on, const vcase *c, const packing *pk)
 {
     if (split == SPLIT_CHUNKS) {
         support_force_chunks(on);
         return;
     }
-    int tiles[4] = {0};
-    cr_assert(fcl_tuning_get(ctx, "backward_blocks", c->D, tiles, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const long long block = support_backward_key_block(ctx, dt, c->D);
     char bytes[32]; /* one dK/dV block's dS: every query row (max_seqlen_q per sequence) of every head */
-    snprintf(bytes, sizeof bytes, "%lld", on ? (long long)pk->B * c->Hq * (pk->maxq + c->slack) * tiles[0] * 4 : 0LL);
+    snprintf(bytes, sizeof bytes, "%lld", on ? (long long)pk->B * c->Hq * (pk->maxq + c->slack) * block * 4 : 0LL);
     setenv("FLASHCL_BACKWARD_DS_BYTES", bytes, 1);
 }
 
@@ -1102,10 +1102,10 @@ static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t s
     float **g1 = v.g[0], **g2 = v.g[1];
     const size_t *n = v.n;
     size_t out1, out2;
-    vsplit(ctx, split, 0, c, pk);
+    vsplit(ctx, dt, split, 0, c, pk);
     vforward(ctx, c, pk, &v.t, name);
     vbackward(ctx, c, pk, &v.t, g1, &out1, name);
-    vsplit(ctx, split, 1, c, pk);
+    vsplit(ctx, dt, split, 1, c, pk);
     vbackward(ctx, c, pk, &v.t, g2, &out2, name);
     support_force_chunks(0);
     unsetenv("FLASHCL_BACKWARD_DS_BYTES");
@@ -1387,27 +1387,31 @@ Test(varlen_backward, chunked)
     cr_assert(ok, "chunked backward differs from one launch or the reference, or wrote outside the gradients");
 }
 
-/* The blocked kernels' stored dS in one range per dK/dV block: bit-identical to dS recomputed,
- * and the rule per sequence (empty sequences, GQA, windows, masks, strided views). Skipped
- * (reported as skipped) where the blocked kernels do not run (a loop cap). */
+/* Stored dS in one range per dK/dV block, on the blocked kernels (FLASHCL_BACKWARD_PATH=blocked)
+ * and on the CPU kernels where they run: bit-identical to dS recomputed, and the rule per
+ * sequence (empty sequences, GQA, windows, masks, strided views). Skipped (reported as skipped)
+ * where neither runs (a loop cap). */
 Test(varlen_backward, stored_scores_ranges)
 {
     static const vcase vc[] = {
         {PK_LONG_QK, 6, 4, 2, 59, 1, 37, U, 2.0f, 0.5f, MASK_ON, ALIBI_BH, 0, 1, 0},
         {PK_EMPTY, 0, 2, 1, 64, 0, 5, 3, 0, 0, MASK_NONE, ALIBI_NONE, 1, 0, 2},
     };
-    setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);
     fcl_context ctx = support_context();
-    const char *path = fcl_attention_backward_path(ctx, FCL_F32, 64);
-    if (!path || strcmp(path, "blocked") != 0) {
-        fcl_context_release(ctx);
+    int ok = 1, ran = 0;
+    for (int forced = 1; forced >= 0; forced--) {
+        if (forced)
+            setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);
+        const char *path = fcl_attention_backward_path(ctx, FCL_F32, 64);
+        if (path && strcmp(path, forced ? "blocked" : "cpu") == 0) {
+            ran++;
+            for (int i = 0; i < 2; i++)
+                ok &= vchunk_case(ctx, i ? FCL_F32 : FCL_F16, &vc[i], 7300 + (uint64_t)i, SPLIT_DS_RANGES);
+        }
         unsetenv("FLASHCL_BACKWARD_PATH");
-        cr_skip_test("the blocked backward does not run on this device (%s)", path ? path : "?");
     }
-    int ok = 1;
-    for (int i = 0; i < 2; i++)
-        ok &= vchunk_case(ctx, i ? FCL_F32 : FCL_F16, &vc[i], 7300 + (uint64_t)i, SPLIT_DS_RANGES);
     fcl_context_release(ctx);
-    unsetenv("FLASHCL_BACKWARD_PATH");
+    if (!ran)
+        cr_skip_test("neither the blocked nor the CPU backward runs on this device");
     cr_assert(ok, "stored dS in ranges differs from dS recomputed or the reference, or wrote outside the gradients");
 }

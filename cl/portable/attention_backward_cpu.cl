@@ -18,11 +18,21 @@
  *                           once; for each STEP keys the rows may see (ascending), their k and v
  *                           rows converted once, then s and dp (2 x D x RV FMAs a key), P and dS
  *                           lane-wise, dQ += dS k (D x RV FMAs a key).
- * No barriers, no local memory, no chunks: the host takes these kernels only on devices without
- * a loop cap (CPUs); the chunk arguments are unused.
+ * No barriers, no local memory, no loop-cap chunks: the host takes these kernels only on devices
+ * without a loop cap (CPUs).
+ *
+ * With DS_STORED the dQ kernel does not recompute s and dp (two of its three products): the
+ * dK/dV kernel stores dS of every (row, key) pair it visits as FP32 at scores_index_keys
+ * (attention_backward_rows.cl; key-major, so that the dQ kernel reads a key's rows as one vector),
+ * and the dQ kernel reads it back where the row sees the key. As in the blocked GPU kernels, a
+ * launch pair covers a key range of whole dK/dV blocks [item_lo, item_hi], and the dQ
+ * accumulators pass between pairs through `state` (load_state, save_state). dS is the value the
+ * dQ kernel would have computed, added in the same order: the gradients are bit-identical to the
+ * recomputing form.
  *
  * Specialisation (-D): FCL_DTYPE; HEAD_DIM_PAD (a multiple of 16); SIMD (4, 8 or 16); RV (vectors
- * of keys or rows per work-item); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ * of keys or rows per work-item); DS_STORED (0 or 1, above); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI;
+ * LAYOUT.
  */
 
 #define LANES (SIMD * RV)
@@ -89,11 +99,50 @@ inline simd_i step_visible(simd_i base, simd_f j, simd_f p, simd_f lo, simd_f hi
     return base;
 }
 
+/* The dK/dV kernel's dS of STEP rows from i (rows i .. i + rows_last) and its LANES keys from j0
+ * (up to j_last) into `scores`: per key, its rows side by side. */
+inline void store_scores(__global float *scores, int b, int h, int Hq, int i, int rows_last, int j0, int j_last, int lo,
+                         int hi, int sq_arg, __private const simd_f (*ds)[RV])
+{
+    for (int rv = 0; rv < RV; rv++)
+        for (int e = 0; e < SIMD; e++) {
+            const int j = j0 + rv * SIMD + e;
+            if (j > j_last)
+                return;
+            __global float *const row = scores + scores_index_keys(b, h, Hq, i, j, lo, hi, sq_arg);
+            CPU_LOOP
+            for (int t = 0; t < STEP; t++)
+                if (t <= rows_last)
+                    row[t] = ((__private const float *)&ds[t][rv])[e];
+        }
+}
+
+/* The dQ kernel's dS of key j for its LANES rows from i0 (vector rv: rows i0 + rv * SIMD ..),
+ * zeros past the sequence's rows. */
+inline void load_scores(__global const float *scores, int b, int h, int Hq, int i0, int j, int sq, int lo, int hi,
+                        int sq_arg, __private simd_f *ds)
+{
+    __global const float *const rows = scores + scores_index_keys(b, h, Hq, i0, j, lo, hi, sq_arg);
+    for (int rv = 0; rv < RV; rv++) {
+        if (i0 + (rv + 1) * SIMD <= sq) {
+            ds[rv] = SIMD_VLOAD(0, rows + rv * SIMD);
+            continue;
+        }
+        simd_fu u;
+        for (int e = 0; e < SIMD; e++)
+            u.s[e] = i0 + rv * SIMD + e < sq ? rows[rv * SIMD + e] : 0.0f;
+        ds[rv] = u.v;
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)
 {
     int key_block, hk, b; /* earlier key blocks are seen by more rows (causal): they start first */
     fcl_group_order(0, &key_block, &hk, &b);
+#if DS_STORED
+    key_block += item_lo / LANES; /* the launch's first key block */
+#endif
     const int j0 = key_block * LANES;
     const int Hq = get_global_size(1) * group;
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
@@ -174,6 +223,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                     backward_p_ds(x[t][rv], dp[t][rv], scale, softcap, slope, fabs(p[t] - jpos[rv]),
                                   (simd_f)(live[t] ? lse[t] : 0.0f), (simd_f)(dlt[t]), visible, &pr[t][rv], &ds[t][rv]);
                 }
+#if DS_STORED
+            store_scores(scores, b, h, Hq, i, min(i_hi - i, STEP - 1), j0, j_last, item_lo, item_hi, sq_arg, ds);
+#endif
             for (int d = 0; d < head_dim; d++)
                 CPU_LOOP
                 for (int rv = 0; rv < RV; rv++) {
@@ -214,6 +266,11 @@ void attention_backward_dq(BACKWARD_ARGS)
     const int i_last = min(i0 + LANES, r.sq) - 1;
     int j_lo, j_hi; /* the keys that some row of this block may see (before masks) */
     rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
+#if DS_STORED
+    j_lo = max(j_lo, item_lo); /* the launch's keys */
+    j_hi = min(j_hi, item_hi);
+#endif
+    const int Hq = get_global_size(1);
 
     simd_f qt[HEAD_DIM_PAD][RV], dot[HEAD_DIM_PAD][RV], dq[HEAD_DIM_PAD][RV];
     simd_f pos[RV], lse[RV], dlt[RV];
@@ -229,15 +286,21 @@ void attention_backward_dq(BACKWARD_ARGS)
                 const int i = i0 + rv * SIMD + e;
                 const bool own = i < r.sq;
                 const long qr = (long)(r.q_first + min(i, max(r.sq - 1, 0)));
+#if DS_STORED /* the earlier key ranges' sums; Q and dO are not needed */
+                const long srow = scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q);
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    ((__private float *)&dq[d][rv])[e] = own && load_state ? state[srow * HEAD_DIM_PAD + d] : 0.0f;
+#else
                 simd_stage_row(row, Q, q_off + b * q_sb + qr * q_ss + h * q_sh, own, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
                     ((__private float *)&qt[d][rv])[e] = SIMD_FLOATS(row)[d];
                 simd_stage_row(row, dO, do_off + b * do_sb + qr * do_ss + h * do_sh, own, head_dim);
                 for (int d = 0; d < HEAD_DIM_PAD; d++)
                     ((__private float *)&dot[d][rv])[e] = SIMD_FLOATS(row)[d];
+#endif
                 pu.s[e] = (float)(i + shift);
                 lu.s[e] = own ? LSE[lse_off + b * lse_sb + h * lse_sh + qr * lse_ss] : -INFINITY;
-                du.s[e] = own ? delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] : 0.0f;
+                du.s[e] = own ? delta[scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q)] : 0.0f;
 #if LAYOUT == 2
                 lou.s[e] = own ? (float)packed_lo(cu_q, cu_q_off, seq_ss, i, r.sk) : 0.0f;
                 hiu.s[e] = own ? (float)packed_hi(cu_q, cu_q_off, seq_ss, i, r.sk) : 0.0f;
@@ -252,8 +315,10 @@ void attention_backward_dq(BACKWARD_ARGS)
 #else
             lo[rv] = hi[rv] = (simd_f)(0.0f);
 #endif
+#if !DS_STORED
             for (int d = 0; d < HEAD_DIM_PAD; d++)
                 dq[d][rv] = (simd_f)(0.0f);
+#endif
         }
     }
     const simd_f slope = (simd_f)(HEAD_SLOPE(h));
@@ -279,11 +344,24 @@ void attention_backward_dq(BACKWARD_ARGS)
 #endif
             jf[t] = (float)jj;
             simd_stage_row(kv[t], K, kbase + (long)jj * k_ss, kept[t], head_dim);
+#if !DS_STORED
             simd_stage_row(vv[t], V, vbase + (long)jj * v_ss, kept[t], head_dim);
+#endif
         }
+        simd_f ds[STEP][RV];
+#if DS_STORED
+        CPU_LOOP
+        for (int t = 0; t < STEP; t++) {
+            load_scores(scores, b, h, Hq, i0, (int)jf[t], r.sq, item_lo, item_hi, sq_arg, ds[t]);
+            CPU_LOOP
+            for (int rv = 0; rv < RV; rv++) /* pairs the dK/dV kernel may not have visited: 0 */
+                ds[t][rv] = select((simd_f)(0.0f), ds[t][rv],
+                                   step_visible(kept[t] ? live[rv] : (simd_i)(0), (simd_f)(jf[t]), pos[rv], lo[rv],
+                                                hi[rv], window_left, window_right));
+        }
+#else
         simd_f x[STEP][RV], dp[STEP][RV];
         step_dots(kv, vv, qt, dot, head_dim, x, dp);
-        simd_f ds[STEP][RV];
         CPU_LOOP
         for (int t = 0; t < STEP; t++)
             CPU_LOOP
@@ -294,6 +372,7 @@ void attention_backward_dq(BACKWARD_ARGS)
                 backward_p_ds(x[t][rv], dp[t][rv], scale, softcap, slope, fabs(pos[rv] - jf[t]), lse[rv], dlt[rv],
                               visible, &pr, &ds[t][rv]);
             }
+#endif
         for (int d = 0; d < head_dim; d++)
             CPU_LOOP
             for (int rv = 0; rv < RV; rv++) {
@@ -311,7 +390,12 @@ void attention_backward_dq(BACKWARD_ARGS)
             if (i >= r.sq)
                 break;
             const long dqrow = dq_off + b * dq_sb + (long)(r.q_first + i) * dq_ss + h * dq_sh;
-            for (int d = 0; d < head_dim; d++)
-                STORE(dQ, dqrow + d, ((__private float *)&dq[d][rv])[e] * scale);
+            const long srow = scratch_row(b, h, Hq, i, r.q_first, sq_arg, total_q);
+            if (DS_STORED && save_state) /* a later key range adds its sums */
+                for (int d = 0; d < HEAD_DIM_PAD; d++)
+                    state[srow * HEAD_DIM_PAD + d] = ((__private float *)&dq[d][rv])[e];
+            else
+                for (int d = 0; d < head_dim; d++)
+                    STORE(dQ, dqrow + d, ((__private float *)&dq[d][rv])[e] * scale);
         }
 }

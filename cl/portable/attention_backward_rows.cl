@@ -6,7 +6,7 @@
  * (`state` carries accumulators between chunked launches, `scores` the stored dS of the blocked
  * and tensor-core kernels; kernels that do not use them are given a placeholder buffer), a
  * sequence's rows for each LAYOUT (0 dense, 1 varlen, 2 packed, as in
- * attention_forward_rows.cl), the scratch row index, the stored dS index, the packed bounds, the
+ * attention_forward_rows.cl), the scratch row index, the stored dS indices, the packed bounds, the
  * score transform, and the preprocessing kernel attention_backward_delta (delta[h, i] =
  * rowsum(dO * O), 32 work-items per query row).
  *
@@ -85,6 +85,13 @@ inline long scratch_row(int b, int h, int heads, int i, int first, int rows, int
 inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
 {
     return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
+}
+
+/* The same for the CPU kernels, whose dQ kernel holds query rows in its vector lanes: the keys
+ * of the range [lo, hi] outermost, [B, Hq, hi - lo + 1, sq_arg]. */
+inline long scores_index_keys(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
+{
+    return (((long)b * Hq + h) * (hi - lo + 1) + (j - lo)) * sq_arg + i;
 }
 
 /* Packed layout: row r's own sequence [lo, hi) from seq_bounds, clamped to [0, L]. */

@@ -176,18 +176,19 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
                                   backward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_backward_rows", "attention_backward_cpu"};
+    const long ds_keys = stored_ds_keys(ctx, f, t->simd * t->rv);
     char opts[256];
     snprintf(opts, sizeof opts,
-             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d "
-             "-DHAS_ALIBI=%d -DDELTA_LANES=%d",
-             (int)f->dtype, hdp, t->simd, t->rv, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL,
-             f->params.alibi != NULL, delta_lanes(ctx));
+             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
+             "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
+             (int)f->dtype, hdp, t->simd, t->rv, ds_keys > 0, f->layout, f->params.softcap > 0.0f,
+             f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = v->blocked = 0;
-    v->ds_keys = 0;
+    v->ds_keys = ds_keys;
     v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
     v->dkdv_wg = v->dq_wg = 1;
     return FCL_SUCCESS;
