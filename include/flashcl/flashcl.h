@@ -538,11 +538,11 @@ fcl_status fcl_attention_packed_qkv_forward(fcl_context ctx, const fcl_attn_para
  * bit-identical gradients. Strides as for the forward (last dim contiguous). dQ, dK, dV must
  * not overlap each other or any input. Enqueues a preprocessing kernel (rowsum(dO * O)), a
  * dK/dV kernel and a dQ kernel (several launches each on loop-capped devices such as Mesa
- * llvmpipe; and on the "blocked" path one pair of dK/dV and dQ launches per range of keys whose
- * dS fits its scratch budget; same result). Scratch device memory comes from the context's
- * grow-only pool (kept until fcl_context_release); the "blocked" path's stored dS takes up to a
- * quarter of the device's memory (FLASHCL_BACKWARD_DS_BYTES, docs/API.md). `event` as described
- * at the top.
+ * llvmpipe; and where dS is stored for the dQ kernel, one pair of dK/dV and dQ launches per
+ * range of keys whose dS fits its scratch budget; same result). Scratch device memory comes from
+ * the context's grow-only pool (kept until fcl_context_release); the stored dS ("blocked" and
+ * "cpu" paths, "nvidia-mma" past head dim 160) takes up to a quarter of the device's memory
+ * (FLASHCL_BACKWARD_DS_BYTES, docs/API.md). `event` as described at the top.
  */
 fcl_status fcl_attention_backward(fcl_context ctx, const fcl_attn_params *params, fcl_tensor Q,
                                   fcl_tensor K, fcl_tensor V, fcl_tensor O, fcl_tensor dO,
