@@ -272,11 +272,16 @@ void attention_backward_dq(BACKWARD_ARGS)
 #endif
     const int Hq = get_global_size(1);
 
-    simd_f qt[HEAD_DIM_PAD][RV], dot[HEAD_DIM_PAD][RV], dq[HEAD_DIM_PAD][RV];
+    simd_f dq[HEAD_DIM_PAD][RV];
+#if !DS_STORED
+    simd_f qt[HEAD_DIM_PAD][RV], dot[HEAD_DIM_PAD][RV]; /* Q and dO transposed (lane = row) */
+#endif
     simd_f pos[RV], lse[RV], dlt[RV];
     simd_f lo[RV], hi[RV]; /* packed: each row's own sequence (zeros otherwise) */
     {
+#if !DS_STORED
         simd_f row[HEAD_DIM_PAD / SIMD];
+#endif
         for (int rv = 0; rv < RV; rv++) {
             simd_fu pu, lu, du;
 #if LAYOUT == 2
@@ -326,9 +331,12 @@ void attention_backward_dq(BACKWARD_ARGS)
     for (int rv = 0; rv < RV; rv++)
         live[rv] = lse[rv] != (simd_f)(-INFINITY);
 
-    simd_f kv[STEP][HEAD_DIM_PAD / SIMD], vv[STEP][HEAD_DIM_PAD / SIMD];
+    simd_f kv[STEP][HEAD_DIM_PAD / SIMD];
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
+#if !DS_STORED
+    simd_f vv[STEP][HEAD_DIM_PAD / SIMD];
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
+#endif
     for (int j = j_lo; j <= j_hi; j += STEP) {
         /* STEP keys at a time: each Q, dO and dQ vector loaded once for all of them. A key past
          * j_hi, or one the mask drops, is staged as zeros and seen by no row (its K and V may
