@@ -790,22 +790,26 @@ static int check_chunked(fcl_context ctx, fcl_dtype dt, const bcase *c, uint64_t
     return ok;
 }
 
+/* A case of one dtype. */
+typedef struct dt_case {
+    fcl_dtype dt;
+    bcase c;
+} dt_case;
+
+/* The cases that split one backward into several launches (loop-cap chunks, stored-dS key
+ * ranges): GQA, causal, softcap + mask + ALiBi, strided, LSE recomputed (a chunked forward too);
+ * and D 256, MQA, causal with a window, Sq > Sk (one query tile per chunked dK/dV launch). */
+static const dt_case split_cases[] = {
+    {FCL_F32, {100, 260, 2, 4, 2, 64, 1, U, U, 0.5f, 0, MASK_BSK, ALIBI_BH, LAYOUT_PADDED, CHK_NOLSE}},
+    {FCL_BF16, {150, 120, 1, 2, 1, 256, 1, 60, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 0}},
+};
+
 Test(backward, chunks)
 {
-    static const struct {
-        fcl_dtype dt;
-        bcase c;
-    } ch[] = {
-        /* GQA, causal, softcap + mask + ALiBi, strided, LSE recomputed (the forward is chunked
-         * too): several dQ and dK/dV launches */
-        {FCL_F32, {100, 260, 2, 4, 2, 64, 1, U, U, 0.5f, 0, MASK_BSK, ALIBI_BH, LAYOUT_PADDED, CHK_NOLSE}},
-        /* D 256, MQA, causal with a window, Sq > Sk: one query tile per dK/dV launch */
-        {FCL_BF16, {150, 120, 1, 2, 1, 256, 1, 60, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 0}},
-    };
     fcl_context ctx = support_context();
     int ok = 1;
-    for (size_t i = 0; i < sizeof ch / sizeof ch[0]; i++)
-        ok &= check_chunked(ctx, ch[i].dt, &ch[i].c, 1300 + i);
+    for (size_t i = 0; i < sizeof split_cases / sizeof split_cases[0]; i++)
+        ok &= check_chunked(ctx, split_cases[i].dt, &split_cases[i].c, 1300 + i);
     fcl_context_release(ctx);
     cr_assert(ok, "chunked cases failed");
 }
@@ -864,15 +868,11 @@ static int check_stored_scores(fcl_context ctx, fcl_dtype dt, const bcase *c, ui
  * 192); skipped (reported as skipped) where none runs (a loop cap, as on llvmpipe). */
 Test(backward, stored_scores)
 {
-    static const struct {
-        fcl_dtype dt;
-        bcase c;
-    } st[] = {
-        /* GQA, causal, softcap + mask + ALiBi, strided, LSE recomputed (F32: blocked only) */
-        {FCL_F32, {100, 260, 2, 4, 2, 64, 1, U, U, 0.5f, 0, MASK_BSK, ALIBI_BH, LAYOUT_PADDED, CHK_NOLSE}},
-        {FCL_F16, {100, 260, 2, 4, 2, 64, 1, U, U, 0.5f, 0, MASK_BSK, ALIBI_BH, LAYOUT_PADDED, CHK_NOLSE}},
-        /* D 256, MQA, causal with a window, Sq > Sk */
-        {FCL_BF16, {150, 120, 1, 2, 1, 256, 1, 60, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BSHD, 0}},
+    /* split_cases, the first also in F16 (F32 runs no tensor cores), and: */
+    const dt_case st[] = {
+        split_cases[0],
+        {FCL_F16, split_cases[0].c},
+        split_cases[1],
         /* odd head dim, permuted views, a right window */
         {FCL_F16, {77, 201, 2, 3, 3, 40, 0, 30, 9, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_BHSD, 0}},
         /* D 176 (the tensor cores' padded 192, where they store dS), GQA, causal, Sk > Sq */
@@ -898,7 +898,7 @@ Test(backward, stored_scores)
     }
     fcl_context_release(ctx);
     if (!ran)
-        cr_skip_test("neither the blocked nor the tensor-core backward runs on this device");
+        cr_skip_test("none of the blocked, CPU or tensor-core backwards runs on this device");
     cr_assert(ok, "stored-dS cases failed");
 }
 

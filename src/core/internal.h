@@ -28,7 +28,7 @@ enum {
     FCL_SCRATCH_FWD_STATE,                                /* forward: chunk state */
     FCL_SCRATCH_BWD_DELTA, FCL_SCRATCH_BWD_DKDV_STATE, FCL_SCRATCH_BWD_DQ_STATE, /* backward */
     FCL_SCRATCH_BWD_O, FCL_SCRATCH_BWD_LSE,               /* backward: recomputed O, LSE */
-    FCL_SCRATCH_BWD_SCORES,                               /* backward: stored dS (blocked) */
+    FCL_SCRATCH_BWD_SCORES,                               /* backward: stored dS */
     FCL_SCRATCH_PROJ_KV, FCL_SCRATCH_PROJ_QA,             /* qkvo forwards: K, V; Q, attention */
     FCL_SCRATCH_PROJ_GRAD_ACT, FCL_SCRATCH_PROJ_GRAD_LSE, /* qkvo backward: activations, LSE */
     FCL_SCRATCH_GEMM_PARTIAL, FCL_SCRATCH_BIAS_PARTIAL,   /* split-K GEMM and bias-gradient sums */

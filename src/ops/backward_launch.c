@@ -19,7 +19,7 @@ typedef struct backward_variant {
     cl_kernel kern[N_KERNELS];
     int mma;                 /* the tensor-core kernels (never chunked) */
     int blocked;             /* the register-blocked GPU kernels (never chunked) */
-    long ds_keys;            /* blocked kernels with dS stored (DS_STORED): keys per launch pair; 0: recomputed */
+    long ds_keys;            /* dS stored by the dK/dV kernel (DS_STORED): keys per launch pair; 0: recomputed */
     fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
     size_t dkdv_slices, dq_slices; /* work-groups per block that split its gradient's columns */
@@ -106,7 +106,7 @@ static int blocked_applies(fcl_context ctx, int hdp, fcl_backward_blocked_tiles 
     return t->block_a > 0;
 }
 
-/* Keys per launch pair of the blocked kernels with dS stored (a multiple of the dK/dV block
+/* Keys per launch pair of the kernels with dS stored (a multiple of the dK/dV block
  * `block`, up to all of them), so that dS of one pair (FP32, every query row of every head per
  * key) fits the budget: FLASHCL_BACKWARD_DS_BYTES, else a quarter of the device's memory within
  * its largest allocation. 0 (dS recomputed by the dQ kernel) where one block does not fit, the
@@ -366,10 +366,10 @@ static cl_int enqueue_chunks(fcl_context ctx, cl_kernel k, const size_t global[3
     return err;
 }
 
-/* The blocked kernels with dS stored: per range of `keys` keys (whole dK/dV blocks of `block`
- * keys), the dK/dV launch over the range's blocks (global[0] of g_dkdv cut to them), which
- * stores their dS, then the dQ launch that adds their terms (resuming from and saving to its
- * state except first and last). */
+/* The kernels with dS stored (blocked, CPU, tensor cores): per range of `keys` keys (whole dK/dV
+ * blocks of `block` keys), the dK/dV launch over the range's blocks (global[0] of g_dkdv cut to
+ * them), which stores their dS, then the dQ launch that adds their terms (resuming from and
+ * saving to its state except first and last). */
 static cl_int enqueue_stored_ds(fcl_context ctx, cl_kernel dkdv, cl_kernel dq, const size_t g_dkdv[3],
                                 const size_t l_dkdv[3], const size_t g_dq[3], const size_t l_dq[3], long sk, long keys,
                                 long block, cl_event *event)
