@@ -12,7 +12,10 @@
  *            [K | V] per key, contiguous per (batch or sequence, KV head): zeros past head_dim
  *            and past the keys, and V of keys the mask drops, which may hold anything, as zeros.
  *            The cache rows of K and V lie H x D elements apart (a power of two: the rows of a
- *            head fell into a few cache sets and missed); packed they stream by in order;
+ *            head fell into a few cache sets and missed); packed they stream by in order.
+ *            KV_DIRECT (F32, no mask, dense or packed QKV, head_dim == HEAD_DIM_PAD; the host
+ *            takes it where few rows read each KV head, so the copy would not pay back) reads
+ *            them in place instead, the keys past the last clamped to it (their p is 0);
  *   S = QK^T st[rv][n] += kt[n][d] (broadcast) * qt[d][rv]: RV x BN independent accumulators;
  *   softmax  per lane: the row maxima are element-wise maxima over the tile's keys, the row
  *            sums element-wise sums, the exponentials vector exp2; a row's reference maximum
@@ -29,8 +32,9 @@
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (a multiple of 16); SIMD (4, 8 or 16:
  * the device's native float vector width); RV (row vectors per work-item); BN (keys per tile:
  * BLOCK_N of the tile grid); DB (head dims per PV step, dividing 16); HAS_SOFTCAP, HAS_MASK,
- * HAS_ALIBI; LAYOUT (attention_forward_rows.cl). BLOCK_M and BLOCK_N are defined here for
- * attention_forward_rows.cl. Scores are kept in log2 units so the softmax uses exp2.
+ * HAS_ALIBI; LAYOUT (attention_forward_rows.cl); KV_DIRECT (0 or 1, above). BLOCK_M and BLOCK_N
+ * are defined here for attention_forward_rows.cl. Scores are kept in log2 units so the softmax
+ * uses exp2.
  */
 
 #define ROWS (SIMD * RV)
@@ -106,10 +110,28 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     }
 
     const int dim_steps = (head_dim + DB - 1) / DB * DB; /* PV dims: packed V is zero past head_dim */
+#if KV_DIRECT
+    __global const float *const kbase = K + ko + b * k_sb + hk * k_sh, *const vbase = V + vo + b * v_sb + hk * v_sh;
+#else
     __global const float *const kv = state + PACKED_ROW(b, hk, get_global_size(1) / group, 0) * PACKED_LD;
+#endif
     const int j_first = g_lo - (g_lo + k_align) % BN; /* g_lo rounded down to the grid */
     for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BN) {
+#if KV_DIRECT
+        long krow[BN], vrow[BN];
+        UNROLLED
+        for (int n = 0; n < BN; n++) {
+            const long jj = clamp(j0 + n, 0, max(sk - 1, 0));
+            krow[n] = jj * k_ss;
+            vrow[n] = jj * v_ss;
+        }
+#define K_AT(n, d) kbase[krow[n] + (d)]
+#define V_AT(n, d) vbase[vrow[n] + (d)]
+#else
         __global const float *const kt = kv + (long)j0 * PACKED_LD, *const vt = kt + HEAD_DIM_PAD;
+#define K_AT(n, d) kt[(n) * PACKED_LD + (d)]
+#define V_AT(n, d) vt[(n) * PACKED_LD + (d)]
+#endif
         bool kept_all = j0 >= g_lo && j0 + BN - 1 <= g_hi;
 #if HAS_MASK
         for (int n = 0; n < BN && kept_all; n++)
@@ -128,7 +150,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
                 const simd_f q = qt[d][rv];
                 UNROLLED
                 for (int n = 0; n < BN; n++)
-                    st[rv][n] = fma((simd_f)(kt[n * PACKED_LD + d]), q, st[rv][n]);
+                    st[rv][n] = fma((simd_f)(K_AT(n, d)), q, st[rv][n]);
             }
 
         /* logits, visibility, the rows' new maxima and the probabilities */
@@ -184,7 +206,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
             for (int n = 0; n < BN; n++)
                 UNROLLED
                 for (int dd = 0; dd < DB; dd++) {
-                    const simd_f v = (simd_f)(vt[n * PACKED_LD + d0 + dd]);
+                    const simd_f v = (simd_f)(V_AT(n, d0 + dd));
                     UNROLLED
                     for (int rv = 0; rv < RV; rv++)
                         a[dd][rv] = fma(v, p[n][rv], a[dd][rv]);

@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 28
+#define FCL_VERSION_MINOR 29
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.28.0"
+#define FCL_VERSION_STRING "0.29.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -853,7 +853,8 @@ typedef struct fcl_precompile_spec {
  * compile nothing: each op family of spec->ops runs once per dtype and head dim, at the spec's
  * shapes, on zero-filled temporary tensors (released before it returns; B x seq x heads x
  * head_dim elements each, as the real call's), with the spec's features, through the same
- * kernel choice as any call; decode runs with the host length at L_max and at 1 (its split and
+ * kernel choice as any call (which may depend on the lengths: on CPUs the forward takes other
+ * variants for short sequences, so warm each length range the deployment calls); decode runs with the host length at L_max and at 1 (its split and
  * one-split forms), with a device length tensor, and with the mask form under
  * FCL_PRECOMPILE_KEY_MASK; kv_cache_append with host and device positions; backward (with O and
  * LSE given) and qkvo backward take F32 weight gradients. Contiguous tensors are used: views
