@@ -853,9 +853,10 @@ typedef struct fcl_precompile_spec {
  * compile nothing: each op family of spec->ops runs once per dtype and head dim, at the spec's
  * shapes, on zero-filled temporary tensors (released before it returns; B x seq x heads x
  * head_dim elements each, as the real call's), with the spec's features, through the same
- * kernel choice as any call (which may depend on the lengths: on CPUs the forward takes other
- * variants for short sequences, so warm each length range the deployment calls); decode runs with the host length at L_max and at 1 (its split and
- * one-split forms), with a device length tensor, and with the mask form under
+ * kernel choice as any call. That choice may depend on the lengths (on CPUs the forward reads F32
+ * K/V in place up to 1024 query rows per KV head and fits its row vectors to short sequences), so
+ * warm each length range the deployment calls. Decode runs with the host length at L_max and at 1
+ * (its split and one-split forms), with a device length tensor, and with the mask form under
  * FCL_PRECOMPILE_KEY_MASK; kv_cache_append with host and device positions; backward (with O and
  * LSE given) and qkvo backward take F32 weight gradients. Contiguous tensors are used: views
  * whose offsets and strides are multiples of 8 elements take the same kernels.
