@@ -22,4 +22,4 @@ clang-15 -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang -finclude-defau
   -Xclang -mlink-builtin-bitcode -Xclang /usr/lib/clc/nvptx64--nvidiacl.bc -O3 -S -Wno-everything \
   -DFCL_UNROLL=1 -DFCL_ROUND_GROUPS=528 $2 -o "$tmp/k.ptx" "$tmp/k.cl"
 sed -i -e 's#//@@##' -e 's/^\.target sm_[0-9]*.*/.target sm_90a/' -e 's/^\.version .*/.version 8.0/' "$tmp/k.ptx"
-ptxas -arch=sm_90a -c -v "$tmp/k.ptx" -o "$tmp/k.o" 2>&1 | grep -E "error|spill|Used|bytes stack" || true
+ptxas -arch=sm_90a -c -v "$tmp/k.ptx" -o "$tmp/k.o" 2>&1 | grep -E "error|spill|Used|bytes stack|Compiling entry" || true

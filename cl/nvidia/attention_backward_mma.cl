@@ -244,7 +244,7 @@ MMA_INLINE void store_rows(__global store_t *dst, long base, long row_stride, in
 MMA_INLINE void store_scores(__global float *scores, int b, int h, int Hq, int i0, int jw, int i_last, int j_last,
                              int lo, int hi, int sq_arg, float (*ds)[4], int g, int t)
 {
-    const long pitch = hi - lo + 1;
+    const long pitch = scores_pitch(lo, hi);
     __global float *const key0 = scores + scores_index(b, h, Hq, 0, jw + g, lo, hi, sq_arg); /* row 0, key jw + g */
     #pragma unroll
     for (int nt = 0; nt < DKDV_BLOCK_M / 8; nt++)

@@ -21,11 +21,12 @@
  * (row, key) pair): the dK/dV kernel writes dS to `scores` and the dQ kernel reads it back. A
  * launch pair covers the keys [item_lo, item_hi] (a whole number of dK/dV blocks from
  * item_lo, a multiple of BLOCK_A): dK/dV runs that range's key blocks, storing dS of every
- * (row, key) pair it visits as FP32 at scores_index (attention_backward_rows.cl); dQ adds that
- * range's terms, starting from its FP32 accumulators in `state` when load_state and saving them
- * there when save_state (the last range stores dQ). dS is the value the dQ kernel would have
- * recomputed, and the terms are added in the same order (keys ascending), so the gradients are
- * bit-identical to the recomputing form whatever the ranges.
+ * (row, key) pair it visits as FP32 at scores_index (attention_backward_rows.cl), VW keys per
+ * aligned vector; dQ adds that range's terms, starting from its FP32 accumulators in `state` when
+ * load_state and saving them there when save_state (the last range stores dQ). dS is the value
+ * the dQ kernel would have recomputed, and the terms are added in the same order (keys
+ * ascending; the dQ tiles start at a multiple of VW, the keys before the first seen adding exact
+ * zeros), so the gradients are bit-identical to the recomputing form whatever the ranges.
  *
  * The "A" side is the work-group's own block, the "B" side the tile it walks. Work-item (ty, tx)
  * of TY x TX holds WA x WB of a tile's scores (block rows ROW_OF(i, ty), columns COL_OF(c, tx))
@@ -252,9 +253,33 @@ BLOCKED_INLINE void tile_p_ds(float *x, float *dp, bool visible, float lse, floa
     *x = pr;
 }
 
-/* This work-item's dS of the dQ kernel's tile of keys j0 .. (up to j_hi) into x: rows i0 +
- * ROW_OF(a, ty), keys j0 + COL_OF(c, tx), 0 where the row does not see the key ([lo[a], hi[a]]:
- * the pairs the dK/dV kernel may not have visited). */
+#if DS_STORED
+/* This work-item's dS of the dK/dV kernel's tile (v: keys j0 + ROW_OF(a, ty), rows i0 +
+ * COL_OF(c, tx)) into `scores`, VW keys (one aligned vector) per store: rows up to i_end, key
+ * vectors from the first up to j_last (their keys past j_last hold 0, inside the row's pitch). */
+BLOCKED_INLINE void store_scores(__global float *scores, int b, int h, int Hq, int i0, int i_end, int j0, int j_last,
+                                 int item_lo, int item_hi, int sq_arg, int tx, int ty, float v[WA][WB])
+{
+    FCL_UNROLL_LOOP
+    for (int a = 0; a < WA; a += VW) {
+        const int j = j0 + ROW_OF(a, ty);
+        FCL_UNROLL_LOOP
+        for (int c = 0; c < WB; c++) {
+            const int i = i0 + COL_OF(c, tx);
+            vec_u u;
+            FCL_UNROLL_LOOP
+            for (int e = 0; e < VW; e++)
+                u.s[e] = v[a + e][c];
+            if (j <= j_last && i <= i_end)
+                *(__global floatv *)(scores + scores_index(b, h, Hq, i, j, item_lo, item_hi, sq_arg)) = u.v;
+        }
+    }
+}
+
+/* This work-item's dS of the dQ kernel's tile of keys j0 .. (up to j_hi) into x, VW keys (one
+ * aligned vector: j0 - item_lo is a multiple of VW) per load: rows i0 + ROW_OF(a, ty), keys j0 +
+ * COL_OF(c, tx), 0 where the row does not see the key ([lo[a], hi[a]]: the pairs the dK/dV kernel
+ * may not have visited). */
 BLOCKED_INLINE void load_scores(__global const float *scores, int b, int h, int Hq, int i0, int j0, int j_hi,
                                 const int *lo, const int *hi, int item_lo, int item_hi, int sq_arg, int tx, int ty,
                                 float x[WA][WB])
@@ -263,13 +288,19 @@ BLOCKED_INLINE void load_scores(__global const float *scores, int b, int h, int 
     FCL_UNROLL_LOOP
     for (int a = 0; a < WA; a++)
         FCL_UNROLL_LOOP
-        for (int c = 0; c < WB; c++) {
+        for (int c = 0; c < WB; c += VW) {
             const int j = j0 + COL_OF(c, tx);
-            x[a][c] = j <= j_end && j >= lo[a] && j <= hi[a]
-                          ? scores[scores_index(b, h, Hq, i0 + ROW_OF(a, ty), j, item_lo, item_hi, sq_arg)]
-                          : 0.0f;
+            vec_u u;
+            u.v = j <= j_end && j + VW - 1 >= lo[a] && j <= hi[a]
+                      ? *(__global const floatv *)(scores + scores_index(b, h, Hq, i0 + ROW_OF(a, ty), j, item_lo,
+                                                                         item_hi, sq_arg))
+                      : (floatv)(0.0f);
+            FCL_UNROLL_LOOP
+            for (int e = 0; e < VW; e++)
+                x[a][c + e] = j + e <= j_end && j + e >= lo[a] && j + e <= hi[a] ? u.s[e] : 0.0f;
         }
 }
+#endif
 
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)
@@ -334,12 +365,11 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                     const int m = COL_OF(c, tx);
                     tile_p_ds(&s[a][c], &dp[a][c], kept[a] && j >= rlo[m] && j <= rhi[m], lse_s[m], delta_s[m], scale,
                               softcap, slope, i0 + m + shift, j);
-#if DS_STORED
-                    if (j <= j_last && i0 + m <= i_end)
-                        scores[scores_index(b, h, Hq, i0 + m, j, item_lo, item_hi, sq_arg)] = dp[a][c];
-#endif
                 }
             }
+#if DS_STORED
+            store_scores(scores, b, h, Hq, i0, i_end, j0, j_last, item_lo, item_hi, sq_arg, tx, ty, dp);
+#endif
             store_transposed(ps, tx, ty, s);
             rank_update(dO, dobase, do_ss, i0, i0, i_end, false, mask, mrow, mask_ss, head_dim, lid, tx, ty, stage, ps,
                         dv);
@@ -383,7 +413,7 @@ void attention_backward_dq(BACKWARD_ARGS)
     int j_lo, j_hi; /* the keys that some row of this block may see (before masks) */
     rows_keys(i0, i_last, r.sk, shift, window_left, window_right, cu_q, cu_q_off, seq_ss, &j_lo, &j_hi);
 #if DS_STORED
-    j_lo = max(j_lo, item_lo); /* the launch's keys */
+    j_lo = max(j_lo - j_lo % VW, item_lo); /* the launch's keys, tiles from a vector of load_scores */
     j_hi = min(j_hi, item_hi);
 #endif
     const float slope = HEAD_SLOPE(h);

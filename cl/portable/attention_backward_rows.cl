@@ -79,12 +79,19 @@ inline long scratch_row(int b, int h, int heads, int i, int first, int rows, int
 #endif
 }
 
+/* The row pitch of `scores` for the launch's key range [lo, hi]: its keys rounded up to a
+ * multiple of 4, so that a row starts 16-byte aligned (the host sizes `scores` for it). */
+inline long scores_pitch(int lo, int hi)
+{
+    return (long)((hi - lo + 4) & ~3);
+}
+
 /* Where dS of query row i and key j of head h of batch (or sequence) b sits in `scores` (the
  * stored-dS forms of the blocked and tensor-core kernels): rows of the launch's key range [lo,
- * hi], [B, Hq, sq_arg, hi - lo + 1]. */
+ * hi], [B, Hq, sq_arg, scores_pitch(lo, hi)]. */
 inline long scores_index(int b, int h, int Hq, int i, int j, int lo, int hi, int sq_arg)
 {
-    return (((long)b * Hq + h) * sq_arg + i) * (hi - lo + 1) + (j - lo);
+    return (((long)b * Hq + h) * sq_arg + i) * scores_pitch(lo, hi) + (j - lo);
 }
 
 /* The same for the CPU kernels, whose dQ kernel holds query rows in its vector lanes: the keys

@@ -432,8 +432,9 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         return s;
     if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (uint64_t)(rows_q * hdp), &s)))
         return s;
+    const uint64_t ds_pitch = ((uint64_t)v.ds_keys + 3) / 4 * 4; /* scores_pitch of the widest range */
     if (ds_pairs > 0 && !(mem[5] = scratch(ctx, FCL_SCRATCH_BWD_SCORES,
-                                           (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * (uint64_t)v.ds_keys, &s)))
+                                           (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * ds_pitch, &s)))
         return s;
     if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
         const uint64_t o_floats = (uint64_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;

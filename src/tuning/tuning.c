@@ -55,11 +55,13 @@ static const tuning_entry table[] = {
      * 64x128 has no room for them, perf.md v0.16.0-dev); blocked backward 128x64 of 8x4 with 16-row
      * update slices at D <= 128 (at D 128 lowered to 64 rows by the 48 KB of local memory: 18.3-18.9
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
-     * perf.md v0.18.0-dev */
+     * perf.md v0.18.0-dev; with dS stored in vectors (v0.30.0, history "v0.30.0") 64x64 of 8x4 at
+     * D 64 (24.9-25.1 TFLOP/s against 22.8) and 64x64 of 4x4 with 16-dim slices at D 128 causal
+     * (25.5-25.6 against 24.2) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
+     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {64, 64, 8, 4, 8, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {128, 64, 8, 4, 8, 16, 0}, {0}},
+     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
      {64, 32, 64, 32, 3, 224, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
