@@ -106,6 +106,13 @@ static int blocked_applies(fcl_context ctx, int hdp, fcl_backward_blocked_tiles 
     return t->block_a > 0;
 }
 
+/* The keys a row of dS takes in `scores` for a launch pair of `keys` keys: rounded up to a
+ * multiple of 4, as scores_pitch (cl/portable/attention_backward_rows.cl) lays the rows out. */
+static uint64_t ds_pitch_keys(uint64_t keys)
+{
+    return (keys + 3) / 4 * 4;
+}
+
 /* Keys per launch pair of the kernels with dS stored (a multiple of the dK/dV block
  * `block`, up to all of them), so that dS of one pair (FP32, every query row of every head per
  * key) fits the budget: FLASHCL_BACKWARD_DS_BYTES, else a quarter of the device's memory within
@@ -125,7 +132,10 @@ static long stored_ds_keys(fcl_context ctx, const fcl_forward_job *f, int block)
     const uint64_t per_key = (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * sizeof(float);
     if (f->sq <= 0 || f->sk <= 0 || per_key == 0)
         return 0;
-    const uint64_t blocks = budget / per_key / (uint64_t)block, all = ((uint64_t)f->sk + block - 1) / block;
+    const uint64_t all = ((uint64_t)f->sk + block - 1) / block;
+    uint64_t blocks = budget / per_key / (uint64_t)block;
+    while (blocks > 0 && ds_pitch_keys(blocks * (uint64_t)block) * per_key > budget) /* block % 4: its padding */
+        blocks--;
     return blocks == 0 ? 0 : (long)((blocks < all ? blocks : all) * (uint64_t)block);
 }
 
@@ -432,9 +442,10 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         return s;
     if (chunked_dq && !(mem[2] = scratch(ctx, FCL_SCRATCH_BWD_DQ_STATE, (uint64_t)(rows_q * hdp), &s)))
         return s;
-    const uint64_t ds_pitch = ((uint64_t)v.ds_keys + 3) / 4 * 4; /* scores_pitch of the widest range */
     if (ds_pairs > 0 && !(mem[5] = scratch(ctx, FCL_SCRATCH_BWD_SCORES,
-                                           (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * ds_pitch, &s)))
+                                           (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq *
+                                               ds_pitch_keys((uint64_t)v.ds_keys),
+                                           &s)))
         return s;
     if (!lse || !O) { /* the op checked: O NULL implies LSE NULL */
         const uint64_t o_floats = (uint64_t)(fcl_tensor_numel(job->dO) * (int64_t)fcl_dtype_size(f->dtype) + 3) / 4;
