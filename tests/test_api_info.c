@@ -59,9 +59,9 @@ Test(api_info, tuned_entries_listed_and_reset, .init = sandbox, .fini = cleanup)
     int before[3], after[3];
     cr_assert_eq(fcl_tuning_get(ctx, "forward", 40, before, 3), FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert_eq(fcl_tuning_count(ctx), 0);
-    const int fwd[3] = {32, 16, 4}, dec[9] = {16, 4, 64, 2, 128, 0, 0, 0, 2};
+    const int fwd[3] = {32, 16, 4}, dec[10] = {16, 4, 64, 2, 128, 0, 0, 0, 2, 1};
     cr_assert_eq(fcl_tuning_save(ctx, "forward", 40, fwd, 3), FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert_eq(fcl_tuning_save(ctx, "decode", 128, dec, 9), FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert_eq(fcl_tuning_save(ctx, "decode", 128, dec, 10), FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert_eq(fcl_tuning_count(ctx), 2);
 
     fcl_context again = support_context(); /* read from disk */
@@ -75,7 +75,7 @@ Test(api_info, tuned_entries_listed_and_reset, .init = sandbox, .fini = cleanup)
             cr_assert(hdp == 64 && n == 3 && memcmp(v, fwd, sizeof fwd) == 0, "forward entry: D %d, %d values", hdp, n);
             seen |= 1;
         } else {
-            cr_assert(strcmp(kernel, "decode") == 0 && hdp == 128 && n == 9 && memcmp(v, dec, sizeof dec) == 0,
+            cr_assert(strcmp(kernel, "decode") == 0 && hdp == 128 && n == 10 && memcmp(v, dec, sizeof dec) == 0,
                       "entry %s D %d, %d values", kernel, hdp, n);
             seen |= 2;
         }

@@ -921,13 +921,18 @@ Test(decode, team_shapes)
 /*
  * The three-phase form (fcl_attention_decode_path "three-phase", cl/portable/attention_decode_keys.cl)
  * on any device, through FLASHCL_DECODE_TILES with key lanes (N unused, R rows, W work-items, G
- * waves, S fewest keys per split, no register cap, ring or tensor-core warps, K key lanes):
- *   32,4,64,4,0,0,0,0,4        4 lanes per key, 16 keys per batch (D 128: 4 teams of 16 in P V)
- *   32,2,128,4,0,0,0,0,2       2 lanes per key, 64 keys per batch, 2 rows
- *   32,8,32,2,0,0,0,0,1        a lane per key, 32 keys per batch, 8 rows (8 (key, row) pairs per
- *                              lane in the P step; GQA Lq 3: two row blocks), one team at D 256
- *   32,4,128,2,1048576,0,0,0,16  one split (O and LSE written by the partial kernel), key lanes
+ * waves, S fewest keys per split, no register cap, ring or tensor-core warps, K key lanes, P: K
+ * read one batch ahead):
+ *   32,4,64,4,0,0,0,0,4,1      4 lanes per key, 16 keys per batch (D 128: 4 teams of 16 in P V),
+ *                              K ahead
+ *   32,2,128,4,0,0,0,0,2,0     2 lanes per key, 64 keys per batch, 2 rows
+ *   32,8,32,2,0,0,0,0,1,1      a lane per key, 32 keys per batch, 8 rows (8 (key, row) pairs per
+ *                              lane in the P step; GQA Lq 3: two row blocks), one team at D 256,
+ *                              K ahead
+ *   32,4,128,2,1048576,0,0,0,16,0  one split (O and LSE written by the partial kernel), key lanes
  *                              lowered to the team (2 at D 16, 4 at D 96: 12 chunks)
+ *   32,2,128,2,0,0,0,0,2,1     2 lanes per key, 2 rows, K ahead (a short sequence beside a long
+ *                              one: its splits past its length are empty and must read no K)
  * over team_shapes' cases (head dims 16 to 256, element-wise and 16-byte loads, every length
  * form, masks with holes, paged caches, windows, every logit modifier) and two more: large logits
  * (amplitude 4: a row's maximum rises past the kernel's RAISE margin in later batches, so the
@@ -940,8 +945,8 @@ Test(decode, three_phase_shapes)
         {FCL_F16, 2, 8, 2, 128, 300, 1, F_HOST, 0, {297, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 4}, /* large logits */
         {FCL_F32, 1, 8, 2, 64, 260, 1, F_LENS, 0, {260, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 0.3f}, /* small ones */
     };
-    static const char *const tiles[] = {"32,4,64,4,0,0,0,0,4", "32,2,128,4,0,0,0,0,2", "32,8,32,2,0,0,0,0,1",
-                                        "32,4,128,2,1048576,0,0,0,16"};
+    static const char *const tiles[] = {"32,4,64,4,0,0,0,0,4,1", "32,2,128,4,0,0,0,0,2,0", "32,8,32,2,0,0,0,0,1,1",
+                                        "32,4,128,2,1048576,0,0,0,16,0", "32,2,128,2,0,0,0,0,2,1"};
     const size_t n_tiles = sizeof tiles / sizeof tiles[0];
     fcl_context ctx = support_context();
     size_t runs = 0;

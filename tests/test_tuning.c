@@ -9,7 +9,7 @@
  * tiles meets the float64 reference (2x rule) and equals the same tiles forced through the
  * environment bit for bit; the blocked kernel with tiles whose second Q/K slice buffer is larger
  * than its probabilities meets the reference at odd and even slice counts. The decode tiles
- * ("decode", 9 values) likewise: invalid values and wrong counts refused, stored beside 3- and
+ * ("decode", 10 values) likewise: invalid values and wrong counts refused, stored beside 3- and
  * 4-value entries and read back by a later context, FLASHCL_DECODE_TILES winning over the entry
  * (values it leaves out keep the entry's), and a decode with tuned tiles within the float64
  * rule and bit for bit the same tiles through FLASHCL_DECODE_TILES.
@@ -110,15 +110,16 @@ Test(tuning, bad_input_refused)
     static const int bb_uneven[4] = {64, 64, 4, 3}, bb_big[4] = {64, 512, 4, 4}, bb_wide[4] = {64, 64, 32, 4};
     static const int cpu_simd[4] = {12, 2, 8, 4}, cpu_rows[4] = {16, 9, 8, 4}, cpu_keys[4] = {16, 2, 65, 4};
     static const int cpu_db[4] = {16, 2, 8, 3};
-    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps, key lanes;
+    /* decode: block_n, rows, wg, waves, split_min, max_regs, stages, tensor-core warps, key lanes,
+     * K one batch ahead;
      * valid (for the count cases), then each with one value out of range */
-    static const int dec_good[9] = {8, 4, 8, 2, 64, 0, 0, 0, 0};
-    static const int dec_stage1[9] = {8, 4, 8, 2, 64, 0, 1, 0, 0}, dec_stage5[9] = {8, 4, 8, 2, 64, 0, 5, 0, 0};
-    static const int dec_keys[9] = {0, 4, 8, 2, 64, 0, 0, 0, 0}, dec_rows[9] = {8, 65, 8, 2, 64, 0, 0, 0, 0};
-    static const int dec_wg[9] = {8, 4, 2048, 2, 64, 0, 0, 0, 0}, dec_waves[9] = {8, 4, 8, 0, 64, 0, 0, 0, 0};
-    static const int dec_split[9] = {8, 4, 8, 2, -1, 0, 0, 0, 0}, dec_regs[9] = {8, 4, 8, 2, 64, 256, 0, 0, 0};
-    static const int dec_warps[9] = {8, 4, 8, 2, 64, 0, 0, 9, 0}, dec_lanes3[9] = {8, 4, 8, 2, 64, 0, 0, 0, 3};
-    static const int dec_lanes64[9] = {8, 4, 8, 2, 64, 0, 0, 0, 64};
+    static const int dec_good[10] = {8, 4, 8, 2, 64, 0, 0, 0, 0};
+    static const int dec_stage1[10] = {8, 4, 8, 2, 64, 0, 1, 0, 0}, dec_stage5[10] = {8, 4, 8, 2, 64, 0, 5, 0, 0};
+    static const int dec_keys[10] = {0, 4, 8, 2, 64, 0, 0, 0, 0}, dec_rows[10] = {8, 65, 8, 2, 64, 0, 0, 0, 0};
+    static const int dec_wg[10] = {8, 4, 2048, 2, 64, 0, 0, 0, 0}, dec_waves[10] = {8, 4, 8, 0, 64, 0, 0, 0, 0};
+    static const int dec_split[10] = {8, 4, 8, 2, -1, 0, 0, 0, 0}, dec_regs[10] = {8, 4, 8, 2, 64, 256, 0, 0, 0};
+    static const int dec_warps[10] = {8, 4, 8, 2, 64, 0, 0, 9, 0}, dec_lanes3[10] = {8, 4, 8, 2, 64, 0, 0, 0, 3};
+    static const int dec_lanes64[10] = {8, 4, 8, 2, 64, 0, 0, 0, 64}, dec_ahead2[10] = {8, 4, 8, 2, 64, 0, 0, 0, 2, 2};
     /* gemm: TM, TN, TK, WM, WN; each with one value out of range or not dividing */
     static const int gemm_uneven[5] = {64, 64, 16, 3, 4}, gemm_big[5] = {512, 64, 16, 8, 4};
     static const int gemm_k[5] = {64, 64, 0, 4, 4}, gemm_items[5] = {256, 256, 8, 4, 4};
@@ -167,21 +168,22 @@ Test(tuning, bad_input_refused)
         {"forward_cpu", 64, cpu_rows, 4, "forward_cpu"},
         {"forward_cpu", 64, cpu_keys, 4, "forward_cpu"},
         {"forward_cpu", 64, cpu_db, 4, "forward_cpu"},
-        {"decode", 64, dec_good, 8, "9"},
-        {"decode", 64, dec_good, 3, "9"},
-        {"forward", 64, dec_good, 9, "3"},
-        {"decode", 0, dec_good, 9, "head_dim"},
-        {"decode", 64, dec_stage1, 9, "decode"},
-        {"decode", 64, dec_stage5, 9, "decode"},
-        {"decode", 64, dec_keys, 9, "decode"},
-        {"decode", 64, dec_rows, 9, "decode"},
-        {"decode", 64, dec_wg, 9, "decode"},
-        {"decode", 64, dec_waves, 9, "decode"},
-        {"decode", 64, dec_split, 9, "decode"},
-        {"decode", 64, dec_regs, 9, "decode"},
-        {"decode", 64, dec_warps, 9, "decode"},
-        {"decode", 64, dec_lanes3, 9, "decode"},
-        {"decode", 64, dec_lanes64, 9, "decode"},
+        {"decode", 64, dec_good, 9, "10"},
+        {"decode", 64, dec_good, 3, "10"},
+        {"forward", 64, dec_good, 10, "3"},
+        {"decode", 0, dec_good, 10, "head_dim"},
+        {"decode", 64, dec_stage1, 10, "decode"},
+        {"decode", 64, dec_stage5, 10, "decode"},
+        {"decode", 64, dec_keys, 10, "decode"},
+        {"decode", 64, dec_rows, 10, "decode"},
+        {"decode", 64, dec_wg, 10, "decode"},
+        {"decode", 64, dec_waves, 10, "decode"},
+        {"decode", 64, dec_split, 10, "decode"},
+        {"decode", 64, dec_regs, 10, "decode"},
+        {"decode", 64, dec_warps, 10, "decode"},
+        {"decode", 64, dec_lanes3, 10, "decode"},
+        {"decode", 64, dec_lanes64, 10, "decode"},
+        {"decode", 64, dec_ahead2, 10, "decode"},
         {"gemm", 64, good, 3, "5"},
         {"gemm", 64, gemm_uneven, 5, "gemm"},
         {"gemm", 64, gemm_big, 5, "gemm"},
@@ -196,7 +198,7 @@ Test(tuning, bad_input_refused)
         cr_assert(support_has_token(msg, cases[i].token), "case %zu: \"%s\" does not name \"%s\"", i, msg,
                   cases[i].token);
     }
-    cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 9) == FCL_ERR_INVALID_ARGUMENT);
+    cr_assert(fcl_tuning_save(ctx, "decoder", 64, dec_good, 10) == FCL_ERR_INVALID_ARGUMENT);
     SUPPORT_ASSERT_TOKENS(fcl_last_error(ctx), "forward", "forward_blocked", "forward_cpu", "forward_mma",
                           "forward_wgmma", "backward_mma", "backward_blocks", "decode", "gemm");
     cr_assert(fcl_tuning_save(NULL, "forward", 64, good, 3) == FCL_ERR_INVALID_ARGUMENT);
@@ -551,8 +553,8 @@ Test(tuning, forward_with_tuned_tiles)
 
 /* Decode tiles that run as given on every device at D 64 (one team of 8 work-items, 8 dims
  * each, 4 rows; no cp.async ring, no tensor-core form; the three-phase form with 2 work-items
- * per key), unlike every table entry. */
-static const int k_decode_tiles[9] = {8, 4, 8, 2, 64, 0, 0, 0, 2};
+ * per key, K one batch ahead), unlike every table entry. */
+static const int k_decode_tiles[10] = {8, 4, 8, 2, 64, 0, 0, 0, 2, 1};
 
 static void expect_values(const int *got, const int *want, int n, const char *what)
 {
@@ -571,23 +573,23 @@ Test(tuning, decode_entry)
 {
     fcl_context ctx = support_context();
     const int fwd[3] = {16, 16, 2}, bwd[7] = {32, 16, 128, 32, 1, 64, 64};
-    int table[9], now[9];
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 9) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int table[10], now[10];
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, table, 10) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(memcmp(table, k_decode_tiles, sizeof table) != 0, "test bug: the table has the tuned tiles");
     cr_assert(fcl_tuning_save(ctx, "forward", 64, fwd, 3) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 9) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    cr_assert(fcl_tuning_save(ctx, "decode", 64, k_decode_tiles, 10) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     cr_assert(fcl_tuning_save(ctx, "backward_mma", 64, bwd, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 9) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 9, "decode D 64 right after fcl_tuning_save");
-    cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 9) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 9, "decode D 50 (padded 64)");
-    cr_assert(fcl_tuning_get(ctx, "decode", 128, now, 9) == FCL_SUCCESS);
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 10) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 10, "decode D 64 right after fcl_tuning_save");
+    cr_assert(fcl_tuning_get(ctx, "decode", 50, now, 10) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 10, "decode D 50 (padded 64)");
+    cr_assert(fcl_tuning_get(ctx, "decode", 128, now, 10) == FCL_SUCCESS);
     cr_assert(memcmp(now, k_decode_tiles, sizeof now) != 0, "the D 64 entry changed D 128");
     fcl_context_release(ctx);
 
     ctx = support_context(); /* a later context reads all three entries */
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 9) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 9, "decode in a later context");
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 10) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 10, "decode in a later context");
     cr_assert(fcl_tuning_get(ctx, "forward", 64, now, 3) == FCL_SUCCESS);
     expect_values(now, fwd, 3, "forward in a later context");
     cr_assert(fcl_tuning_get(ctx, "backward_mma", 64, now, 7) == FCL_SUCCESS);
@@ -597,13 +599,13 @@ Test(tuning, decode_entry)
         cr_assert(now[0] == 0, "no tensor-core backward here, yet fcl_tuning_get gave %d keys per work-group", now[0]);
 
     setenv("FLASHCL_DECODE_TILES", "16,2,16", 1);
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 9) == FCL_SUCCESS);
-    const int env[9] = {16, 2, 16, k_decode_tiles[3], k_decode_tiles[4], k_decode_tiles[5], k_decode_tiles[6],
-                        k_decode_tiles[7], k_decode_tiles[8]};
-    expect_values(now, env, 9, "FLASHCL_DECODE_TILES=16,2,16 over the entry");
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 10) == FCL_SUCCESS);
+    const int env[10] = {16, 2, 16, k_decode_tiles[3], k_decode_tiles[4], k_decode_tiles[5], k_decode_tiles[6],
+                         k_decode_tiles[7], k_decode_tiles[8], k_decode_tiles[9]};
+    expect_values(now, env, 10, "FLASHCL_DECODE_TILES=16,2,16 over the entry");
     setenv("FLASHCL_DECODE_TILES", "16,2,16,2,64,0,1", 1); /* stages 1: invalid, ignored */
-    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 9) == FCL_SUCCESS);
-    expect_values(now, k_decode_tiles, 9, "an invalid FLASHCL_DECODE_TILES over the entry");
+    cr_assert(fcl_tuning_get(ctx, "decode", 64, now, 10) == FCL_SUCCESS);
+    expect_values(now, k_decode_tiles, 10, "an invalid FLASHCL_DECODE_TILES over the entry");
     unsetenv("FLASHCL_DECODE_TILES");
     fcl_context_release(ctx);
 }
@@ -628,11 +630,11 @@ Test(tuning, decode_with_tuned_tiles)
 {
     fcl_context ctx = support_context();
     const int B = 2, Lq = 2, Hq = 4, Hkv = 2, D = 64, L = 300, len = 261;
-    const int tuned[9] = {8, 4, 8, 3, 16, 0, 0, 0, 0};
-    cr_assert(fcl_tuning_save(ctx, "decode", D, tuned, 9) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
-    int now[9];
-    cr_assert(fcl_tuning_get(ctx, "decode", D, now, 9) == FCL_SUCCESS);
-    expect_values(now, tuned, 9, "the stored decode tiles");
+    const int tuned[10] = {8, 4, 8, 3, 16, 0, 0, 0, 0};
+    cr_assert(fcl_tuning_save(ctx, "decode", D, tuned, 10) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    int now[10];
+    cr_assert(fcl_tuning_get(ctx, "decode", D, now, 10) == FCL_SUCCESS);
+    expect_values(now, tuned, 10, "the stored decode tiles");
     const size_t nq = (size_t)B * Lq * Hq * D, nk = (size_t)B * L * Hkv * D, nl = (size_t)B * Hq * Lq;
     float *Q, *K, *V;
     random_qkv(nq, nk, 81, FCL_F16, &Q, &K, &V);

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CANDIDATES 80
+#define MAX_CANDIDATES 96
 #define MAX_TUNE_SHAPES 2
 
 typedef enum tune_op { TUNE_FORWARD, TUNE_BACKWARD, TUNE_DECODE, TUNE_GEMM } tune_op;
@@ -178,7 +178,7 @@ static int make_backward_space(const bench_env *env, fcl_dtype dt, int d, tune_s
 static int make_decode_space(const bench_env *env, int d, tune_space *s)
 {
     memset(s, 0, sizeof *s);
-    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 9, 0, {{0}}};
+    *s = (tune_space){TUNE_DECODE, "decode", "FLASHCL_DECODE_TILES", 10, 0, {{0}}};
     int cur[FCL_TUNING_MAX_VALUES] = {0}, v[FCL_TUNING_MAX_VALUES];
     const fcl_status st = fcl_tuning_get(env->ctx, "decode", d, cur, s->n_values);
     if (st != FCL_SUCCESS)
@@ -221,13 +221,15 @@ static int make_decode_space(const bench_env *env, int d, tune_space *s)
                     add_values(s, v);
                 }
     }
-    if (env->is_gpu) { /* the three-phase form: 1, 2 or 4 work-items per key (no ring, no tensor cores) */
+    if (env->is_gpu) { /* the three-phase form: 1, 2 or 4 work-items per key (no ring, no tensor cores), K
+                        * read in its batch or one batch ahead */
         for (int kl = 1; kl <= 4; kl *= 2)
             for (int w = 1; w < 3; w++)
-                for (int g = 1; g <= 4; g *= 2) {
-                    const int c[FCL_TUNING_MAX_VALUES] = {cur[0], 4, wgs[w], g, 128, 0, 0, 0, kl};
-                    add_values(s, c);
-                }
+                for (int g = 1; g <= 4; g *= 2)
+                    for (int ahead = 0; ahead <= 1; ahead++) {
+                        const int c[FCL_TUNING_MAX_VALUES] = {cur[0], 4, wgs[w], g, 128, 0, 0, 0, kl, ahead};
+                        add_values(s, c);
+                    }
     } else if (env->info.type == FCL_DEVICE_CPU) {
         for (int n = 16; n <= 128; n *= 2)
             for (int r = 8; r <= 16; r *= 2)

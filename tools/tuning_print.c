@@ -20,7 +20,7 @@ static const kernel_names k_names[] = {
                       "kv_steps_in_local", "dkdv_columns_per_group", "dq_columns_per_group"}},
     {"backward_blocks", {"own_rows_per_group", "tile_rows", "own_rows_per_item", "tile_rows_per_item"}},
     {"decode", {"keys_per_group", "rows_per_group", "items_per_group", "groups_per_unit", "min_keys_per_split",
-                "max_registers", "async_stages", "mma_warps", "key_lanes"}},
+                "max_registers", "async_stages", "mma_warps", "key_lanes", "k_ahead"}},
     {"gemm", {"rows_per_group", "columns_per_group", "k_slice", "rows_per_item", "columns_per_item"}},
 };
 

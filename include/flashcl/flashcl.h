@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 30
+#define FCL_VERSION_MINOR 31
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.30.0"
+#define FCL_VERSION_STRING "0.31.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -377,8 +377,8 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
  */
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim);
 
-/* The most values of one tuned kernel ("decode" has 9; see fcl_tuning_save). */
-#define FCL_TUNING_MAX_VALUES 9
+/* The most values of one tuned kernel ("decode" has 10; see fcl_tuning_save). */
+#define FCL_TUNING_MAX_VALUES 10
 
 /*
  * Tuned tiles: what `flashcl-bench --tune` finds, kept per device (name, vendor, driver and
@@ -415,7 +415,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  of the dQ kernel), the rows of the tile it walks, and of each per work-item,
  *                  each dividing the first two, at most 256 / 256 / 16 / 16 (the "blocked"
  *                  backward kernels of GPUs)
- *   "decode"       9 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
+ *   "decode"       10 values, as FLASHCL_DECODE_TILES: keys per work-group and batch (1 to 1024),
  *                  most query rows per work-group (1 to 64), most work-items per work-group
  *                  (1 to 1024), work-groups per compute unit in one round (1 to 64), fewest
  *                  keys per split (0 to 1048576), register cap (0 to 255; 0: compiler's;
@@ -425,9 +425,10 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  *                  three values: 16 keys per warp and step, 16 rows), work-items per key of the
  *                  three-phase form (0, or a power of two up to 32, lowered to one dividing the
  *                  head dim's 8-element chunks; where no cp.async or tensor-core form runs, it
- *                  replaces the team forms, its batch then the work-group over that count)
- *                  (fcl_attention_decode; an entry stored with 7 values by 0.11 or 8 by 0.21 is
- *                  ignored)
+ *                  replaces the team forms, its batch then the work-group over that count),
+ *                  K read one batch ahead in the three-phase form (0 or 1)
+ *                  (fcl_attention_decode; an entry stored with 7 values by 0.11, 8 by 0.21 or 9
+ *                  by 0.22-0.30 is ignored)
  *   "gemm"         5 values, as FLASHCL_GEMM_TILES: rows and columns of C per work-group (1 to
  *                  256), K slice (1 to 64), rows and columns per work-item (1 to 16, dividing
  *                  the first two; at most 1024 work-items) (the projections' tiled portable GEMM

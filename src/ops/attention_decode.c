@@ -312,11 +312,12 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DFULL_DIM=%d -DDIMS=%d -DTEAMS=%d -DKEYS=%d -DROWS_WG=%d -DWIDE=%d "
                  "-DLEN_DEVICE=%d -DHAS_MASK=%d -DPAGED=%d -DHAS_SOFTCAP=%d -DHAS_ALIBI=%d "
                  "-DCOMBINE_LANES=%d -DCOMBINE_DL=%d -DTEAM_SHUFFLE=%d -DASYNC_STAGES=%d -DDECODE_MMA=%d "
-                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d -DDECODE_KEYS=%d",
+                 "-DMMA_WARPS=%d -DDIRECT_OUT=%d -DFCL_SUBGROUP_SIZE=%d -DDECODE_CPU=%d -DDECODE_KEYS=%d -DK_AHEAD=%d",
                  (int)dt, p->hdp, p->full_dim, p->hdp / p->s.team, p->s.teams, p->s.keys, p->t.rows, p->wide,
                  len_device, mask, paged, r->softcap > 0.0f, r->alibi != NULL, p->combine_lanes, p->combine_dl,
                  p->shuffle, p->stages, p->warps > 0, p->warps, p->direct,
-                 p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0, p->key_lanes);
+                 p->shuffle && subgroups ? p->shuffle_lanes : 0, p->cpu > 0, p->key_lanes,
+                 p->key_lanes && p->t.k_ahead);
         if (p->cpu)
             n += snprintf(opts + n, sizeof opts - (size_t)n, " -DSIMD=%d -DFCL_CPU_PREFETCH=1 -DHEADS=%d", p->cpu,
                           p->heads);

@@ -26,7 +26,7 @@ int fcl_tuned_value_count(const char *kernel)
     if (strcmp(kernel, "backward_mma") == 0)
         return 7;
     if (strcmp(kernel, "decode") == 0)
-        return 9;
+        return 10;
     return 0;
 }
 
@@ -66,11 +66,12 @@ int fcl_tuned_values_valid(const char *kernel, const int *v)
                (v[0] / v[3]) * (v[1] / v[4]) <= 1024;
     if (strcmp(kernel, "decode") == 0) /* block_n, rows, wg, waves, split_min, max_regs, stages (the
                                         * kernel's ASYNC_STAGES takes 0 or 2 to 4), tensor-core warps,
-                                        * key lanes (0 or a power of two up to 32) */
+                                        * key lanes (0 or a power of two up to 32), K one batch
+                                        * ahead (0 or 1) */
         return v[0] > 0 && v[0] <= 1024 && v[1] > 0 && v[1] <= 64 && v[2] > 0 && v[2] <= 1024 && v[3] > 0 &&
                v[3] <= 64 && v[4] >= 0 && v[4] <= 1048576 && v[5] >= 0 && v[5] <= 255 &&
                (v[6] == 0 || (v[6] >= 2 && v[6] <= 4)) && v[7] >= 0 && v[7] <= 8 && v[8] >= 0 && v[8] <= 32 &&
-               (v[8] & (v[8] - 1)) == 0;
+               (v[8] & (v[8] - 1)) == 0 && (v[9] == 0 || v[9] == 1);
     return 0;
 }
 

@@ -8,7 +8,7 @@
 #include "core/internal.h"
 
 /* Number of values of a tuned kernel ("forward" 3; "forward_blocked", "forward_cpu", "forward_wgmma",
- * "backward_blocks" 4; "forward_mma", "gemm" 5; "backward_mma" 7; "decode" 9, at most
+ * "backward_blocks" 4; "forward_mma", "gemm" 5; "backward_mma" 7; "decode" 10, at most
  * FCL_TUNING_MAX_VALUES), 0 for an unknown name. */
 int fcl_tuned_value_count(const char *kernel);
 

@@ -35,11 +35,11 @@ typedef struct tuning_entry {
  * head dim, the 16-bit caches' decode tiles (the other arguments) per head dim, one set for F32 caches. */
 #define OTHER_GPU(max_dim, ...)                                                                                    \
     {"", FCL_DEVICE_GPU, max_dim, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32},     \
-     {0}, {__VA_ARGS__}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2}}
+     {0}, {__VA_ARGS__}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2, 0}}
 
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0},
-     {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
+     {4, 2, 32, 1, 0, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
     /* H200 sweeps (docs/perf.md): portable 128x32 best at D 64, 32x32 at D 128 (2026-11-29);
      * tensor-core 128x64, 2 m-tiles per warp at D 64, 128x32, 2 m-tiles at D 128, where 3 of the 8
      * Q k steps sit in local memory (the registers: +20%, 2026-12-01 session 2); tensor-core
@@ -57,29 +57,36 @@ static const tuning_entry table[] = {
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
      * perf.md v0.18.0-dev; with dS stored in vectors (v0.30.0, history "v0.30.0") 64x64 of 8x4 at
      * D 64 (24.9-25.1 TFLOP/s against 22.8) and 64x64 of 4x4 with 16-dim slices at D 128 causal
-     * (25.5-25.6 against 24.2) */
+     * (25.5-25.6 against 24.2); the three-phase decode (FLASHCL_DECODE_PATH=portable, no shuffles)
+     * of 16-bit caches reads K one batch ahead at D 64 and 256 (H100, v0.31.0: 82-85% of copy
+     * against 73-77% at D 64, 80-87% against 78-81% at D 256; F32 caches and D 128 lose with it:
+     * their own tiles without it) */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {64, 64, 8, 4, 8, 16, 0}, {0}},
+     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 8, 4, 8, 16, 0},
+     {32, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
+     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2, 0}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
-     {64, 32, 64, 32, 3, 224, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2}, {0}, {64, 64, 4, 4, 8, 8, 0}, {0}},
+     {64, 32, 64, 32, 3, 224, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2, 1}, {0}, {64, 64, 4, 4, 8, 8, 0},
+     {8, 4, 128, 4, 128, 0, 3, 0, 2, 0}},
     /* other GPUs: 256 work-items of 4 x 4 (within AMD's, Intel's and Mali's limits); the blocked
      * backward with 16-dim product and 16-row update slices (H200: 14-15% faster than 8 and 8);
      * the three-phase decode per head dim (H200 sweeps, docs/perf/history.md v0.23.0): for 16-bit
      * caches 128 work-items in 2 rounds with 1 key lane at D <= 64, 256 in 1 round with 1 at D 96,
      * with 2 at D 128, 128 in 2 rounds with 4 past 128; F32 caches 256 in 1 round with 2 at every
-     * head dim (90-102% of copy against 66-85% with the 16-bit tiles) */
-    OTHER_GPU(64, 32, 4, 128, 2, 128, 0, 0, 0, 1),
-    OTHER_GPU(96, 32, 4, 256, 1, 128, 0, 0, 0, 1),
-    OTHER_GPU(128, 32, 4, 256, 1, 128, 0, 0, 0, 2),
-    OTHER_GPU(256, 32, 4, 128, 2, 128, 0, 0, 0, 4),
+     * head dim (90-102% of copy against 66-85% with the 16-bit tiles); v0.31.0 (H100, history
+     * "v0.31.0"): at D <= 64 2 key lanes with K read one batch ahead (83% of copy against 73-76%;
+     * ahead with 1 lane 56%, at D 128 80% against 90%, at D 256 with 4 lanes 73% against 92%) */
+    OTHER_GPU(64, 32, 4, 128, 2, 128, 0, 0, 0, 2, 1),
+    OTHER_GPU(96, 32, 4, 256, 1, 128, 0, 0, 0, 1, 0),
+    OTHER_GPU(128, 32, 4, 256, 1, 128, 0, 0, 0, 2, 0),
+    OTHER_GPU(256, 32, 4, 128, 2, 128, 0, 0, 0, 4, 0),
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
      * docs/perf.md v0.17.0-dev) */
-    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0}, {32, 16, 1, 2, 0, 0, 0, 0, 0},
+    {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0}, {32, 16, 1, 2, 0, 0, 0, 0, 0, 0},
      {0, 2, 8, 4}, {0}, {0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0}, {4, 2, 32, 1, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0}, {4, 2, 32, 1, 0, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)
@@ -400,6 +407,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[6] = t.stages;
         values[7] = t.mma_warps;
         values[8] = t.key_lanes;
+        values[9] = t.k_ahead;
     } else if (strcmp(kernel, "forward_wgmma") == 0) {
         const fcl_wgmma_tiles t = fcl_tune_forward_wgmma(ctx, hdp, 0);
         values[0] = t.block_n;
@@ -608,9 +616,10 @@ fcl_decode_tiles fcl_tune_decode(fcl_context ctx, int head_dim_pad, fcl_dtype dt
     const tuning_entry *e = entry_for(&ctx->info, head_dim_pad);
     const fcl_decode_tiles table = dtype == FCL_F32 && e->decode_f32.wg > 0 ? e->decode_f32 : e->decode;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_n,   table.rows,     table.wg,     table.waves,    table.split_min,
-                                    table.max_regs,  table.stages,   table.mma_warps, table.key_lanes};
+                                    table.max_regs,  table.stages,   table.mma_warps, table.key_lanes,
+                                    table.k_ahead};
     override_tiles(ctx, "decode", head_dim_pad, "FLASHCL_DECODE_TILES", 3, v);
-    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+    fcl_decode_tiles t = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
     if (ctx->info.nv_cc_major < 8) { /* no cp.async, no mma.sync of this shape */
         t.stages = 0;
         t.mma_warps = 0;
