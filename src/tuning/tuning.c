@@ -86,7 +86,8 @@ static const tuning_entry table[] = {
      * docs/perf.md v0.17.0-dev) */
     {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0}, {32, 16, 1, 2, 0, 0, 0, 0, 0, 0},
      {0, 2, 8, 4}, {0}, {0}},
-    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0}, {4, 2, 32, 1, 0, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
+    {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0}, {4, 2, 32, 1, 0, 0, 0, 0, 0, 0},
+     {0}, {0}, {0}},
 };
 
 static const tuning_entry *entry_for(const fcl_device_info *info, int head_dim_pad)

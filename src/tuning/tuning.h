@@ -189,8 +189,8 @@ typedef struct fcl_decode_shape {
 /* Tiles for decode at padded head dim `head_dim_pad` of a `dtype` cache with `rows` query rows per
  * KV head: the device's table entry (its F32 tiles for F32 where it has them), then a tuned entry
  * ("decode", for every dtype), then FLASHCL_DECODE_TILES="N,R,W[,G[,S[,M[,A[,T[,K[,P]]]]]]]"
- * (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps, key_lanes, k_ahead; the values left
- * out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
+ * (block_n, rows, wg, waves, split_min, max_regs, stages, mma_warps, key_lanes, k_ahead; the
+ * values left out keep the entry's or the table's), each only when fcl_tuned_values_valid("decode")
  * accepts it; then the device's limits: stages and mma_warps 0 without cp.async (NVIDIA compute
  * capability < 8), rows to the next power of two >= min(`rows`, R) (INT_MAX: R's), wg to the device's
  * work-group limit, then N and R halved until the local arrays fit the local memory; block_n
