@@ -3,8 +3,8 @@
  * Every kernel family once, on small odd shapes, for a device-side checker: scripts/test-abuse
  * runs this program under oclgrind (--check-api --data-races) and fails on any report. Families:
  * the forward's rows, blocked and chunked (loop-capped) kernels, varlen, packed, the backward
- * (and the packed one), decode with split keys and direct, decode over a paged cache with
- * device lengths, kv-cache append (contiguous and paged), flashcl's GEMM with float and int8
+ * (and the packed one), decode with split keys and direct (the team form, and the three-phase
+ * form with K in its batch and one batch ahead), decode over a paged cache with device lengths, kv-cache append (contiguous and paged), flashcl's GEMM with float and int8
  * weights. Each family poisons its outputs with NaN first and must leave none: every output
  * element written. `oclgrind_families` runs all; `oclgrind_families NAME` one. Exits non-zero
  * on a failed call or an unwritten output. Not a Criterion test: Criterion's runner forks per
@@ -168,7 +168,8 @@ static void backward(void)
 }
 
 /* Decode over a contiguous cache of 40 rows at length 37, Lq 2, Hq 2, Hkv 1, D 5; `tiles` sets
- * FLASHCL_DECODE_TILES (waves 4: split keys; 1: one split, direct output). */
+ * FLASHCL_DECODE_TILES (waves 4: split keys; 1: one split, direct output; a ninth value: the
+ * three-phase form's key lanes, a tenth: its K one batch ahead). */
 static void decode(const char *family, const char *tiles)
 {
     setenv("FLASHCL_DECODE_TILES", tiles, 1);
@@ -259,6 +260,8 @@ static void blocked(void) { forward_path("blocked", "forward blocked"); }
 
 static void decode_split(void) { decode("decode (split keys)", "16,4,64,4,0"); }
 static void decode_direct(void) { decode("decode (one split, direct)", "16,4,64,1,0"); }
+static void decode_keys_split(void) { decode("decode three-phase (split keys, K ahead)", "16,4,64,4,0,0,0,0,2,1"); }
+static void decode_keys_direct(void) { decode("decode three-phase (one split, direct)", "16,4,64,1,0,0,0,0,2,0"); }
 static void gemm_f32(void) { gemm("gemm", FCL_F32); }
 static void gemm_i8(void) { gemm("gemm (int8 weights)", FCL_I8); }
 
@@ -267,7 +270,8 @@ int main(int argc, char **argv)
     static const struct { const char *name; void (*run)(void); } families[] = {
         {"rows", rows},          {"blocked", blocked},           {"chunked", chunked}, {"varlen", varlen},
         {"packed", packed},      {"backward", backward},         {"decode-split", decode_split},
-        {"decode-direct", decode_direct}, {"paged", paged},      {"append", append},   {"gemm", gemm_f32},
+        {"decode-direct", decode_direct}, {"decode-keys-split", decode_keys_split},
+        {"decode-keys-direct", decode_keys_direct}, {"paged", paged}, {"append", append}, {"gemm", gemm_f32},
         {"gemm-i8", gemm_i8},
     };
     if (fcl_context_create(NULL, &ctx) != FCL_SUCCESS) {
