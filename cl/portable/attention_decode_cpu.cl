@@ -40,20 +40,15 @@
 #endif
 #define LINE_ELEMS (64 / (int)sizeof(store_t)) /* elements per 64-byte cache line */
 /* The FMA chains of a step: at most CHAINS accumulators (half the vector registers: 32 with 16
- * floats per vector, AVX-512, else 16), the rest holding the loaded K or V chunks. F32 caches
- * take Q K^T QK_KEYS = 2 keys and P V PV_CHUNKS = 4 chunks of dims at a time, so each K or V
- * chunk, Q chunk and probability loaded feeds 2 or 4 x ROWS_WG chains (A/B on a 2-core EPYC,
- * docs/perf/history.md v0.26.0: 12% more GB/s on Intel's runtime, -5 to +2% on PoCL); 16-bit
- * caches, whose widening loads already keep the vector pipes busy, one key and one chunk (as
- * fast there). Fewer where ROWS_WG rows would need more chains, or the chunks do not divide. */
+ * floats per vector, AVX-512, else 16), the rest holding the loaded K or V chunks. Q K^T takes
+ * QK_KEYS = 2 keys and P V PV_CHUNKS = 4 chunks of dims at a time, so each K or V chunk, Q chunk
+ * and probability loaded feeds 2 or 4 x ROWS_WG chains (A/B on a 2-core EPYC, docs/perf/history.md:
+ * F32 v0.26.0, 12% more GB/s on Intel's runtime, -5 to +2% on PoCL; 16-bit caches v0.31.0, 3-17%
+ * more on both, where one key and one chunk had measured as fast in v0.26.0). Fewer where
+ * ROWS_WG rows would need more chains, or the chunks do not divide. */
 #define CHAINS (SIMD >= 16 ? 16 : 8)
-#if FCL_DTYPE == 0
 #define QK_KEYS (2 * ROWS_WG <= CHAINS ? 2 : 1)
 #define PV_CHUNKS (4 * ROWS_WG <= CHAINS && CHUNKS % 4 == 0 ? 4 : 2 * ROWS_WG <= CHAINS && CHUNKS % 2 == 0 ? 2 : 1)
-#else
-#define QK_KEYS 1
-#define PV_CHUNKS 1
-#endif
 #define CPU_LOOP _Pragma("unroll")
 
 /* SIMD elements of a K or V row from element index i, whose first is dim d0, as floats: one
