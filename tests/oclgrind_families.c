@@ -4,11 +4,12 @@
  * runs this program under oclgrind (--check-api --data-races) and fails on any report. Families:
  * the forward's rows, blocked and chunked (loop-capped) kernels, varlen, packed, the backward
  * (and the packed one), decode with split keys and direct (the team form, and the three-phase
- * form with K in its batch and one batch ahead), decode over a paged cache with device lengths, kv-cache append (contiguous and paged), flashcl's GEMM with float and int8
- * weights. Each family poisons its outputs with NaN first and must leave none: every output
- * element written. `oclgrind_families` runs all; `oclgrind_families NAME` one. Exits non-zero
- * on a failed call or an unwritten output. Not a Criterion test: Criterion's runner forks per
- * test, which the checker does not need.
+ * form with K in its batch and one batch ahead), decode over a paged cache with device lengths,
+ * kv-cache append (contiguous and paged), flashcl's GEMM with float and int8 weights. Each
+ * family poisons its outputs with NaN first and must leave none: every output element written.
+ * `oclgrind_families` runs all; `oclgrind_families NAME` one. Exits non-zero on a failed call or
+ * an unwritten output. Not a Criterion test: Criterion's runner forks per test, which the checker
+ * does not need.
  */
 #include <flashcl/flashcl.h>
 

@@ -132,10 +132,9 @@ static long stored_ds_keys(fcl_context ctx, const fcl_forward_job *f, int block)
     const uint64_t per_key = (uint64_t)f->grid_b * (uint64_t)f->Hq * (uint64_t)f->sq * sizeof(float);
     if (f->sq <= 0 || f->sk <= 0 || per_key == 0)
         return 0;
-    const uint64_t all = ((uint64_t)f->sk + block - 1) / block;
-    uint64_t blocks = budget / per_key / (uint64_t)block;
-    while (blocks > 0 && ds_pitch_keys(blocks * (uint64_t)block) * per_key > budget) /* block % 4: its padding */
-        blocks--;
+    /* ds_pitch_keys(keys) fits the budget's keys exactly when keys fit them rounded down to 4 */
+    const uint64_t fit = budget / per_key / 4 * 4;
+    const uint64_t all = ((uint64_t)f->sk + block - 1) / block, blocks = fit / (uint64_t)block;
     return blocks == 0 ? 0 : (long)((blocks < all ? blocks : all) * (uint64_t)block);
 }
 
