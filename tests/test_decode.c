@@ -919,6 +919,35 @@ Test(decode, team_shapes)
 }
 
 /*
+ * The CPU form (fcl_attention_decode_path "cpu", cl/portable/attention_decode_cpu.cl) at 8 and 4
+ * floats per vector (FLASHCL_CPU_SIMD), where the device's native width (16 on AVX-512) is what
+ * the other tests run: its reduction trees, pairs of BF16 chunks and prefetch distances at the
+ * other widths, over team_shapes' cases (head dims 16 to 256 with edge chunks, every length
+ * form, masks with holes, paged caches, windows, every logit modifier). Skipped where the CPU
+ * form does not run (GPUs, devices that cap loops).
+ */
+Test(decode, cpu_vector_widths)
+{
+    static const char *const widths[] = {"8", "4"};
+    fcl_context ctx = support_context();
+    const char *path = fcl_attention_decode_path(ctx, FCL_F16, 128);
+    if (strcmp(path, "cpu") != 0) {
+        fcl_context_release(ctx);
+        cr_skip_test("no CPU decode form on this device (decode path %s)", path);
+    }
+    size_t failed = 0, runs = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        setenv("FLASHCL_CPU_SIMD", widths[w], 1);
+        const size_t f = run_table(ctx, shape_cases, sizeof shape_cases / sizeof *shape_cases, 8700 + 100 * w, &runs);
+        unsetenv("FLASHCL_CPU_SIMD");
+        cr_expect(f == 0, "(the failures above ran with FLASHCL_CPU_SIMD=%s)", widths[w]);
+        failed += f;
+    }
+    fcl_context_release(ctx);
+    cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
+}
+
+/*
  * The three-phase form (fcl_attention_decode_path "three-phase", cl/portable/attention_decode_keys.cl)
  * on any device, through FLASHCL_DECODE_TILES with key lanes (N unused, R rows, W work-items, G
  * waves, S fewest keys per split, no register cap, ring or tensor-core warps, K key lanes, P: K

@@ -9,12 +9,15 @@
  *   S = Q K^T  for QK_KEYS keys of a batch of SIMD keys at a time, SIMD-wide partial dot
  *              products along the head dims (ROWS_WG x QK_KEYS independent FMA chains), then one
  *              reduction tree per row turns the batch's SIMD partial vectors into one vector of
- *              its SIMD scores (lane = key): log2(SIMD) levels of pairwise sums;
+ *              its SIMD scores (lane = key): log2(SIMD) levels of pairwise sums, two two-source
+ *              shuffles and an add each;
  *   softmax    per row on that vector: visibility, soft-capping and ALiBi lane-wise, the batch
- *              maximum and sum by one horizontal reduction each, exp2 on the vector;
+ *              maximum by one horizontal reduction, exp2 on the vector; the row's sum stays a
+ *              vector until the split ends, and its rescale (a scalar exp2) runs only in the
+ *              batches where its maximum moves;
  *   O += P V   PV_CHUNKS x SIMD dims of every row at a time in registers while the batch's V
  *              rows stream by, each V chunk read and converted once for all the rows; the V of
- *              a key no row sees is read as zeros (a dropped slot may hold anything).
+ *              a key no row sees is not read (a dropped slot may hold anything).
  * K and V are read straight from the cache (paged or contiguous), each element once per
  * work-item; work-groups of one work-item (the table's CPU decode tiles: one work-item owning
  * every dim). With HEADS > 1 a work-item takes every KV head of its split and row block, batch
@@ -35,20 +38,34 @@
 #ifndef HEADS
 #define HEADS 1
 #endif
-#ifndef AHEAD
-#define AHEAD (2 * SIMD) /* keys between a row's prefetch and its use */
-#endif
+/* Software prefetch: a row's K AHEAD keys before its use, and its V when its K is read (V is
+ * used after the batch's softmax). Against both two batches ahead: 1.1-1.2x the GB/s at 64k keys
+ * on a 2-core Xeon (docs/perf/history.md v0.32.0); half a batch for both measured within the
+ * spread on a 2-core EPYC (v0.26.0). */
+#define AHEAD (SIMD / 2)
 #define LINE_ELEMS (64 / (int)sizeof(store_t)) /* elements per 64-byte cache line */
+/* BF16 rows in pairs of chunks (PAIRED): 2 x SIMD elements read as SIMD 32-bit words, the even
+ * elements (word << 16) one vector and the odd ones (word & 0xffff0000) the next, where widening
+ * each element to 32 bits takes a lane-crossing shuffle per vector (1.06x the decode's compute
+ * rate on a 2-core Xeon, docs/perf/history.md v0.32.0). Q and the accumulators keep their dims
+ * in that order; unpair puts the accumulators back before they are stored. Little-endian
+ * devices only (the even element in a word's low half). */
+#if FCL_DTYPE == 2 && CHUNKS % 2 == 0 && defined(__ENDIAN_LITTLE__)
+#define PAIRED 1
+#else
+#define PAIRED 0
+#endif
+#define STEP (PAIRED ? 2 : 1) /* chunks read at a time */
 /* The FMA chains of a step: at most CHAINS accumulators (half the vector registers: 32 with 16
  * floats per vector, AVX-512, else 16), the rest holding the loaded K or V chunks. Q K^T takes
  * QK_KEYS = 2 keys and P V PV_CHUNKS = 4 chunks of dims at a time, so each K or V chunk, Q chunk
  * and probability loaded feeds 2 or 4 x ROWS_WG chains (A/B on a 2-core EPYC, docs/perf/history.md:
  * F32 v0.26.0, 12% more GB/s on Intel's runtime, -5 to +2% on PoCL; 16-bit caches v0.31.0, 3-17%
  * more on both, where one key and one chunk had measured as fast in v0.26.0). Fewer where
- * ROWS_WG rows would need more chains, or the chunks do not divide. */
+ * ROWS_WG rows would need more chains, or the chunks do not divide; PAIRED chunks go by two. */
 #define CHAINS (SIMD >= 16 ? 16 : 8)
 #define QK_KEYS (2 * ROWS_WG <= CHAINS ? 2 : 1)
-#define PV_CHUNKS (4 * ROWS_WG <= CHAINS && CHUNKS % 4 == 0 ? 4 : 2 * ROWS_WG <= CHAINS && CHUNKS % 2 == 0 ? 2 : 1)
+#define PV_CHUNKS (4 * ROWS_WG <= CHAINS && CHUNKS % 4 == 0 ? 4 : (2 * ROWS_WG <= CHAINS || PAIRED) && CHUNKS % 2 == 0 ? 2 : 1)
 #define CPU_LOOP _Pragma("unroll")
 
 /* SIMD elements of a K or V row from element index i, whose first is dim d0, as floats: one
@@ -62,6 +79,59 @@ inline simd_f load_dims(__global const store_t *p, long i, int d0, int head_dim)
         u.s[e] = d0 + e < head_dim ? LOAD(p, i + e) : 0.0f;
     return u.v;
 }
+
+#if SIMD == 16
+#define WORDS(p) ((uint16)(as_uint8(vload16(0, p)), as_uint8(vload16(0, (p) + 16))))
+#elif SIMD == 8
+#define WORDS(p) ((uint8)(as_uint4(vload8(0, p)), as_uint4(vload8(0, (p) + 8))))
+#else
+#define WORDS(p) ((uint4)(as_uint2(vload4(0, p)), as_uint2(vload4(0, (p) + 4))))
+#endif
+
+/* Chunks c .. c + STEP - 1 of the row whose element index is `row`, as floats, into x[0 ..
+ * STEP - 1]; zeros past head_dim. */
+inline void load_chunks(__global const store_t *p, long row, int c, int head_dim, __private simd_f *x)
+{
+#if PAIRED
+    const int d0 = c * SIMD;
+    if (FULL_DIM || d0 + 2 * SIMD <= head_dim) {
+        const __global ushort *u = (__global const ushort *)p + row + d0;
+        x[0] = SIMD_AS_F(WORDS(u) << 16);
+        x[1] = SIMD_AS_F(WORDS(u) & 0xffff0000u);
+        return;
+    }
+    simd_fu even, odd;
+    for (int e = 0; e < SIMD; e++) {
+        even.s[e] = d0 + 2 * e < head_dim ? LOAD(p, row + d0 + 2 * e) : 0.0f;
+        odd.s[e] = d0 + 2 * e + 1 < head_dim ? LOAD(p, row + d0 + 2 * e + 1) : 0.0f;
+    }
+    x[0] = even.v;
+    x[1] = odd.v;
+#else
+    x[0] = load_dims(p, row + c * SIMD, c * SIMD, head_dim);
+#endif
+}
+
+#if PAIRED
+/* A row's CHUNKS vectors from the paired order (even dims, odd dims of each 2 x SIMD block) back
+ * to the dims' order. */
+inline void unpair(__private simd_f *x)
+{
+    for (int c = 0; c < CHUNKS; c += 2) {
+        simd_fu even, odd, lo, hi;
+        even.v = x[c];
+        odd.v = x[c + 1];
+        for (int e = 0; e < SIMD / 2; e++) {
+            lo.s[2 * e] = even.s[e];
+            lo.s[2 * e + 1] = odd.s[e];
+            hi.s[2 * e] = even.s[SIMD / 2 + e];
+            hi.s[2 * e + 1] = odd.s[SIMD / 2 + e];
+        }
+        x[c] = lo.v;
+        x[c + 1] = hi.v;
+    }
+}
+#endif
 
 /* The vector of the SIMD keys' scores from their partial vectors x[0 .. SIMD - 1] (lane l of
  * the result: the sum of x[l]'s lanes): pairwise sums of halves, log2(SIMD) levels. */
@@ -89,7 +159,8 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
 #endif
     const float qscale = decode_qscale(scale);
     simd_f q[HEADS][ROWS_WG][CHUNKS], acc[HEADS][ROWS_WG][CHUNKS];
-    float m[HEADS][ROWS_WG], l[HEADS][ROWS_WG], slope[HEADS][ROWS_WG];
+    simd_f l[HEADS][ROWS_WG]; /* the rows' running sums, lane by lane (summed when the split ends) */
+    float m[HEADS][ROWS_WG], slope[HEADS][ROWS_WG];
     int lo[HEADS][ROWS_WG], hi[HEADS][ROWS_WG], pos[HEADS][ROWS_WG];
     for (int g = 0; g < HEADS; g++)
         for (int r = 0; r < ROWS_WG; r++) {
@@ -98,12 +169,14 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                             alibi_sh, &lo[g][r], &hi[g][r], &pos[g][r], &slope[g][r]);
             const int row = min(r0 + r, n_rows - 1), h = hk * group + row / lq, t = row % lq;
             const long qi = q_off + b * q_sb + (long)t * q_ss + h * q_sh;
+            for (int c = 0; c < CHUNKS; c += STEP)
+                load_chunks(Q, qi, c, head_dim, &q[g][r][c]);
             for (int c = 0; c < CHUNKS; c++) {
-                q[g][r][c] = load_dims(Q, qi + c * SIMD, c * SIMD, head_dim) * qscale;
+                q[g][r][c] *= qscale;
                 acc[g][r][c] = (simd_f)(0.0f);
             }
             m[g][r] = -INFINITY;
-            l[g][r] = 0.0f;
+            l[g][r] = (simd_f)(0.0f);
         }
     simd_fu lane_u;
     for (int e = 0; e < SIMD; e++)
@@ -128,17 +201,18 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                 for (int k = k0; k < k0 + QK_KEYS; k++) {
                     cache_rows(b, min(jb + k, j_hi), hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table,
                                bt_off, bt_sb, bt_ss, page_size, num_pages, &ki[k], &vi[k]);
-                    /* the rows AHEAD keys on, prefetched now, every cache line of them: a KV
+                    /* every cache line of the K row AHEAD keys on and of this key's V row: a KV
                      * head's rows lie a page or more apart, where the hardware prefetchers stop,
                      * so each row would be a demand miss of its own */
+                    long ka = ki[k];
                     if (jb + k + AHEAD <= j_hi) {
-                        long tk, tv;
+                        long va;
                         cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table,
-                                   bt_off, bt_sb, bt_ss, page_size, num_pages, &tk, &tv);
-                        for (int e = 0; e < head_dim; e += LINE_ELEMS) {
-                            FCL_PREFETCH(Kc + tk + e);
-                            FCL_PREFETCH(Vc + tv + e);
-                        }
+                                   bt_off, bt_sb, bt_ss, page_size, num_pages, &ka, &va);
+                    }
+                    for (int e = 0; e < head_dim; e += LINE_ELEMS) {
+                        FCL_PREFETCH(Kc + ka + e);
+                        FCL_PREFETCH(Vc + vi[k] + e);
                     }
                 }
                 /* the QK_KEYS keys against every row, chunk by chunk: ROWS_WG x QK_KEYS chains */
@@ -148,18 +222,20 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                     CPU_LOOP
                     for (int kk = 0; kk < QK_KEYS; kk++)
                         x[r][kk] = (simd_f)(0.0f);
-                for (int c = 0; c < CHUNKS; c++) {
-                    simd_f kc[QK_KEYS];
+                for (int c = 0; c < CHUNKS; c += STEP) {
+                    simd_f kc[QK_KEYS][STEP];
                     CPU_LOOP
                     for (int kk = 0; kk < QK_KEYS; kk++)
-                        kc[kk] = load_dims(Kc, ki[k0 + kk] + c * SIMD, c * SIMD, head_dim);
+                        load_chunks(Kc, ki[k0 + kk], c, head_dim, kc[kk]);
                     CPU_LOOP
-                    for (int r = 0; r < ROWS_WG; r++) {
-                        const simd_f qc = q[g][r][c];
+                    for (int r = 0; r < ROWS_WG; r++)
                         CPU_LOOP
-                        for (int kk = 0; kk < QK_KEYS; kk++)
-                            x[r][kk] = fma(qc, kc[kk], x[r][kk]);
-                    }
+                        for (int s = 0; s < STEP; s++) {
+                            const simd_f qc = q[g][r][c + s];
+                            CPU_LOOP
+                            for (int kk = 0; kk < QK_KEYS; kk++)
+                                x[r][kk] = fma(qc, kc[kk][s], x[r][kk]);
+                        }
                 }
                 CPU_LOOP
                 for (int r = 0; r < ROWS_WG; r++)
@@ -172,7 +248,7 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
             const simd_f jv = lane + (float)jb;
             float p[ROWS_WG][SIMD]; /* the batch's probabilities, row by row */
             float alpha[ROWS_WG];
-            simd_f live = (simd_f)(0.0f); /* > 0 where some row sees the key */
+            simd_i live = (simd_i)(0); /* where some row sees the key */
             for (int r = 0; r < ROWS_WG; r++) {
                 simd_f x = simd_logit(reduce_keys(part[r]), softcap, (simd_f)(slope[g][r]),
                                       fabs((float)pos[g][r] - jv));
@@ -180,21 +256,21 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
 #if HAS_MASK
                 visible &= kept;
 #endif
+                live |= visible;
                 x = select((simd_f)(-INFINITY), x, visible);
                 const float mx = fmax(m[g][r], simd_max(x));
-                alpha[r] = mx == -INFINITY ? 1.0f : exp2(m[g][r] - mx);
+                alpha[r] = mx == m[g][r] ? 1.0f : exp2(m[g][r] - mx); /* -inf to -inf: 1 */
                 const simd_f pr = mx == -INFINITY ? (simd_f)(0.0f) : exp2(x - mx);
-                l[g][r] = l[g][r] * alpha[r] + simd_sum(pr);
+                l[g][r] = l[g][r] * alpha[r] + pr;
                 m[g][r] = mx;
-                live = fmax(live, pr);
                 simd_store(pr, p[r]);
             }
-            simd_fu live_u;
+            simd_iu live_u;
             live_u.v = live;
 
             /* acc = acc * alpha + p V, PV_CHUNKS chunks of dims of every row at a time while the
              * batch's V rows stream by (ROWS_WG x PV_CHUNKS chains); the V of a key no row sees is
-             * read as zeros (a dropped slot may hold anything) */
+             * not read (a dropped slot may hold anything) but taken as zeros */
             for (int c0 = 0; c0 < CHUNKS; c0 += PV_CHUNKS) {
                 simd_f a[ROWS_WG][PV_CHUNKS];
                 CPU_LOOP
@@ -203,12 +279,16 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                     for (int cc = 0; cc < PV_CHUNKS; cc++)
                         a[r][cc] = acc[g][r][c0 + cc] * alpha[r];
                 for (int k = 0; k < SIMD; k++) {
-                    const int seen = live_u.s[k] > 0.0f;
+                    const int seen = live_u.s[k] != 0;
                     simd_f vc[PV_CHUNKS];
                     CPU_LOOP
-                    for (int cc = 0; cc < PV_CHUNKS; cc++)
-                        vc[cc] = seen ? load_dims(Vc, vi[k] + (c0 + cc) * SIMD, (c0 + cc) * SIMD, head_dim)
-                                      : (simd_f)(0.0f);
+                    for (int cc = 0; cc < PV_CHUNKS; cc += STEP)
+                        if (seen)
+                            load_chunks(Vc, vi[k], c0 + cc, head_dim, &vc[cc]);
+                        else
+                            CPU_LOOP
+                            for (int s = 0; s < STEP; s++)
+                                vc[cc + s] = (simd_f)(0.0f);
                     CPU_LOOP
                     for (int r = 0; r < ROWS_WG; r++) {
                         const simd_f pk = (simd_f)(p[r][k]);
@@ -233,10 +313,14 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
             const int row = r0 + r, hk = hk_first + g;
             if (row >= n_rows)
                 break;
+#if PAIRED
+            unpair(acc[g][r]);
+#endif
+            const float sum = simd_sum(l[g][r]);
 #if DIRECT_OUT
             const int h = hk * group + row / lq, t = row % lq;
             const long oi = o_off + b * o_sb + (long)t * o_ss + h * o_sh;
-            const float inv_l = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
+            const float inv_l = sum > 0.0f ? 1.0f / sum : 0.0f;
             for (int c = 0; c < CHUNKS; c++) {
                 simd_fu x;
                 x.v = acc[g][r][c] * inv_l;
@@ -244,13 +328,13 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                     STORE(O, oi + c * SIMD + e, x.s[e]);
             }
             if (write_lse)
-                LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = fcl_row_lse(m[g][r], l[g][r]);
+                LSE[lse_off + b * lse_sb + h * lse_sh + (long)t * lse_ss] = fcl_row_lse(m[g][r], sum);
 #else
             const long slot = (((long)b * Hq + hk * group + row / lq) * lq + row % lq) * n_splits + split;
             for (int c = 0; c < CHUNKS; c++)
                 simd_store(acc[g][r][c], part + slot * PART_LD + c * SIMD);
             part[slot * PART_LD + HEAD_DIM_PAD] = m[g][r];
-            part[slot * PART_LD + HEAD_DIM_PAD + 1] = l[g][r];
+            part[slot * PART_LD + HEAD_DIM_PAD + 1] = sum;
 #endif
         }
 }

@@ -180,6 +180,9 @@ fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
 
 int fcl_device_simd_floats(fcl_context ctx)
 {
+    const char *env = getenv("FLASHCL_CPU_SIMD");
+    if (env && (strcmp(env, "4") == 0 || strcmp(env, "8") == 0 || strcmp(env, "16") == 0))
+        return atoi(env);
     cl_uint w = 0;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof w, &w, NULL) != CL_SUCCESS)
         w = 4;

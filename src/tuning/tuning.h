@@ -29,7 +29,8 @@ typedef struct fcl_cpu_tiles {
     int db;           /* head dims per P V step: 1, 2, 4, 8 or 16 */
 } fcl_cpu_tiles;
 
-/* The CPU kernels' vector width: the device's native float vector width as 16, 8 or 4 floats. */
+/* The CPU kernels' vector width: FLASHCL_CPU_SIMD (4, 8 or 16) where set, else the device's native
+ * float vector width as 16, 8 or 4 floats. */
 int fcl_device_simd_floats(fcl_context ctx);
 
 /* Tiles of the CPU forward (cl/portable/attention_forward_cpu.cl) at padded head dim
