@@ -209,18 +209,22 @@ static fcl_status get_blocked_kernel(fcl_context ctx, const fcl_forward_job *job
 
 /* Builds (or finds) the CPU kernel variant with tiles t for job: work-groups of one work-item,
  * each t.simd * rv query rows, rv = t.rv or fewer when the sequences have fewer rows; K/V read in
- * place (KV_DIRECT) or packed first (v->pack). */
+ * place (KV_DIRECT; with t's in-place tiles where the sequences fill them) or packed first
+ * (v->pack). */
 static fcl_status get_cpu_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, const fcl_cpu_tiles *t,
                                  forward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_forward_rows", "attention_forward_cpu"};
     const int64_t vectors = (job->sq + t->simd - 1) / t->simd;
-    const int rv = vectors < 1 ? 1 : vectors < t->rv ? (int)vectors : t->rv;
     const int in_place = job->dtype == FCL_F32 && !job->params.mask && job->layout != FCL_LAYOUT_VARLEN &&
                          job->D == hdp && job->sq * (job->Hq / job->Hkv) <= CPU_KV_IN_PLACE_MAX_ROWS;
+    /* the in-place tiles: dense layouts only, so that packed QKV keeps varlen's tiles and bits */
+    const int direct = in_place && job->layout == FCL_LAYOUT_DENSE && t->direct_rv > 0 && vectors >= t->direct_rv;
+    const int rv = direct ? t->direct_rv : vectors < 1 ? 1 : vectors < t->rv ? (int)vectors : t->rv;
+    const int bn = direct ? t->direct_bn : t->bn, db = direct ? t->direct_db : t->db;
     char opts[256];
     forward_options(ctx, job, hdp, 0, opts, sizeof opts, "-DSIMD=%d -DRV=%d -DBN=%d -DDB=%d -DKV_DIRECT=%d", t->simd,
-                    rv, t->bn, t->db, in_place);
+                    rv, bn, db, in_place);
     size_t wg;
     fcl_status s = build_forward(ctx, sources, (int)(sizeof sources / sizeof *sources), opts, &v->kernel, &wg);
     if (s == FCL_SUCCESS && !in_place)
@@ -229,7 +233,7 @@ static fcl_status get_cpu_kernel(fcl_context ctx, const fcl_forward_job *job, in
         return s;
     v->chunked = 0;
     v->block_m = t->simd * rv;
-    v->block_n = t->bn;
+    v->block_n = bn;
     v->wg_size = 1;
     return FCL_SUCCESS;
 }

@@ -83,9 +83,12 @@ static const tuning_entry table[] = {
     OTHER_GPU(256, 32, 4, 128, 2, 128, 0, 0, 0, 4, 0),
     /* CPUs: the CPU forward, 32 rows (two native vectors) per work-item, tiles of 8 keys, 4 dims per
      * P V step (2-core Xeon, PoCL and Intel's runtime, D 64 f32 S 1024: 5x the rows kernel,
-     * docs/perf.md v0.17.0-dev) */
+     * docs/perf.md v0.17.0-dev); reading F32 K/V in place with 16-float vectors, 64 rows, tiles of
+     * 6 keys, 2 dims per step: each strided K/V element feeds twice the FMAs (2-core Xeon, history
+     * "v0.32.0": B 2 S 512 H 16 D 128 30.0 -> 20.4 ms on Intel's runtime, 27.6 -> 23.3 on PoCL;
+     * where K/V are packed first the same tiles lose up to 7%) */
     {"", FCL_DEVICE_CPU, 256, 0, {16, 64, 16}, {0}, {0, 0, 0, 0, 0}, {32, 32}, {0}, {32, 16, 1, 2, 0, 0, 0, 0, 0, 0},
-     {0, 2, 8, 4}, {0}, {0}},
+     {0, 2, 8, 4, 4, 6, 2}, {0}, {0}},
     {"", FCL_DEVICE_OTHER, 256, 0, {32, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0}, {4, 2, 32, 1, 0, 0, 0, 0, 0, 0},
      {0}, {0}, {0}},
 };
@@ -149,17 +152,22 @@ static int parse_values(const char *s, int *v, int most)
 /* The tuned entry of (kernel, head_dim_pad), then the environment variable env_name ("a,b,c,...":
  * at least `least` values; those it leaves out keep what lies below it), each taken only when
  * fcl_tuned_values_valid accepts it, laid over v (fcl_tuned_value_count(kernel) values). */
-static void override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int least,
-                           int v[FCL_TUNING_MAX_VALUES])
+static int override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int least,
+                          int v[FCL_TUNING_MAX_VALUES])
 {
-    int t[FCL_TUNING_MAX_VALUES] = {0};
-    if (fcl_tuned_find(ctx, kernel, head_dim_pad, t))
+    int t[FCL_TUNING_MAX_VALUES] = {0}, overridden = 0;
+    if (fcl_tuned_find(ctx, kernel, head_dim_pad, t)) {
         memcpy(v, t, sizeof t);
+        overridden = 1;
+    }
     const char *env = getenv(env_name);
     int e[FCL_TUNING_MAX_VALUES];
     memcpy(e, v, sizeof e);
-    if (env && parse_values(env, e, fcl_tuned_value_count(kernel)) >= least && fcl_tuned_values_valid(kernel, e))
+    if (env && parse_values(env, e, fcl_tuned_value_count(kernel)) >= least && fcl_tuned_values_valid(kernel, e)) {
         memcpy(v, e, sizeof e);
+        overridden = 1;
+    }
+    return overridden;
 }
 
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
@@ -198,12 +206,18 @@ fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad)
         t = entry_for(&cpu, head_dim_pad)->cpu;
     }
     if (t.rv == 0 || fcl_device_loop_limit(ctx) > 0) /* no CPU kernel on this device */
-        return (fcl_cpu_tiles){0, 0, 0, 0};
+        return (fcl_cpu_tiles){0};
     if (t.simd == 0)
         t.simd = fcl_device_simd_floats(ctx);
     int v[FCL_TUNING_MAX_VALUES] = {t.simd, t.rv, t.bn, t.db};
-    override_tiles(ctx, "forward_cpu", head_dim_pad, "FLASHCL_CPU_TILES", 4, v);
-    return (fcl_cpu_tiles){v[0], v[1], v[2], v[3]};
+    const int overridden = override_tiles(ctx, "forward_cpu", head_dim_pad, "FLASHCL_CPU_TILES", 4, v);
+    fcl_cpu_tiles r = {v[0], v[1], v[2], v[3], 0, 0, 0};
+    if (!overridden && r.simd == 16) { /* the table's in-place tiles need AVX-512's 32 registers */
+        r.direct_rv = t.direct_rv;
+        r.direct_bn = t.direct_bn;
+        r.direct_db = t.direct_db;
+    }
+    return r;
 }
 
 /* A register-blocked kernel's slices: *dk head dims per product slice to a multiple of 4 that

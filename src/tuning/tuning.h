@@ -27,6 +27,10 @@ typedef struct fcl_cpu_tiles {
     int rv;           /* row vectors per work-item: simd * rv query rows */
     int bn;           /* keys per tile */
     int db;           /* head dims per P V step: 1, 2, 4, 8 or 16 */
+    /* The dense forward's tiles where it reads F32 K/V in place (rows H x D apart) and the
+     * sequences fill direct_rv vectors: the table's, with 16-float vectors (32 registers) only; 0
+     * (no tuned entry or FLASHCL_CPU_TILES sets them): rv, bn, db everywhere */
+    int direct_rv, direct_bn, direct_db;
 } fcl_cpu_tiles;
 
 /* The CPU kernels' vector width: FLASHCL_CPU_SIMD (4, 8 or 16) where set, else the device's native
