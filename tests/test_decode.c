@@ -861,27 +861,29 @@ static const dcase shape_cases[] = {
     {FCL_F32, 2, 4, 2, 59, 37, 3, F_HOST, 0, {29, 0, 0, 0}, 5, 0, 0, AL_NONE, 0, 0, 0, 2},  /* D 59, window */
 };
 
-/* Runs cases[0 .. n_cases - 1] under each of the n_tiles FLASHCL_DECODE_TILES settings (on
- * llvmpipe, about 9 s a program, case i only with setting i % n_tiles: every setting and every
- * case still runs), expecting fcl_attention_decode_path `form` (F16, D 128) under each when
- * form is not NULL. The failed runs; *runs counts them all. */
-static size_t run_with_tiles(fcl_context ctx, const dcase *cases, size_t n_cases, const char *const *tiles,
-                             size_t n_tiles, const char *form, uint64_t seed0, size_t *runs)
+/* Runs cases[0 .. n_cases - 1] under each of the n_values settings of the environment variable
+ * `env` (FLASHCL_DECODE_TILES, FLASHCL_CPU_SIMD; on llvmpipe, about 9 s a program, case i only
+ * with setting i % n_values: every setting and every case still runs), expecting
+ * fcl_attention_decode_path `form` (F16, D 128) under each when form is not NULL. The failed
+ * runs; *runs counts them all. */
+static size_t run_with_setting(fcl_context ctx, const char *env, const char *const *values, size_t n_values,
+                               const dcase *cases, size_t n_cases, const char *form, uint64_t seed0, size_t *runs)
 {
     fcl_device_info info;
     cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     const int llvmpipe = strstr(info.name, "llvmpipe") != NULL;
     size_t failed = 0;
-    for (size_t t = 0; t < n_tiles; t++) {
-        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+    for (size_t t = 0; t < n_values; t++) {
+        setenv(env, values[t], 1);
         const char *path = fcl_attention_decode_path(ctx, FCL_F16, 128);
-        cr_expect(!form || strcmp(path, form) == 0, "tiles %s: path %s, expected %s", tiles[t], path, form);
+        cr_expect(!form || strcmp(path, form) == 0, "%s=%s: path %s, expected %s", env, values[t], path,
+                  form ? form : "any");
         size_t f = 0;
         for (size_t i = 0; i < n_cases; i++)
-            if (!llvmpipe || i % n_tiles == t)
+            if (!llvmpipe || i % n_values == t)
                 f += run_table(ctx, &cases[i], 1, seed0 + 100 * t + 10 * i, runs);
-        unsetenv("FLASHCL_DECODE_TILES");
-        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
+        unsetenv(env);
+        cr_expect(f == 0, "(the failures above ran with %s=%s)", env, values[t]);
         failed += f;
     }
     return failed;
@@ -913,7 +915,8 @@ Test(decode, team_shapes)
     cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
     const size_t n_tiles = strstr(info.name, "llvmpipe") ? 3 : 4, n_cases = sizeof shape_cases / sizeof *shape_cases;
     size_t runs = 0;
-    const size_t failed = run_with_tiles(ctx, shape_cases, n_cases, tiles, n_tiles, NULL, 8000, &runs);
+    const size_t failed =
+        run_with_setting(ctx, "FLASHCL_DECODE_TILES", tiles, n_tiles, shape_cases, n_cases, NULL, 8000, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
@@ -935,14 +938,9 @@ Test(decode, cpu_vector_widths)
         fcl_context_release(ctx);
         cr_skip_test("no CPU decode form on this device (decode path %s)", path);
     }
-    size_t failed = 0, runs = 0;
-    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
-        setenv("FLASHCL_CPU_SIMD", widths[w], 1);
-        const size_t f = run_table(ctx, shape_cases, sizeof shape_cases / sizeof *shape_cases, 8700 + 100 * w, &runs);
-        unsetenv("FLASHCL_CPU_SIMD");
-        cr_expect(f == 0, "(the failures above ran with FLASHCL_CPU_SIMD=%s)", widths[w]);
-        failed += f;
-    }
+    size_t runs = 0;
+    const size_t failed = run_with_setting(ctx, "FLASHCL_CPU_SIMD", widths, sizeof widths / sizeof widths[0],
+                                           shape_cases, sizeof shape_cases / sizeof *shape_cases, "cpu", 8700, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
@@ -979,9 +977,9 @@ Test(decode, three_phase_shapes)
     const size_t n_tiles = sizeof tiles / sizeof tiles[0];
     fcl_context ctx = support_context();
     size_t runs = 0;
-    size_t failed = run_with_tiles(ctx, shape_cases, sizeof shape_cases / sizeof *shape_cases, tiles, n_tiles,
-                                   "three-phase", 8500, &runs);
-    failed += run_with_tiles(ctx, logits, 2, tiles, n_tiles, "three-phase", 8900, &runs);
+    size_t failed = run_with_setting(ctx, "FLASHCL_DECODE_TILES", tiles, n_tiles, shape_cases,
+                                     sizeof shape_cases / sizeof *shape_cases, "three-phase", 8500, &runs);
+    failed += run_with_setting(ctx, "FLASHCL_DECODE_TILES", tiles, n_tiles, logits, 2, "three-phase", 8900, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
@@ -1066,16 +1064,9 @@ Test(decode, subgroup_shuffle_form)
         fcl_context_release(ctx);
         cr_skip_test("no subgroup form on this device (decode path with GPU tiles: %s)", path);
     }
-    size_t failed = 0, runs = 0;
-    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
-        const char *form = fcl_attention_decode_path(ctx, FCL_F16, 128);
-        cr_expect(strcmp(form, "subgroup-shuffle") == 0, "tiles %s: path %s", tiles[t], form);
-        const size_t f = run_table(ctx, cases, sizeof cases / sizeof cases[0], 9500 + 100 * t, &runs);
-        unsetenv("FLASHCL_DECODE_TILES");
-        cr_expect(f == 0, "(the failures above ran with FLASHCL_DECODE_TILES=%s)", tiles[t]);
-        failed += f;
-    }
+    size_t runs = 0;
+    const size_t failed = run_with_setting(ctx, "FLASHCL_DECODE_TILES", tiles, sizeof tiles / sizeof tiles[0], cases,
+                                           sizeof cases / sizeof cases[0], "subgroup-shuffle", 9500, &runs);
     fcl_context_release(ctx);
     cr_assert(failed == 0, "%zu of %zu decode runs failed", failed, runs);
 }
