@@ -127,10 +127,10 @@ def h200_decode():
 
 
 def cpu():
-    """docs/perf/2026-12-03-cpu-peer-run2.md, -run3.md (from their -flashcl.jsonl, -torch.jsonl)"""
-    runs = [md_table(f"2026-12-03-cpu-peer-run{n}.md", "case") for n in (2, 3)]
+    """docs/perf/2026-12-05-cpu-peer-xeon-v032-final1.md, -final2.md (from their -flashcl.jsonl, -torch.jsonl)"""
+    runs = [md_table(f"2026-12-05-cpu-peer-xeon-v032-final{n}.md", "case") for n in (1, 2)]
     fig, ax = plt.subplots(figsize=(13, 4.8))
-    series = [(f"{dev}, run {n + 2}", [float(r[f"PyTorch / {key}"]) for r in rows])
+    series = [(f"{dev}, run {n + 1}", [float(r[f"PyTorch / {key}"]) for r in rows])
               for dev, key in (("PoCL", "PoCL"), ("Intel's runtime", "Intel")) for n, rows in enumerate(runs)]
     bars(ax, [r["case"].replace("prefill ", "prefill\n").replace("decode ", "decode\n") for r in runs[0]], series,
          "PyTorch CPU scaled_dot_product_attention time over flashcl's, same machine, same minutes",
@@ -139,10 +139,10 @@ def cpu():
         t.set_rotation(35)
         t.set_horizontalalignment("right")
     ax.legend(fontsize=8)
-    fig.suptitle("CPUs: 2-core Xeon with AVX-512 and AMX (v0.17.0, 2026-12-03; run 3: the all-heads decode)",
+    fig.suptitle("CPUs: 2-core Xeon with AVX-512 and AMX (v0.32.0, 2026-12-05; PyTorch's bf16 runs on AMX)",
                  fontsize=11)
-    fig.text(0.5, 0.01, "raw: docs/perf/2026-12-03-cpu-peer-run2.md, -run3.md, and their -flashcl.jsonl, -torch.jsonl",
-             ha="center", fontsize=8)
+    fig.text(0.5, 0.01, "raw: docs/perf/2026-12-05-cpu-peer-xeon-v032-final1.md, -final2.md, and their "
+             "-flashcl.jsonl, -torch.jsonl", ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 0.95))
     fig.savefig(OUT / "cpu.png", dpi=90)
     plt.close(fig)
