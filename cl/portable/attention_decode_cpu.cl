@@ -204,14 +204,13 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                     /* every cache line of the K row AHEAD keys on and of this key's V row: a KV
                      * head's rows lie a page or more apart, where the hardware prefetchers stop,
                      * so each row would be a demand miss of its own */
-                    long ka = ki[k];
-                    if (jb + k + AHEAD <= j_hi) {
-                        long va;
-                        cache_rows(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, v_off, v_s0, v_s1, v_sh, table,
-                                   bt_off, bt_sb, bt_ss, page_size, num_pages, &ka, &va);
-                    }
+                    const int ahead = jb + k + AHEAD <= j_hi;
+                    const long ka = ahead ? cache_row(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, table, bt_off,
+                                                      bt_sb, bt_ss, page_size, num_pages)
+                                          : 0;
                     for (int e = 0; e < head_dim; e += LINE_ELEMS) {
-                        FCL_PREFETCH(Kc + ka + e);
+                        if (ahead)
+                            FCL_PREFETCH(Kc + ka + e);
                         FCL_PREFETCH(Vc + vi[k] + e);
                     }
                 }
