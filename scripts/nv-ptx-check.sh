@@ -3,7 +3,7 @@
 # Checks an NVIDIA kernel variant here, without a GPU: clang compiles the concatenated embedded
 # sources (cl/portable/NAME.cl or cl/nvidia/NAME.cl, in the order given) as OpenCL C for nvptx64 with libclc's builtins, the
 # PTX is promoted to sm_90a as src/programs/ptx_promote.c does (SM90A markers removed), and CUDA's ptxas
-# assembles it and reports registers, spills and local memory. Catches syntax errors, bad
+# assembles it and reports registers, spills, local memory and its warnings. Catches syntax errors, bad
 # inline PTX and wgmma operand mistakes before any device time is spent; the register counts
 # are clang's, not NVIDIA's compiler's (they differ by tens). Needs clang-15, libclc-15 (Debian
 # packages) and ptxas (the CUDA toolkit) on PATH.
@@ -22,4 +22,4 @@ clang-15 -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang -finclude-defau
   -Xclang -mlink-builtin-bitcode -Xclang /usr/lib/clc/nvptx64--nvidiacl.bc -O3 -S -Wno-everything \
   -DFCL_UNROLL=1 -DFCL_ROUND_GROUPS=528 $2 -o "$tmp/k.ptx" "$tmp/k.cl"
 sed -i -e 's#//@@##' -e 's/^\.target sm_[0-9]*.*/.target sm_90a/' -e 's/^\.version .*/.version 8.0/' "$tmp/k.ptx"
-ptxas -arch=sm_90a -c -v "$tmp/k.ptx" -o "$tmp/k.o" 2>&1 | grep -E "error|spill|Used|bytes stack|Compiling entry" || true
+ptxas -arch=sm_90a -c -v "$tmp/k.ptx" -o "$tmp/k.o" 2>&1 | grep -E "error|warn|spill|Used|bytes stack|Compiling entry" || true
