@@ -60,12 +60,17 @@ static const tuning_entry table[] = {
      * (25.5-25.6 against 24.2); the three-phase decode (FLASHCL_DECODE_PATH=portable, no shuffles)
      * of 16-bit caches reads K one batch ahead at D 64 and 256 (H100, v0.31.0: 82-85% of copy
      * against 73-77% at D 64, 80-87% against 78-81% at D 256; F32 caches and D 128 lose with it:
-     * their own tiles without it) */
+     * their own tiles without it); v0.33.0 (H100, history "v0.33.0"): the D 64 blocked backward
+     * 64x64 of 4x8 (25.5-25.7 TFLOP/s against 24.9-25.0 for 8x4, three runs) and the D 128 decode
+     * of 16-bit caches in rounds of one work-group per SM with K ahead (portable B 32 L 4k 82-84%
+     * of copy against 78-80%, B 8 L 32k 92-93% against 91%; the tensor-core path within its
+     * spread), F32 caches keeping rounds of two without it */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 8, 4, 8, 16, 0},
+     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 8, 8, 16, 0},
      {32, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
-     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 2, 128, 0, 2, 2, 2, 0}, {0}, {64, 64, 4, 4, 16, 16, 0}, {0}},
+     {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 1, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 4, 16, 16, 0},
+     {16, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
     {"NVIDIA", FCL_DEVICE_GPU, 256, 0, {32, 32, 1}, {64, 32, 4, 2, 16, 16, 0, 0, 1}, {64, 16, 1, 0, 0}, {32, 32},
      {64, 32, 64, 32, 3, 224, 256}, {8, 4, 128, 4, 128, 0, 3, 0, 2, 1}, {0}, {64, 64, 4, 4, 8, 8, 0},
      {8, 4, 128, 4, 128, 0, 3, 0, 2, 0}},
