@@ -64,7 +64,8 @@ static const tuning_entry table[] = {
      * 64x64 of 4x8 (25.5-25.7 TFLOP/s against 24.9-25.0 for 8x4, three runs) and the D 128 decode
      * of 16-bit caches in rounds of one work-group per SM with K ahead (portable B 32 L 4k 82-84%
      * of copy against 78-80%, B 8 L 32k 92-93% against 91%; the tensor-core path within its
-     * spread), F32 caches keeping rounds of two without it */
+     * spread; at D 96 portable B 8 L 32k 2.7% slower, B 32 L 4k 15% faster), F32 caches keeping
+     * rounds of two without it */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 8, 8, 16, 0},
      {32, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
