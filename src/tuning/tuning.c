@@ -55,17 +55,15 @@ static const tuning_entry table[] = {
      * 64x128 has no room for them, perf.md v0.16.0-dev); blocked backward 128x64 of 8x4 with 16-row
      * update slices at D <= 128 (at D 128 lowered to 64 rows by the 48 KB of local memory: 18.3-18.9
      * TFLOP/s against 13.6-15.9 for 64x64 of 4x4), 64x64 of 4x4 at D 256 (16.0 against 14.5),
-     * perf.md v0.18.0-dev; with dS stored in vectors (v0.30.0, history "v0.30.0") 64x64 of 8x4 at
-     * D 64 (24.9-25.1 TFLOP/s against 22.8) and 64x64 of 4x4 with 16-dim slices at D 128 causal
-     * (25.5-25.6 against 24.2); the three-phase decode (FLASHCL_DECODE_PATH=portable, no shuffles)
-     * of 16-bit caches reads K one batch ahead at D 64 and 256 (H100, v0.31.0: 82-85% of copy
-     * against 73-77% at D 64, 80-87% against 78-81% at D 256; F32 caches and D 128 lose with it:
-     * their own tiles without it); v0.33.0 (H100, history "v0.33.0"): the D 64 blocked backward
-     * 64x64 of 4x8 (25.5-25.7 TFLOP/s against 24.9-25.0 for 8x4, three runs) and the D 128 decode
-     * of 16-bit caches in rounds of one work-group per SM with K ahead (portable B 32 L 4k 82-84%
-     * of copy against 78-80%, B 8 L 32k 92-93% against 91%; the tensor-core path within its
-     * spread; at D 96 portable B 8 L 32k 2.7% slower, B 32 L 4k 15% faster), F32 caches keeping
-     * rounds of two without it */
+     * perf.md v0.18.0-dev; with dS stored in vectors (v0.30.0, history "v0.30.0") 64x64 of 4x4
+     * with 16-dim slices at D 128 causal (25.5-25.6 against 24.2) and at D 64 64x64 of 4x8 (H100,
+     * v0.33.0: 25.5-25.7 TFLOP/s against 24.9-25.0 for v0.30.0's 8x4, three runs); the three-phase
+     * decode (FLASHCL_DECODE_PATH=portable, no shuffles) of 16-bit caches reads K one batch ahead
+     * at D 64 and 256 (H100, v0.31.0: 82-85% of copy against 73-77% at D 64, 80-87% against 78-81%
+     * at D 256) and, in rounds of one work-group per SM, at D 65-128 (H100, v0.33.0: B 32 L 4k
+     * 82-84% against 78-80%, B 8 L 32k 92-93% against 91%, the tensor-core path within its spread;
+     * D 96: B 8 L 32k 2.7% slower, B 32 L 4k 15% faster); F32 caches lose with it and keep their
+     * own tiles without it */
     {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
      {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 8, 8, 16, 0},
      {32, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
