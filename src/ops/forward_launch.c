@@ -30,12 +30,13 @@ int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env)
            fcl_device_loop_limit(ctx) == 0;
 }
 
-/* The tensor-core kernel applies: fcl_nv_mma_usable (FLASHCL_FORWARD_PATH) and a table entry. */
-static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_mma_tiles *tiles)
+/* The tensor-core kernel applies: fcl_nv_mma_usable (FLASHCL_FORWARD_PATH) and a table entry
+ * (its tiles for sequences of keys_per_seq keys on average). */
+static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int64_t keys_per_seq, fcl_mma_tiles *tiles)
 {
     if (hdp > 256 || !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))
         return 0;
-    *tiles = fcl_tune_forward_mma(ctx, hdp);
+    *tiles = fcl_tune_forward_mma(ctx, hdp, keys_per_seq);
     return tiles->block_m > 0;
 }
 
@@ -86,7 +87,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
     if (head_dim > 0 && wgmma_applies(ctx, dtype, hdp, 0, &wt))
         return "nvidia-wgmma";
-    if (head_dim > 0 && mma_applies(ctx, dtype, hdp, &t))
+    if (head_dim > 0 && mma_applies(ctx, dtype, hdp, INT64_MAX, &t))
         return "nvidia-mma";
     return cpu_applies(ctx, hdp, &ct) ? "cpu" : blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
 }
@@ -316,6 +317,16 @@ static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, 
     return FCL_SUCCESS;
 }
 
+/* The job's keys per sequence on average: the dense form's length, the varlen form's total over
+ * its sequences; the packed form's sequences are unknown to the host (encoder batches, counted as
+ * short). */
+static int64_t keys_per_sequence(const fcl_forward_job *job)
+{
+    return job->layout == FCL_LAYOUT_PACKED ? 0
+           : job->layout == FCL_LAYOUT_VARLEN ? job->total_k / (job->grid_b > 0 ? job->grid_b : 1)
+                                              : job->sk;
+}
+
 /* The tensor-core kernel for the job where one applies (wgmma, then mma), else the portable one. */
 static fcl_status get_forward_kernel(fcl_context ctx, const fcl_forward_job *job, int hdp, forward_variant *v)
 {
@@ -328,7 +339,7 @@ static fcl_status get_forward_kernel(fcl_context ctx, const fcl_forward_job *job
         if (s != FCL_SUCCESS || v->kernel)
             return s;
     }
-    if (mma_applies(ctx, job->dtype, hdp, &mt))
+    if (mma_applies(ctx, job->dtype, hdp, keys_per_sequence(job), &mt))
         return get_mma_kernel(ctx, job, hdp, &mt, v);
     return get_portable_kernel(ctx, job, hdp, v);
 }

@@ -37,6 +37,13 @@ typedef struct tuning_entry {
     {"", FCL_DEVICE_GPU, max_dim, 0, {64, 16, 1}, {64, 64, 4, 4, 16, 16, 0, 0, 1}, {0, 0, 0, 0, 0}, {32, 32},     \
      {0}, {__VA_ARGS__}, {0}, {64, 64, 4, 4, 16, 16, 0}, {32, 4, 256, 1, 128, 0, 0, 0, 2, 0}}
 
+/* NVIDIA's entry up to padded head dim `max_dim` <= 64, its mma.sync forward with `mma_keys`-key
+ * tiles (the wgmma forward, from 64 on, has its own). */
+#define NVIDIA_UP_TO_64(max_dim, mma_keys)                                                                         \
+    {"NVIDIA", FCL_DEVICE_GPU, max_dim, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, mma_keys, 2, 0, 0}, \
+     {32, 32}, {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 8, 8, 16, 0},   \
+     {32, 4, 128, 2, 128, 0, 2, 2, 2, 0}}
+
 static const tuning_entry table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, 256, 65535, {16, 16, 1}, {0}, {0, 0, 0, 0, 0}, {16, 16}, {0},
      {4, 2, 32, 1, 0, 0, 0, 0, 0, 0}, {0}, {0}, {0}},
@@ -63,10 +70,12 @@ static const tuning_entry table[] = {
      * at D 256) and, in rounds of one work-group per SM, at D 65-128 (H100, v0.33.0: B 32 L 4k
      * 82-84% against 78-80%, B 8 L 32k 92-93% against 91%, the tensor-core path within its spread;
      * D 96: B 8 L 32k 2.7% slower, B 32 L 4k 15% faster); F32 caches lose with it and keep their
-     * own tiles without it */
-    {"NVIDIA", FCL_DEVICE_GPU, 64, 0, {128, 32, 1}, {64, 128, 8, 8, 16, 16, 0, 0, 1}, {128, 64, 2, 0, 0}, {32, 32},
-     {64, 64, 64, 32, 0, 256, 256}, {32, 4, 128, 2, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 8, 8, 16, 0},
-     {32, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
+     * own tiles without it; padded head dims 16 and 32 (the mma.sync forward: the wgmma one starts
+     * at 64) take 128-key tiles, which fit the 48 KB there (H100, v0.34.0, B 4 S 4096 H 16 F16:
+     * D 32 0.622 ms against 0.712 with 64-key tiles, D 16 0.528 against 0.596; history "v0.34.0");
+     * their other tiles are the D 64 entry's */
+    NVIDIA_UP_TO_64(32, 128),
+    NVIDIA_UP_TO_64(64, 64),
     {"NVIDIA", FCL_DEVICE_GPU, 128, 0, {32, 32, 1}, {64, 64, 8, 4, 16, 16, 0, 0, 2}, {128, 32, 2, 0, 3}, {32, 32},
      {64, 32, 64, 32, 2, 256, 256}, {16, 4, 128, 1, 128, 0, 2, 2, 2, 1}, {0}, {64, 64, 4, 4, 16, 16, 0},
      {16, 4, 128, 2, 128, 0, 2, 2, 2, 0}},
@@ -311,12 +320,15 @@ static int local_fragment_steps(int want, int head_dim_pad, uint64_t used, uint6
     return (uint64_t)most < room ? most : (int)room;
 }
 
-fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad)
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t keys_per_seq)
 {
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
-    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
+    /* wide key tiles waste more of a short sequence's last tile than they save (H100, history
+     * "v0.34.0": 128 keys at D 32 8% slower on a varlen batch of up to 512 keys) */
+    const int keys = table.block_n > 64 && keys_per_seq < 8 * (int64_t)table.block_n ? 64 : table.block_n;
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, keys, table.m_tiles, table.max_regs, table.q_local};
     override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
     /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
@@ -470,7 +482,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[5] = t.dkdv_cols;
         values[6] = t.dq_cols;
     } else {
-        const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp);
+        const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp, INT64_MAX);
         values[0] = t.block_m;
         values[1] = t.block_n;
         values[2] = t.m_tiles;
