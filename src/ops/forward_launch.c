@@ -317,14 +317,13 @@ static fcl_status get_wgmma_kernel(fcl_context ctx, const fcl_forward_job *job, 
     return FCL_SUCCESS;
 }
 
-/* The job's keys per sequence on average: the dense form's length, the varlen form's total over
- * its sequences; the packed form's sequences are unknown to the host (encoder batches, counted as
- * short). */
+/* The keys per sequence that pick the tensor-core forward's tiles: the dense form's length; 0
+ * (short) for the varlen form, whose batches of mixed lengths ran slower with wide key tiles at
+ * every measured length (H100, history "v0.34.0"), and for the packed form, whose sequences the
+ * host never reads. */
 static int64_t keys_per_sequence(const fcl_forward_job *job)
 {
-    return job->layout == FCL_LAYOUT_PACKED ? 0
-           : job->layout == FCL_LAYOUT_VARLEN ? job->total_k / (job->grid_b > 0 ? job->grid_b : 1)
-                                              : job->sk;
+    return job->layout == FCL_LAYOUT_DENSE ? job->sk : 0;
 }
 
 /* The tensor-core kernel for the job where one applies (wgmma, then mma), else the portable one. */

@@ -325,9 +325,9 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t ke
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
-    /* wide key tiles waste more of a short sequence's last tile than they save (H100, history
-     * "v0.34.0": 128 keys at D 32 8% slower on a varlen batch of up to 512 keys) */
-    const int keys = table.block_n > 64 && keys_per_seq < 8 * (int64_t)table.block_n ? 64 : table.block_n;
+    /* wide key tiles pay from 4 of them per sequence (H100, history "v0.34.0": D 16 and 32 at S
+     * 512 1.00-1.10x the speed of 64-key tiles, at S 256 0.98-1.07x) */
+    const int keys = table.block_n > 64 && keys_per_seq < 4 * (int64_t)table.block_n ? 64 : table.block_n;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_m, keys, table.m_tiles, table.max_regs, table.q_local};
     override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
