@@ -31,7 +31,7 @@ int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env)
 }
 
 /* The tensor-core kernel applies: fcl_nv_mma_usable (FLASHCL_FORWARD_PATH) and a table entry
- * (its tiles for sequences of keys_per_seq keys on average). */
+ * (its tiles for sequences of keys_per_seq keys: keys_per_sequence). */
 static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int64_t keys_per_seq, fcl_mma_tiles *tiles)
 {
     if (hdp > 256 || !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))

@@ -71,7 +71,8 @@ static const tuning_entry table[] = {
      * 82-84% against 78-80%, B 8 L 32k 92-93% against 91%, the tensor-core path within its spread;
      * D 96: B 8 L 32k 2.7% slower, B 32 L 4k 15% faster); F32 caches lose with it and keep their
      * own tiles without it; padded head dims 16 and 32 (the mma.sync forward: the wgmma one starts
-     * at 64) take 128-key tiles, which fit the 48 KB there (H100, v0.34.0, B 4 S 4096 H 16 F16:
+     * at 64) take 128-key tiles on dense sequences of >= 512 keys (fcl_tune_forward_mma), which fit
+     * the 48 KB there (H100, v0.34.0, B 4 S 4096 H 16 F16:
      * D 32 0.622 ms against 0.712 with 64-key tiles, D 16 0.528 against 0.596; history "v0.34.0");
      * their other tiles are the D 64 entry's */
     NVIDIA_UP_TO_64(32, 128),
