@@ -18,9 +18,10 @@
  *            them in place instead, the keys past the last clamped to it (their p is 0);
  *   S = QK^T st[rv][n] += kt[n][d] (broadcast) * qt[d][rv]: RV x BN independent accumulators;
  *   softmax  per lane: the row maxima are element-wise maxima over the tile's keys, the row
- *            sums element-wise sums, the exponentials vector exp2; a row's reference maximum
- *            moves only when a tile's scores exceed it by more than RESCALE_SLACK (the
- *            probabilities stay below 2^RESCALE_SLACK, and the rescales become rare);
+ *            sums element-wise sums, the exponentials simd_exp2 (common.cl); a row's
+ *            reference maximum moves only when a tile's scores exceed it by more than
+ *            RESCALE_SLACK (the probabilities stay below 2^RESCALE_SLACK, and the rescales
+ *            become rare);
  *   O += PV  acc[d][rv] += vt[n][d] (broadcast) * p[n][rv], DB head dims at a time (DB x RV
  *            accumulators in registers while the tile's keys stream by); the rescale by the
  *            rows' factor is skipped when no row's maximum moved.
@@ -180,11 +181,11 @@ void attention_forward(FORWARD_KERNEL_ARGS)
              * the accumulators are rarely rescaled (probabilities stay below 2^RESCALE_SLACK) */
             const simd_f m_new = select(m[rv], fmax(m[rv], tmax), tmax > m[rv] + RESCALE_SLACK);
             const simd_i none = isinf(m_new) & (m_new < 0.0f);
-            const simd_f alpha = select(exp2(m[rv] - m_new), (simd_f)(1.0f), none);
+            const simd_f alpha = select(simd_exp2(m[rv] - m_new), (simd_f)(1.0f), none);
             simd_f sum = (simd_f)(0.0f);
             UNROLLED
             for (int n = 0; n < BN; n++) {
-                p[n][rv] = select(exp2(st[rv][n] - m_new), (simd_f)(0.0f), none);
+                p[n][rv] = select(simd_exp2(st[rv][n] - m_new), (simd_f)(0.0f), none);
                 sum += p[n][rv];
             }
             m[rv] = m_new;

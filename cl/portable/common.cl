@@ -136,7 +136,7 @@ BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int h
  * into private vectors, simd_store_chunk the way back; simd_transpose, a SIMD x SIMD block's
  * rows into lanes, and simd_rows_to_lanes / simd_lanes_to_rows, SIMD rows of HEAD_DIM_PAD
  * through it;
- * simd_max / simd_sum, the horizontal maximum and sum; simd_pair_sum(a, b),
+ * simd_max / simd_sum, the horizontal maximum and sum; simd_exp2, 2^x per lane; simd_pair_sum(a, b),
  * the sums of a's and of b's neighbouring lane pairs, side by side (a reduction step that keeps
  * each block of lanes apart). */
 #if SIMD == 16
@@ -147,6 +147,7 @@ typedef int16 simd_i;
 #define SIMD_VLOAD_HALF vload_half16
 #define SIMD_CONVERT_UINT convert_uint16
 #define SIMD_AS_F as_float16
+#define SIMD_AS_I as_int16
 #define SIMD_VSTORE_HALF vstore_half16_rte
 #elif SIMD == 8
 typedef float8 simd_f;
@@ -156,6 +157,7 @@ typedef int8 simd_i;
 #define SIMD_VLOAD_HALF vload_half8
 #define SIMD_CONVERT_UINT convert_uint8
 #define SIMD_AS_F as_float8
+#define SIMD_AS_I as_int8
 #define SIMD_VSTORE_HALF vstore_half8_rte
 #elif SIMD == 4
 typedef float4 simd_f;
@@ -165,6 +167,7 @@ typedef int4 simd_i;
 #define SIMD_VLOAD_HALF vload_half4
 #define SIMD_CONVERT_UINT convert_uint4
 #define SIMD_AS_F as_float4
+#define SIMD_AS_I as_int4
 #define SIMD_VSTORE_HALF vstore_half4_rte
 #else
 #error "SIMD must be 4, 8 or 16"
@@ -190,6 +193,24 @@ inline simd_f simd_load(__global const store_t *p, long i)
 }
 
 #define simd_store(v, p) SIMD_VSTORE((v), 0, (p))
+
+/* 2^x per lane within about 1 ulp, for x < 128 (the softmax's exponents are <= 8): a degree-6
+ * polynomial in the fraction f = x - n (n = x rounded, by the 1.5 * 2^23 shift) times 2^n built
+ * in the exponent bits. A dozen vector instructions, where a runtime's exp2 may be a long chain
+ * or scalar. x <= -127 (and -inf) gives 0; NaN stays NaN. */
+inline simd_f simd_exp2(simd_f x)
+{
+    const simd_f xc = select(x, (simd_f)(-127.0f), x < (simd_f)(-127.0f));
+    const simd_f shifted = xc + 12582912.0f;
+    const simd_f f = xc - (shifted - 12582912.0f);
+    simd_f p = fma(f, (simd_f)(1.5337577497e-4f), (simd_f)(1.3399859890e-3f));
+    p = fma(p, f, (simd_f)(9.6185198054e-3f));
+    p = fma(p, f, (simd_f)(5.5503290147e-2f));
+    p = fma(p, f, (simd_f)(2.4022646248e-1f));
+    p = fma(p, f, (simd_f)(6.9314718246e-1f));
+    p = fma(p, f, (simd_f)(1.0f));
+    return p * SIMD_AS_F((SIMD_AS_I(shifted) - 0x4B400000 + 127) << 23);
+}
 
 /* Two rows a and b, s rows apart in a SIMD x SIMD block, with their off-diagonal s x s blocks
  * swapped: the lanes of a whose bit s is set and the lanes of b whose bit s is clear trade places
