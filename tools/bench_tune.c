@@ -85,7 +85,7 @@ static void make_space(const bench_env *env, fcl_dtype dt, int d, tune_space *s)
         *s = (tune_space){TUNE_FORWARD, "forward_mma", "FLASHCL_MMA_TILES", 5, 0, {{0}}};
         static const int mt[][2] = {{64, 1}, {64, 2}, {128, 1}, {128, 2}, {256, 2}}; /* rows, m-tiles */
         for (size_t i = 0; i < sizeof mt / sizeof *mt; i++)
-            for (int n = 16; n <= 64; n *= 2)
+            for (int n = 16; n <= 128; n *= 2) /* keys per tile (lowered to what fits) */
                 for (int q = 0; q <= 16; q += 16) /* Q in registers; as much Q in local memory as fits */
                     add(s, mt[i][0], n, mt[i][1], 0, q);
         return;

@@ -326,11 +326,13 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t ke
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
-    /* wide key tiles pay from 4 of them per sequence (H100, history "v0.34.0": D 16 and 32 at S
-     * 512 1.00-1.10x the speed of 64-key tiles, at S 256 0.98-1.07x) */
-    const int keys = table.block_n > 64 && keys_per_seq < 4 * (int64_t)table.block_n ? 64 : table.block_n;
-    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, keys, table.m_tiles, table.max_regs, table.q_local};
+    int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
     override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
+    /* wide key tiles (the table's or a tuned entry's; FLASHCL_MMA_TILES, where set, is taken as
+     * given) pay from 4 of them per sequence (H100, history "v0.34.0": D 16 and 32 at S 512
+     * 1.00-1.10x the speed of 64-key tiles, at S 256 0.98-1.07x) */
+    if (v[1] > 64 && keys_per_seq < 4 * (int64_t)v[1] && !getenv("FLASHCL_MMA_TILES"))
+        v[1] = 64;
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
     /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
      * declared in cl/nvidia/mma_nv.cl); per Q k step: 16 bytes per work-item and m tile (32 per row) */

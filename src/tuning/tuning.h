@@ -77,11 +77,11 @@ typedef struct fcl_mma_tiles {
 } fcl_mma_tiles;
 
 /* Tiles of the NVIDIA tensor-core forward (cl/nvidia/attention_forward_mma.cl) at padded head dim
- * `head_dim_pad` for sequences of `keys_per_seq` keys: the device's table entry (its tiles of
- * more than 64 keys cut to 64 where a sequence has fewer than 4 of them), then
- * FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if set; N halved until two stages of K and V tiles fit the
- * local memory, then Q lowered (to at most head_dim_pad / 16) until its Q fragments fit beside
- * them. block_m 0 where the table has no such path. */
+ * `head_dim_pad` for sequences of `keys_per_seq` keys: the device's table entry or tuned entry,
+ * its tiles of more than 64 keys cut to 64 where a sequence has fewer than 4 of them, or
+ * FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if set, as given; N halved until two stages of K and V tiles
+ * fit the local memory, then Q lowered (to at most head_dim_pad / 16) until its Q fragments fit
+ * beside them. block_m 0 where the table has no such path. */
 fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t keys_per_seq);
 
 typedef struct fcl_wgmma_tiles {
