@@ -163,25 +163,29 @@ static int parse_values(const char *s, int *v, int most)
     return n;
 }
 
+/* Where a kernel's tiles came from (override_tiles). */
+enum { TILES_TABLE = 0, TILES_TUNED = 1, TILES_ENV = 2 };
+
 /* The tuned entry of (kernel, head_dim_pad), then the environment variable env_name ("a,b,c,...":
  * at least `least` values; those it leaves out keep what lies below it), each taken only when
- * fcl_tuned_values_valid accepts it, laid over v (fcl_tuned_value_count(kernel) values). */
+ * fcl_tuned_values_valid accepts it, laid over v (fcl_tuned_value_count(kernel) values). Returns
+ * the last source taken: TILES_TABLE (neither), TILES_TUNED or TILES_ENV. */
 static int override_tiles(fcl_context ctx, const char *kernel, int head_dim_pad, const char *env_name, int least,
                           int v[FCL_TUNING_MAX_VALUES])
 {
-    int t[FCL_TUNING_MAX_VALUES] = {0}, overridden = 0;
+    int t[FCL_TUNING_MAX_VALUES] = {0}, source = TILES_TABLE;
     if (fcl_tuned_find(ctx, kernel, head_dim_pad, t)) {
         memcpy(v, t, sizeof t);
-        overridden = 1;
+        source = TILES_TUNED;
     }
     const char *env = getenv(env_name);
     int e[FCL_TUNING_MAX_VALUES];
     memcpy(e, v, sizeof e);
     if (env && parse_values(env, e, fcl_tuned_value_count(kernel)) >= least && fcl_tuned_values_valid(kernel, e)) {
         memcpy(v, e, sizeof e);
-        overridden = 1;
+        source = TILES_ENV;
     }
-    return overridden;
+    return source;
 }
 
 fcl_forward_tiles fcl_tune_forward(fcl_context ctx, int head_dim_pad)
@@ -224,9 +228,9 @@ fcl_cpu_tiles fcl_tune_forward_cpu(fcl_context ctx, int head_dim_pad)
     if (t.simd == 0)
         t.simd = fcl_device_simd_floats(ctx);
     int v[FCL_TUNING_MAX_VALUES] = {t.simd, t.rv, t.bn, t.db};
-    const int overridden = override_tiles(ctx, "forward_cpu", head_dim_pad, "FLASHCL_CPU_TILES", 4, v);
+    const int source = override_tiles(ctx, "forward_cpu", head_dim_pad, "FLASHCL_CPU_TILES", 4, v);
     fcl_cpu_tiles r = {v[0], v[1], v[2], v[3], 0, 0, 0};
-    if (!overridden && r.simd == 16) { /* the table's in-place tiles need AVX-512's 32 registers */
+    if (source == TILES_TABLE && r.simd == 16) { /* the table's in-place tiles need AVX-512's 32 registers */
         r.direct_rv = t.direct_rv;
         r.direct_bn = t.direct_bn;
         r.direct_db = t.direct_db;
@@ -327,11 +331,11 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t ke
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
-    override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v);
-    /* wide key tiles (the table's or a tuned entry's; FLASHCL_MMA_TILES, where set, is taken as
-     * given) pay from 4 of them per sequence (H100, history "v0.34.0": D 16 and 32 at S 512
-     * 1.00-1.10x the speed of 64-key tiles, at S 256 0.98-1.07x) */
-    if (v[1] > 64 && keys_per_seq < 4 * (int64_t)v[1] && !getenv("FLASHCL_MMA_TILES"))
+    /* wide key tiles (the table's or a tuned entry's; FLASHCL_MMA_TILES is taken as given) pay
+     * from 4 of them per sequence (H100, history "v0.34.0": D 16 and 32 at S 512 1.00-1.10x the
+     * speed of 64-key tiles, at S 256 0.98-1.07x) */
+    if (override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v) != TILES_ENV && v[1] > 64 &&
+        keys_per_seq < 4 * (int64_t)v[1])
         v[1] = 64;
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
     /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
