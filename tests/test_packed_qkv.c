@@ -10,8 +10,6 @@
  *    softcap, ALiBi [H], key mask [L], strided (padded) layouts;
  *  - with one-hot V rows, the exact set of keys each row weighs: its own sequence's rows j
  *    with |r - j| <= w / 2 (and j <= r when causal), nothing else;
- *  - packed equals varlen bit for bit: Q, K and V as views of the same QKV buffer with
- *    cu_seqlens from the same packing give the same O and LSE bits;
  *  - garbage seq_bounds: the call succeeds, nothing outside O and LSE is written (views in
  *    the middle of guarded buffers), no guard of QKV is read (NaN guards), O is overwritten;
  *  - bad arguments: status, message, outputs untouched.
@@ -357,81 +355,6 @@ Test(packed_qkv, structure_one_hot_v)
     support_ppack_free(&b);
     fcl_context_release(ctx);
     cr_assert(ok, "packed attention weights are not confined to each row's window in its sequence");
-}
-
-/* ---------------------------------------------------------------- packed == varlen */
-
-/*
- * The same data through fcl_attention_varlen_forward: Q, K, V as [L, H, D] views of the
- * QKV buffer (row stride of the buffer, head stride D, offsets 0, H*D, 2*H*D) and cu_seqlens
- * from the same packing for both q and k. The two outputs must be bit-identical.
- */
-static int packed_vs_varlen(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
-{
-    prun v;
-    prun_begin(&v, ctx, dt, c, seed);
-    const ppack *p = &v.p;
-    const char *name = v.name;
-    const size_t no = v.no, nl = v.nl;
-    float *o1 = v.o[0], *l1 = v.l[0], *o2 = v.o[1], *l2 = v.l[1];
-    const int64_t L = c->L, H = c->H, D = c->D, HD = H * D;
-    size_t oo, ol;
-    fcl_status st = run_packed(ctx, c, &v.t, o1, l1, &oo, &ol);
-    cr_assert(st == FCL_SUCCESS, "[%s] packed: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
-
-    fcl_tensor qkv[3];
-    support_qkv_views(v.t.base, v.t.row, v.t.qkv_offset, L, H, D, qkv);
-    const int64_t nc = p->nseq + 1;
-    fcl_tensor cu = support_i32_tensor(ctx, 1, &nc, p->cu);
-    const fcl_attn_params prm = case_params(c, &v.t);
-    support_fwd_out_poison(&v.t.out);
-    st = fcl_attention_varlen_forward(ctx, &prm, qkv[0], qkv[1], qkv[2], cu, cu, p->maxlen, p->maxlen, v.t.out.o,
-                                      v.t.out.lse, NULL);
-    cr_assert(st == FCL_SUCCESS, "[%s] varlen: %s: %s", name, fcl_status_string(st), fcl_last_error(ctx));
-    support_fwd_out_read(ctx, &v.t.out, o2, l2, &oo, &ol);
-
-    double max_o, max_l = 0;
-    long fo, fl;
-    size_t diff_o = support_bit_diff(o1, o2, no, &max_o, &fo), diff_l = v.t.out.lse ? support_bit_diff(l1, l2, nl, &max_l, &fl) : 0;
-    const long frow = fo < 0 ? -1L : fo / (long)HD;
-    /* both must also be right, so that equality is not of two wrong answers */
-    seq_check r = compare_sequences(c, dt, p, &v.h, o1, v.t.out.lse ? l1 : NULL);
-    int ok = diff_o == 0 && diff_l == 0 && r.failed_seqs == 0 && r.nan_o == 0 && r.bad_rows == 0;
-    cr_expect(diff_o == 0 && diff_l == 0,
-              "[%s] packed and varlen outputs differ: %zu of %zu O elements (max |diff| %.3g, first at row "
-              "%ld of sequence [%d,%d)), %zu of %zu LSE elements (max |diff| %.3g)",
-              name, diff_o, no, max_o, frow, frow < 0 ? 0 : p->bounds[2 * frow], frow < 0 ? 0 : p->bounds[2 * frow + 1],
-              diff_l, nl, max_l);
-    cr_expect(r.failed_seqs == 0 && r.nan_o == 0 && r.bad_rows == 0,
-              "[%s] packed result out of tolerance in %d sequences (NaN %zu, bad rows %zu)", name, r.failed_seqs,
-              r.nan_o, r.bad_rows);
-    fcl_tensor all[] = {qkv[0], qkv[1], qkv[2], cu};
-    for (int i = 0; i < 4; i++)
-        fcl_tensor_release(all[i]);
-    prun_end(&v);
-    return ok;
-}
-
-Test(packed_qkv, equals_varlen_bitwise)
-{
-    static const pcase cases[] = {
-        {PP_SHORT, 400, 4, 64, 0, U, 0, 0, MASK_NONE, ALIBI_NONE, PL_CONTIG, 2},
-        {PP_SHORT, 400, 4, 64, 1, U, 0, 0, MASK_NONE, ALIBI_NONE, PL_CONTIG, 2},
-        {PP_LONG, 600, 2, 64, 0, 33, 0, 0, MASK_NONE, ALIBI_NONE, PL_CONTIG, 2},
-        {PP_SINGLE, 200, 2, 40, 1, 10, 5.0f, 0, MASK_ON, ALIBI_H, PL_PADDED, 3},
-        {PP_SHORT, 400, 3, 96, 0, 12, 5.0f, 0.3f, MASK_ON, ALIBI_H, PL_CONTIG, 3},
-        /* a long sequence not aligned to any tile, every key visible: many key tiles */
-        {PP_LONG, 600, 2, 64, 0, U, 0, 0, MASK_NONE, ALIBI_NONE, PL_CONTIG, 3},
-        {PP_LONG, 600, 2, 64, 1, U, 0, 0, MASK_NONE, ALIBI_NONE, PL_CONTIG, 3},
-    };
-    static const fcl_dtype dts[] = {FCL_F32, FCL_F16, FCL_BF16, FCL_F32, FCL_F16, FCL_F32, FCL_BF16};
-    enum { N = sizeof cases / sizeof cases[0] };
-    fcl_context ctx = support_context();
-    int ok = 1;
-    for (int i = 0; i < N; i++)
-        ok &= packed_vs_varlen(ctx, dts[i], &cases[i], 700 + (uint64_t)i);
-    fcl_context_release(ctx);
-    cr_assert(ok, "packed QKV and varlen on the same data are not bit-identical");
 }
 
 /* ---------------------------------------------------------------- chunked keys */

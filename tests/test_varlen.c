@@ -12,7 +12,8 @@
  * Structure: with one-hot V rows the output of a row is its attention weights, so the set of
  * keys each row sees is checked exactly (no key of another sequence, per-sequence windows).
  * Isolation: changing one sequence's K/V (or Q) leaves every other sequence's O and LSE
- * bit-identical.
+ * bit-identical. Placement: a sequence's O and LSE bits do not change when the sequences
+ * before it are left out.
  * Bounds: garbage device prefix sums (past the total, negative, decreasing, max_seqlen too
  * small) still succeed and write nothing outside O and LSE (views in the middle of larger
  * guarded buffers), and read nothing outside Q, K, V (NaN guards around them).
@@ -630,6 +631,97 @@ Test(varlen, isolation)
     }
     fcl_context_release(ctx);
     cr_assert(ok, "a change to one sequence's inputs leaked into another's outputs");
+}
+
+/* ---------------------------------------------------------------- placement */
+
+/*
+ * A sequence's outputs do not depend on where it sits in the packing (the key tiles start at
+ * each sequence's first key). The case runs once; then sequences s .. B - 1 run alone, as a
+ * packing whose rows start at row 0 (their Q, K and V rows uploaded anew, prefix sums
+ * shifted), where s is the first sequence whose first key row is odd: the shift is no multiple
+ * of any tile size. Their O rows and LSE entries must be the same bits in both runs, and the
+ * first run must match the reference.
+ */
+static int placement_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t seed)
+{
+    vrun v;
+    vrun_begin(&v, ctx, dt, c, seed);
+    const packing *pk = &v.pk;
+    size_t oo, ol;
+    fcl_status st = run_varlen(ctx, c, pk, &v.t, v.o[0], v.l[0], &oo, &ol);
+    cr_assert(st == FCL_SUCCESS, "[%s] whole packing: %s: %s", v.name, fcl_status_string(st), fcl_last_error(ctx));
+    int s = 1;
+    while (s < pk->B && pk->ck[s] % 2 == 0)
+        s++;
+    cr_assert(s < pk->B, "test bug: [%s] no sequence starts at an odd key row", v.name);
+
+    const int B2 = pk->B - s, tq2 = pk->tq - pk->cq[s], tk2 = pk->tk - pk->ck[s];
+    const size_t qrow = (size_t)c->Hq * c->D, krow = (size_t)c->Hkv * c->D;
+    int32_t *cq2 = support_xmalloc(sizeof(int32_t) * (size_t)(B2 + 1));
+    int32_t *ck2 = support_xmalloc(sizeof(int32_t) * (size_t)(B2 + 1));
+    for (int b = 0; b <= B2; b++) {
+        cq2[b] = pk->cq[s + b] - pk->cq[s];
+        ck2[b] = pk->ck[s + b] - pk->ck[s];
+    }
+    const int64_t qs[3] = {tq2, c->Hq, c->D}, ks[3] = {tk2, c->Hkv, c->D};
+    fcl_tensor q = support_tensor(ctx, dt, 3, qs, v.h.q + (size_t)pk->cq[s] * qrow);
+    fcl_tensor k = support_tensor(ctx, dt, 3, ks, v.h.k + (size_t)pk->ck[s] * krow);
+    fcl_tensor val = support_tensor(ctx, dt, 3, ks, v.h.v + (size_t)pk->ck[s] * krow);
+    fcl_tensor cu_q = i32_tensor(ctx, B2 + 1, cq2), cu_k = i32_tensor(ctx, B2 + 1, ck2);
+    support_fwd_out out;
+    support_fwd_out_make(ctx, dt, tq2, c->Hq, c->D, -1, 0, 1, &out);
+    support_fwd_out_poison(&out);
+    const fcl_attn_params prm = case_params(c, &v.t);
+    st = fcl_attention_varlen_forward(ctx, &prm, q, k, val, cu_q, cu_k, pk->maxq, pk->maxk, out.o, out.lse, NULL);
+    cr_assert(st == FCL_SUCCESS, "[%s] sequences %d on alone: %s: %s", v.name, s, fcl_status_string(st),
+              fcl_last_error(ctx));
+    float *o2 = support_xmalloc(sizeof(float) * (size_t)tq2 * qrow);
+    float *l2 = support_xmalloc(sizeof(float) * (size_t)tq2 * (size_t)c->Hq);
+    support_fwd_out_read(ctx, &out, o2, l2, &oo, &ol);
+
+    double max_o, max_l;
+    long first_o, first_l;
+    const size_t diff_o = support_bit_diff(v.o[0] + (size_t)pk->cq[s] * qrow, o2, (size_t)tq2 * qrow, &max_o, &first_o);
+    size_t diff_l = 0;
+    for (int hh = 0; hh < c->Hq; hh++)
+        diff_l += support_bit_diff(v.l[0] + (size_t)hh * pk->tq + pk->cq[s], l2 + (size_t)hh * tq2, (size_t)tq2,
+                                   &max_l, &first_l);
+    seq_check r = compare_sequences(c, dt, pk, &v.h, v.o[0], v.l[0]);
+    const int ok = diff_o == 0 && diff_l == 0 && seq_check_ok(&r);
+    cr_expect(diff_o == 0 && diff_l == 0,
+              "[%s] sequences %d .. %d moved %d key rows (%d query rows) forward: %zu of %zu O elements "
+              "(max |diff| %.3g) and %zu LSE elements changed",
+              v.name, s, pk->B - 1, pk->ck[s], pk->cq[s], diff_o, (size_t)tq2 * qrow, max_o, diff_l);
+    cr_expect(seq_check_ok(&r), "[%s] %d sequences out of tolerance", v.name, r.failed_seqs);
+    fcl_tensor all[] = {q, k, val, cu_q, cu_k};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fcl_tensor_release(all[i]);
+    support_fwd_out_release(&out);
+    free(o2);
+    free(l2);
+    free(cq2);
+    free(ck2);
+    vrun_end(&v);
+    return ok;
+}
+
+Test(varlen, placement)
+{
+    static const vcase cases[] = {
+        {PK_SHORT, 16, 4, 2, 64, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+        {PK_LONG, 8, 2, 1, 64, 1, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 3},
+        {PK_SHORT, 16, 4, 2, 40, 0, 7, U, 5.0f, 0, MASK_NONE, ALIBI_H, LAYOUT_CONTIG, 0, 3},
+        {PK_LONG, 8, 4, 4, 128, 0, U, U, 0, 0, MASK_NONE, ALIBI_NONE, LAYOUT_CONTIG, 0, 2},
+    };
+    static const fcl_dtype dts[] = {FCL_F32, FCL_F16, FCL_BF16, FCL_F16};
+    enum { N = sizeof cases / sizeof cases[0] };
+    fcl_context ctx = support_context();
+    int ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= placement_case(ctx, dts[i], &cases[i], 5200 + (uint64_t)i);
+    fcl_context_release(ctx);
+    cr_assert(ok, "a sequence's varlen outputs depend on where it sits in the packing");
 }
 
 /* ---------------------------------------------------------------- garbage device bounds */

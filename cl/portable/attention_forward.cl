@@ -75,7 +75,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 
     const long kbase = ko + b * k_sb + hk * k_sh;
     const long vbase = vo + b * v_sb + hk * v_sh;
-    const int j_first = g_lo - (g_lo + k_align) % BLOCK_N; /* g_lo rounded down to the grid */
+    const int j_first = g_lo - g_lo % BLOCK_N; /* g_lo rounded down to the grid */
     for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int step = 0; step < STRIDED_STEPS(BLOCK_N * HEAD_DIM_PAD); step++) {

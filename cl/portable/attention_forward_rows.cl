@@ -8,9 +8,11 @@
  *             to [0, total] and to the bounds sq_arg / sk_arg); batch strides unused;
  *   2 packed  one sequence of sq_arg = sk_arg = L rows; row r only sees key rows inside its
  *             own [seq[r,0], seq[r,1]) (clamped to [0, L]).
- * Key tiles sit on one grid of absolute key rows (multiples of BLOCK_N; for varlen, rows of K,
- * not of the sequence), so every row's keys are cut into the same tiles whatever the layout,
- * the work-group or the chunking.
+ * Key tiles sit on a grid of multiples of BLOCK_N counted from the sequence's first key (for
+ * varlen, each sequence's own; for packed, row 0 of the one sequence), so a row's keys are cut
+ * into the same tiles whatever the work-group or the chunking, and a varlen sequence's tiles do
+ * not depend on where it sits in the packing (the fewest tiles: no partial tile before its
+ * first key).
  */
 
 #define FORWARD_KERNEL_ARGS                                                                              \
@@ -45,11 +47,9 @@
     const long qo = q_off + q_first * q_ss, ko = k_off + k_first * k_ss, vo = v_off + k_first * v_ss;    \
     const long oo = o_off + q_first * o_ss, lseo = lse_off + q_first * lse_ss;                           \
     const long mo = mask_off + k_first * mask_ss;                                                        \
-    const long state_base = (long)h * total_q + q_first;                                                 \
-    const int k_align = k_first % BLOCK_N; /* the sequence's first key, from the tile grid */
+    const long state_base = (long)h * total_q + q_first;
 #else
 #define FORWARD_SEQUENCE_SETUP                                                                           \
-    const int k_align = 0;                                                                               \
     const int sq = sq_arg, sk = sk_arg;                                                                  \
     const long qo = q_off, ko = k_off, vo = v_off, oo = o_off, lseo = lse_off, mo = mask_off;            \
     const long state_base = ((long)b * get_global_size(1) + h) * sq;
@@ -67,7 +67,7 @@
     const int shift = sk - sq; /* query i sits at absolute position i + shift */                        \
     const int i_last = min(i0 + BLOCK_M, sq) - 1;                                                        \
     int g_lo, g_hi;                                                                                      \
-    forward_group_keys(i0, i_last, shift, sq, sk, k_align, key_lo, key_hi, window_left, window_right, cu_q, \
+    forward_group_keys(i0, i_last, shift, sq, sk, key_lo, key_hi, window_left, window_right, cu_q, \
                        cu_q_off, seq_ss, &g_lo, &g_hi);
 
 /* The portable kernels' factor on the queries (the scale, times log2(e) unless logit mods
@@ -79,7 +79,7 @@
 /* The key range [*lo, *hi] (sequence positions, before the key mask) that the group's rows
  * i0 .. i_last may see inside this launch's keys; empty when *lo > *hi. Query i sits at
  * absolute position i + shift. */
-inline void forward_group_keys(int i0, int i_last, int shift, int sq, int sk, int k_align, int key_lo,
+inline void forward_group_keys(int i0, int i_last, int shift, int sq, int sk, int key_lo,
                                int key_hi, int window_left, int window_right, __global const int *cu_q,
                                long cu_q_off, long seq_ss, int *lo, int *hi)
 {
@@ -91,11 +91,11 @@ inline void forward_group_keys(int i0, int i_last, int shift, int sq, int sk, in
         g_lo = min(g_lo, max(lo_r, window_left >= 0 ? sub_sat(row, window_left) : 0));
         g_hi = max(g_hi, min(hi_r, window_right >= 0 ? add_sat(row, window_right) : sk - 1));
     }
-    *lo = max(g_lo, key_lo - k_align);
-    *hi = min(g_hi, key_hi - k_align);
+    *lo = max(g_lo, key_lo);
+    *hi = min(g_hi, key_hi);
 #else
-    *lo = max(max(key_lo - k_align, 0), window_left >= 0 ? sub_sat(i0 + shift, window_left) : 0);
-    *hi = min(min(key_hi - k_align, sk - 1), window_right >= 0 ? add_sat(i_last + shift, window_right) : sk - 1);
+    *lo = max(max(key_lo, 0), window_left >= 0 ? sub_sat(i0 + shift, window_left) : 0);
+    *hi = min(min(key_hi, sk - 1), window_right >= 0 ? add_sat(i_last + shift, window_right) : sk - 1);
 #endif
 }
 

@@ -378,13 +378,11 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     if (s != FCL_SUCCESS)
         return s;
     cl_kernel kernel = v.kernel;
-    /* Keys are counted from the tile grid's origin: a varlen sequence may start up to
-     * BLOCK_N - 1 keys after it. */
-    const int64_t span = job->sk + (job->layout == FCL_LAYOUT_VARLEN ? v.block_n - 1 : 0);
-    int64_t chunk_keys = span > 0 ? span : 1;
+    /* keys are counted from the sequence's first key, the tile grid's origin */
+    int64_t chunk_keys = job->sk > 0 ? job->sk : 1;
     if (v.chunked && (s = chunk_for_loop_limit(ctx, job->op, &v.tiles, hdp, chunk_keys, &chunk_keys)) != FCL_SUCCESS)
         return s;
-    const int64_t n_chunks = span > 0 ? (span + chunk_keys - 1) / chunk_keys : 1;
+    const int64_t n_chunks = job->sk > 0 ? (job->sk + chunk_keys - 1) / chunk_keys : 1;
     const int64_t state_rows = job->Hq * (job->layout == FCL_LAYOUT_VARLEN ? job->total_q : job->grid_b * job->sq);
     /* the state buffer: the rows kernel's chunk state, or the CPU kernel's packed K/V rows (each
      * KV head's rows, [K | V] floats, followed by block_n zero rows; see attention_forward_cpu.cl) */
@@ -451,7 +449,7 @@ fcl_status fcl_forward_launch(fcl_context ctx, const fcl_forward_job *job, cl_ev
     size_t global[3] = {(size_t)((job->sq + v.block_m - 1) / v.block_m) * local[0], (size_t)job->Hq,
                         (size_t)job->grid_b};
     for (int64_t c = 0; c < n_chunks && err == CL_SUCCESS && global[0] > 0; c++) {
-        const int64_t hi = ((c + 1) * chunk_keys < span ? (c + 1) * chunk_keys : span) - 1;
+        const int64_t hi = ((c + 1) * chunk_keys < job->sk ? (c + 1) * chunk_keys : job->sk) - 1;
         const cl_int chunk[4] = {(cl_int)(c * chunk_keys), (cl_int)hi, c > 0, c + 1 < n_chunks};
         for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
             err = clSetKernelArg(kernel, chunk_arg + i, sizeof(cl_int), &chunk[i]);
