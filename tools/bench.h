@@ -5,7 +5,7 @@
  *   bench_forward.c  the attention-forward case (timing + correctness)
  *   bench_varlen.c   the varlen case (fcl_attention_varlen_forward)
  *   bench_packed.c   the packed-QKV case (fcl_attention_packed_qkv_forward)
- *   bench_backward.c the backward case (fcl_attention_backward, 2.5x FLOPs)
+ *   bench_backward.c the backward cases (fcl_attention_backward, _varlen_backward, 2.5x FLOPs)
  *   bench_decode.c   the decode case (fcl_attention_decode over a KV cache, GB/s)
  *   bench_copy.c     the bandwidth ceilings on the same device: clEnqueueCopyBuffer, a read-only kernel
  *   bench_qkvo.c     the attention block with projections (fcl_attention_qkvo_forward and
@@ -175,6 +175,10 @@ typedef struct bench_host {
 int bench_varlen(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r);
 int bench_packed_qkv(const bench_env *env, const bench_case *c, int seqs, int max_len,
                      bench_result *r);
+/* bench_backward.c: fcl_attention_varlen_backward on such a packing (after its varlen forward
+ * for O and LSE); TFLOP/s count 2.5x the exact forward FLOPs; checked on the first sequence's
+ * first KV-head group as bench_backward. */
+int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r);
 
 /* bench_pack.c: the packing. Lengths depend only on (seqs, max_len). */
 typedef struct bench_pack {

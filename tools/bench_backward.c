@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* flashcl-bench op "backward": fcl_attention_backward on random inputs (fixed seeds) after one
- * forward for O and LSE, timed by bench_time (wall clock: the op is several kernels, so its
- * last event is not the op's device time), then checked on batch 0's first KV-head group
- * against the float64 reference gradients with the 3x rule. */
+/* flashcl-bench ops "backward" and "varlen_backward": fcl_attention_backward (or
+ * fcl_attention_varlen_backward over the seeded packing of bench_pack.c) on random inputs
+ * (fixed seeds) after one forward for O and LSE, timed by bench_time (wall clock: the op is
+ * several kernels, so its last event is not the op's device time), then checked on batch 0's
+ * (the first sequence's) first KV-head group against the float64 reference gradients with the
+ * 3x rule. */
 #include "bench.h"
 #include "ref_attention_backward.h"
 
@@ -15,13 +17,14 @@
 #define CHECK_MAX_WORK 2.0e9
 
 typedef struct bwd_data {
+    bench_pack pk;  /* varlen: the packing (pk.cu NULL: dense) */
     bench_host h;   /* q, k, v; o gets dQ back */
-    float *dout;    /* dO [B, Sq, Hq, D] */
-    float *dk, *dv; /* read back [B, Sk, Hkv, D] */
-    fcl_tensor t[9]; /* Q K V O dO LSE dQ dK dV */
+    float *dout;    /* dO [B, Sq, Hq, D] (varlen: [total, Hq, D]) */
+    float *dk, *dv; /* read back [B, Sk, Hkv, D] (varlen: [total, Hkv, D]) */
+    fcl_tensor t[10]; /* Q K V O dO LSE dQ dK dV, and varlen's prefix sums */
 } bwd_data;
 
-enum { TQ, TK, TV, TO, TDO, TLSE, TDQ, TDK, TDV };
+enum { TQ, TK, TV, TO, TDO, TLSE, TDQ, TDK, TDV, TCU, N_TENSORS };
 
 bench_case bench_backward_default(const bench_env *env)
 {
@@ -35,34 +38,46 @@ bench_case bench_backward_default(const bench_env *env)
 
 static void free_data(bwd_data *f)
 {
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < N_TENSORS; i++)
         fcl_tensor_release(f->t[i]);
+    bench_pack_free(&f->pk);
     free(f->dout);
     free(f->dk);
     free(f->dv);
     bench_host_free(&f->h);
 }
 
-/* Device tensors from the host arrays, then the forward for O and LSE. */
+/* Device tensors from the host arrays (varlen: [total, H, D], LSE [Hq, total], the prefix sums
+ * passed for both sides), then the forward for O and LSE. */
 static int prepare(const bench_env *env, const bench_case *c, bwd_data *f, size_t nq, size_t nk)
 {
     fcl_context ctx = env->ctx;
+    const bench_pack *pk = f->pk.cu ? &f->pk : NULL;
+    const int dims = pk ? 3 : 4;
     const int64_t qs[4] = {c->b, c->sq, c->hq, c->d}, ks[4] = {c->b, c->sk, c->hkv, c->d};
-    const int64_t ls[3] = {c->b, c->hq, c->sq};
-    const int64_t *shapes[9] = {qs, ks, ks, qs, qs, ls, qs, ks, ks};
+    const int64_t vqs[3] = {pk ? pk->total : 0, c->hq, c->d}, vks[3] = {pk ? pk->total : 0, c->hkv, c->d};
+    const int64_t ls[3] = {c->b, c->hq, c->sq}, vls[2] = {c->hq, pk ? pk->total : 0};
+    const int64_t *q = pk ? vqs : qs, *k = pk ? vks : ks;
+    const int64_t *shapes[9] = {q, k, k, q, q, pk ? vls : ls, q, k, k};
     fcl_status st = FCL_SUCCESS;
     for (int i = 0; i < 9 && !st; i++)
-        st = fcl_tensor_create(ctx, i == TLSE ? FCL_F32 : c->dtype, i == TLSE ? 3 : 4, shapes[i], &f->t[i]);
+        st = fcl_tensor_create(ctx, i == TLSE ? FCL_F32 : c->dtype, i == TLSE ? dims - 1 : dims, shapes[i], &f->t[i]);
+    const int64_t ncu = pk ? pk->seqs + 1 : 0;
+    if (!st && pk) st = fcl_tensor_create(ctx, FCL_I32, 1, &ncu, &f->t[TCU]);
     if (st)
         return bench_lib_error(env, "creating tensors", st);
     st = fcl_tensor_write_f32(f->t[TQ], f->h.q, nq);
     if (!st) st = fcl_tensor_write_f32(f->t[TK], f->h.k, nk);
     if (!st) st = fcl_tensor_write_f32(f->t[TV], f->h.v, nk);
     if (!st) st = fcl_tensor_write_f32(f->t[TDO], f->dout, nq);
+    if (!st && pk) st = fcl_tensor_write_raw(f->t[TCU], pk->cu, sizeof *pk->cu * (size_t)ncu);
     if (st)
         return bench_lib_error(env, "writing inputs", st);
     fcl_attn_params p = bench_params_of(c);
-    st = fcl_attention_forward(ctx, &p, f->t[TQ], f->t[TK], f->t[TV], f->t[TO], f->t[TLSE], NULL);
+    fcl_tensor const *t = f->t;
+    st = pk ? fcl_attention_varlen_forward(ctx, &p, t[TQ], t[TK], t[TV], t[TCU], t[TCU], pk->longest, pk->longest,
+                                           t[TO], t[TLSE], NULL)
+            : fcl_attention_forward(ctx, &p, t[TQ], t[TK], t[TV], t[TO], t[TLSE], NULL);
     if (!st) st = fcl_finish(ctx);
     return st ? bench_lib_error(env, "the forward before the backward", st) : 0;
 }
@@ -77,6 +92,10 @@ static fcl_status enqueue_backward(void *arg, cl_event *ev)
 {
     const bwd_call *c = arg;
     fcl_tensor const *t = c->f->t;
+    const bench_pack *pk = &c->f->pk;
+    if (pk->cu)
+        return fcl_attention_varlen_backward(c->ctx, &c->p, t[TQ], t[TK], t[TV], t[TO], t[TDO], t[TLSE], t[TCU],
+                                             t[TCU], pk->longest, pk->longest, t[TDQ], t[TDK], t[TDV], ev);
     return fcl_attention_backward(c->ctx, &c->p, t[TQ], t[TK], t[TV], t[TO], t[TDO], t[TLSE], t[TDQ], t[TDK],
                                   t[TDV], ev);
 }
@@ -154,42 +173,82 @@ static int any_nan(const float *x, size_t n)
     return 0;
 }
 
-int bench_backward(const bench_env *env, const bench_case *c, bench_result *r)
+/* Times the op on the inputs of c (varlen: f->pk made) and checks it: batch 0's (the first
+ * sequence's) first KV-head group. */
+static int run_backward(const bench_env *env, const bench_case *c, bwd_data *f, bench_result *r)
 {
-    bwd_data f = {0};
-    const size_t nq = (size_t)c->b * c->sq * c->hq * c->d, nk = (size_t)c->b * c->sk * c->hkv * c->d;
+    const long rows_q = f->pk.cu ? f->pk.total : (long)c->b * c->sq, rows_k = f->pk.cu ? f->pk.total : (long)c->b * c->sk;
+    const size_t nq = (size_t)rows_q * c->hq * c->d, nk = (size_t)rows_k * c->hkv * c->d;
     int rc = 0;
-    r->op = "backward";
-    r->c = *c;
-    f.dout = malloc(sizeof(float) * nq);
-    f.dk = malloc(sizeof(float) * nk);
-    f.dv = malloc(sizeof(float) * nk);
-    if (bench_host_alloc(&f.h, c->dtype, nq, nk, 0) || !f.dout || !f.dk || !f.dv) {
+    f->dout = malloc(sizeof(float) * nq);
+    f->dk = malloc(sizeof(float) * nk);
+    f->dv = malloc(sizeof(float) * nk);
+    if (bench_host_alloc(&f->h, c->dtype, nq, nk, 0) || !f->dout || !f->dk || !f->dv) {
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     }
     if (!rc) {
-        bench_fill_random(f.dout, nq, SEED_DO, c->dtype);
-        rc = prepare(env, c, &f, nq, nk);
+        bench_fill_random(f->dout, nq, SEED_DO, c->dtype);
+        rc = prepare(env, c, f, nq, nk);
     }
-    bwd_call call = {env->ctx, bench_params_of(c), &f};
+    bwd_call call = {env->ctx, bench_params_of(c), f};
     if (!rc)
-        rc = bench_time_op(env, enqueue_backward, &call, "fcl_attention_backward", r);
+        rc = bench_time_op(env, enqueue_backward, &call,
+                           f->pk.cu ? "fcl_attention_varlen_backward" : "fcl_attention_backward", r);
     if (!rc) {
-        fcl_status st = fcl_tensor_read_f32(f.t[TDQ], f.h.o, nq);
-        if (!st) st = fcl_tensor_read_f32(f.t[TDK], f.dk, nk);
-        if (!st) st = fcl_tensor_read_f32(f.t[TDV], f.dv, nk);
+        fcl_status st = fcl_tensor_read_f32(f->t[TDQ], f->h.o, nq);
+        if (!st) st = fcl_tensor_read_f32(f->t[TDK], f->dk, nk);
+        if (!st) st = fcl_tensor_read_f32(f->t[TDV], f->dv, nk);
         if (st)
             rc = bench_lib_error(env, "reading the gradients", st);
     }
     if (!rc) {
-        check(c, &f, r);
-        r->has_nan = any_nan(f.h.o, nq) || any_nan(f.dk, nk) || any_nan(f.dv, nk);
+        bench_case first = *c; /* varlen: sequence 0 alone, at rows 0 .. of the packed arrays */
+        if (f->pk.cu) {
+            first.b = 1;
+            first.sq = first.sk = f->pk.cu[1];
+        }
+        check(&first, f, r);
+        r->rows_total = (long)rows_q * c->hq;
+        r->has_nan = any_nan(f->h.o, nq) || any_nan(f->dk, nk) || any_nan(f->dv, nk);
         r->ok = !r->has_nan && (r->rows_checked == 0 || r->max_err <= r->err_bound);
         r->ms_event = NAN; /* several kernels: only the wall clock covers the op */
-        r->tflops = 2.5 * bench_flops_convention(c) / (r->ms * 1e-3) * 1e-12;
-        r->tflops_exact = 2.5 * bench_flops_exact(c) / (r->ms * 1e-3) * 1e-12;
+        const double flops = f->pk.cu ? bench_pack_flops(&f->pk, c) : bench_flops_convention(c);
+        const double exact = f->pk.cu ? flops : bench_flops_exact(c);
+        r->tflops = 2.5 * flops / (r->ms * 1e-3) * 1e-12;
+        r->tflops_exact = 2.5 * exact / (r->ms * 1e-3) * 1e-12;
         r->tflops_event = NAN;
+    }
+    return rc;
+}
+
+int bench_backward(const bench_env *env, const bench_case *c, bench_result *r)
+{
+    bwd_data f = {0};
+    r->op = "backward";
+    r->c = *c;
+    const int rc = run_backward(env, c, &f, r);
+    free_data(&f);
+    return rc;
+}
+
+int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r)
+{
+    bwd_data f = {0};
+    int rc = 0;
+    r->op = "varlen_backward";
+    r->c = *c;
+    if (bench_pack_make(&f.pk, seqs, max_len) != 0 || !f.pk.cu) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the packing\n");
+        rc = BENCH_EXIT_LIBRARY;
+    } else {
+        r->c.b = seqs;
+        r->c.sq = r->c.sk = f.pk.longest;
+        r->c.bhsd = 0;
+        r->seqs = seqs;
+        r->max_len = max_len;
+        r->total_q = r->total_k = f.pk.total;
+        rc = run_backward(env, &r->c, &f, r);
     }
     free_data(&f);
     return rc;

@@ -72,12 +72,17 @@ static int run_case(const bench_env *env, const dense_op *op, const bench_case *
     return report(env, op->run(env, c, &r), &r);
 }
 
-/* A varlen (qkv 0) or packed_qkv (qkv 1) case. */
-static int run_pack(const bench_env *env, int qkv, const bench_case *c, int seqs, int max_len)
+/* The packed ops: varlen, packed_qkv, varlen_backward. */
+enum { PACK_VARLEN, PACK_QKV, PACK_VARLEN_BACKWARD };
+
+/* A case of the packed op `kind`. */
+static int run_pack(const bench_env *env, int kind, const bench_case *c, int seqs, int max_len)
 {
     bench_result r;
     memset(&r, 0, sizeof r);
-    int rc = qkv ? bench_packed_qkv(env, c, seqs, max_len, &r) : bench_varlen(env, c, seqs, max_len, &r);
+    int rc = kind == PACK_QKV              ? bench_packed_qkv(env, c, seqs, max_len, &r)
+             : kind == PACK_VARLEN_BACKWARD ? bench_varlen_backward(env, c, seqs, max_len, &r)
+                                            : bench_varlen(env, c, seqs, max_len, &r);
     return report(env, rc, &r);
 }
 
@@ -173,9 +178,9 @@ static int op_read(const bench_env *env, const bench_opts *o)
     return BENCH_EXIT_OK; /* as op_copy */
 }
 
-/* varlen / packed_qkv: their default case with the options laid over it; Hkv follows Hq
- * (MHA) unless --hkv is given. */
-static int op_pack(const bench_env *env, const bench_opts *o, int qkv)
+/* varlen / packed_qkv / varlen_backward: their default case with the options laid over it;
+ * Hkv follows Hq (MHA) unless --hkv is given. */
+static int op_pack(const bench_env *env, const bench_opts *o, int kind)
 {
     int seqs, max_len;
     bench_case c = merge_case(bench_pack_default(env, &seqs, &max_len), o);
@@ -189,17 +194,22 @@ static int op_pack(const bench_env *env, const bench_opts *o, int qkv)
         return usage_error("--hq must be a multiple of --hkv");
     if ((int64_t)seqs * max_len > INT32_MAX)
         return usage_error("--seqs * --max-len must fit the I32 prefix sums (at most 2^31 - 1)");
-    return run_pack(env, qkv, &c, seqs, max_len);
+    return run_pack(env, kind, &c, seqs, max_len);
 }
 
 static int op_varlen(const bench_env *env, const bench_opts *o)
 {
-    return op_pack(env, o, 0);
+    return op_pack(env, o, PACK_VARLEN);
 }
 
 static int op_packed_qkv(const bench_env *env, const bench_opts *o)
 {
-    return op_pack(env, o, 1);
+    return op_pack(env, o, PACK_QKV);
+}
+
+static int op_varlen_backward(const bench_env *env, const bench_opts *o)
+{
+    return op_pack(env, o, PACK_VARLEN_BACKWARD);
 }
 
 static int op_sgemm(const bench_env *env, const bench_opts *o)
@@ -212,7 +222,7 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
-    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"decode", op_decode}, {"copy", op_copy}, {"read", op_read},
+    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"varlen_backward", op_varlen_backward}, {"decode", op_decode}, {"copy", op_copy}, {"read", op_read},
     {"qkvo", op_qkvo}, {"qkvo_backward", op_qkvo_backward},
     {"qkvo_backward_saved", op_qkvo_backward_saved},
 };
