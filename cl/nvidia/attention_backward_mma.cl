@@ -18,9 +18,10 @@
  *
  * P enters dV = P^T dO rounded to the storage dtype (as in FlashAttention); dS enters dK and
  * dQ rounded to F16, or for BF16 as its rounding plus the rounded rest (DS_SPLIT). Tiles
- * whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on a grid of absolute rows
- * of Q or K, so packed and varlen forms of the same data give bit-identical gradients; keys or
- * rows a product cannot see contribute exact zeros. No chunking: the host takes this path only
+ * whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on a grid from the
+ * sequence's first row of Q or K (varlen: each sequence's own, so no partial tile comes before
+ * it and its gradients do not depend on its place in the packing); keys or rows a product
+ * cannot see contribute exact zeros. No chunking: the host takes this path only
  * on devices without a loop cap (item_lo, item_hi, load_state, save_state, state and scores are unused).
  *
  * Where a warp's fragments and accumulators outgrow the registers (large head dims), each kernel
@@ -349,13 +350,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         for (int e = 0; e < 4; e++)
             dk[nt][e] = dv[nt][e] = 0.0f;
 
-    /* Query tiles on the grid of absolute Q rows; items = (query head of the group, tile). */
-#if LAYOUT == 1
-    const int q_align = r.q_first % DKDV_BLOCK_M;
-#else
-    const int q_align = 0;
-#endif
-    const int qt0 = i_lo - (i_lo + q_align) % DKDV_BLOCK_M;
+    /* Query tiles on a grid from the sequence's first row; items = (query head of the group, tile). */
+    const int qt0 = i_lo - i_lo % DKDV_BLOCK_M;
     const int n_qt = i_lo <= i_hi ? (i_hi - qt0) / DKDV_BLOCK_M + 1 : 0;
     const int n_items = group * n_qt;
     const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss, dobase = do_off + b * do_sb + (long)r.q_first * do_ss;
@@ -514,15 +510,10 @@ void attention_backward_dq(BACKWARD_ARGS)
         dq_state(state, b, h, Hq, iw, r, sq_arg, total_q, col0, dq, lane, 0);
 #endif
 
-    /* Key tiles on the grid of absolute K rows; masked-out keys' K and V are never read. */
-#if LAYOUT == 1
-    const int k_align = r.k_first % DQ_BLOCK_N;
-#else
-    const int k_align = 0;
-#endif
+    /* Key tiles on a grid from the sequence's first key; masked-out keys' K and V are never read. */
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
     const long mrow = mask_off + b * mask_sb + (long)r.k_first * mask_ss;
-    const int j_first = j_lo - (j_lo + k_align) % DQ_BLOCK_N;
+    const int j_first = j_lo - j_lo % DQ_BLOCK_N;
     const int n_tiles = j_lo <= j_hi ? (j_hi - j_first) / DQ_BLOCK_N + 1 : 0;
 #if DS_STORED
     for (int tt = 0; tt < 2; tt++) {
