@@ -71,7 +71,7 @@ static const tuning_entry table[] = {
      * 82-84% against 78-80%, B 8 L 32k 92-93% against 91%, the tensor-core path within its spread;
      * D 96: B 8 L 32k 2.7% slower, B 32 L 4k 15% faster); F32 caches lose with it and keep their
      * own tiles without it; padded head dims 16 and 32 (the mma.sync forward: the wgmma one starts
-     * at 64) take 128-key tiles on dense sequences of >= 512 keys (fcl_tune_forward_mma), which fit
+     * at 64) take 128-key tiles on dense sequences of >= 256 keys (fcl_tune_forward_mma), which fit
      * the 48 KB there (H100, v0.34.0, B 4 S 4096 H 16 F16:
      * D 32 0.622 ms against 0.712 with 64-key tiles, D 16 0.528 against 0.596; history "v0.34.0");
      * their other tiles are the D 64 entry's */
@@ -332,10 +332,11 @@ fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t ke
         return table;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
     /* wide key tiles (the table's or a tuned entry's; FLASHCL_MMA_TILES is taken as given) pay
-     * from 4 of them per sequence (H100, history "v0.34.0": D 16 and 32 at S 512 1.00-1.10x the
-     * speed of 64-key tiles, at S 256 0.98-1.07x) */
+     * from 2 of them per sequence (H100, history "v0.34.0" and "v0.35.0": D 16 and 32 at S 512
+     * 1.00-1.10x the speed of 64-key tiles; at S 256 1.05-1.12x not causal and 0.97-1.03x causal
+     * over three runs) */
     if (override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v) != TILES_ENV && v[1] > 64 &&
-        keys_per_seq < 4 * (int64_t)v[1])
+        keys_per_seq < 2 * (int64_t)v[1])
         v[1] = 64;
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
     /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
