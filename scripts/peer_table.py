@@ -9,9 +9,11 @@ line per kernel path) against the PyTorch SDPA peer lines of the same shapes
 Columns: shape and dtype, then per flashcl path (and layout, when not bshd) TFLOP/s (decode: GB/s of K
 and V read) and its check, then SDPA flash and cuDNN, then each flashcl path's ratio to SDPA
 flash and to cuDNN. TFLOP/s use FlashAttention's convention (forward 4 b h s^2 d, backward 2.5
-times that; halved when causal). The clock of flashcl's figures: wall (default; the call and
-fcl_finish on the host clock) or span (ms_span: the device clock between markers enqueued
-before and after the call, which is what the peer's CUDA events around a call measure)."""
+times that; halved when causal). The clock of both sides' figures: wall (default; flashcl's
+call and fcl_finish, the peer's call and torch.cuda.synchronize, on the host clock: the peer's
+ms_wall; peer files from before it have only their events, which are then used) or span
+(flashcl's ms_span: the device clock between markers enqueued before and after the call, which
+is what the peer's CUDA events around a call measure)."""
 import json
 import sys
 
@@ -41,6 +43,14 @@ def figure_of(r, figure, clock):
     return r[figure] * r["ms"] / span if span else None
 
 
+def peer_figure_of(r, figure, clock):
+    """The peer's figure on the chosen clock: its host wall time where measured (wall), else its
+    CUDA events."""
+    if clock == "wall" and r.get("ms_wall"):
+        return r[figure] * r["ms"] / r["ms_wall"]
+    return r[figure]
+
+
 def cell(value, fmt):
     return "-" if value is None else fmt.format(value)
 
@@ -66,7 +76,7 @@ def main():
     for r in peers:
         if r.get("op") == op and figure in r:
             k = key(r) if op != "decode" else key(dict(r, causal=True))  # flashcl's decode is causal (bottom-right)
-            peer.setdefault(k, {})[r["backend"]] = r[figure]
+            peer.setdefault(k, {})[r["backend"]] = peer_figure_of(r, figure, clock)
     ours_unit = unit if clock == "wall" else f"{unit} ({clock})"
     head = ["D", "Sq", "Sk", "B", "Hq", "Hkv", "causal", "dtype"] + [f"{p} {ours_unit}" for p in paths]
     head += [f"SDPA flash {unit}", f"SDPA cuDNN {unit}"]
