@@ -13,8 +13,8 @@
  * Specialisation (-D): FCL_DTYPE (common.cl); HEAD_DIM_PAD (head dim rounded up: the
  * runtime head_dim <= HEAD_DIM_PAD and the padding is zero-filled); BLOCK_M, BLOCK_N, ROWS;
  * SMEM_FLOATS (size of the shared local array); HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT
- * (dense, varlen, packed: attention_forward_rows.cl). Packed equals varlen and chunked equals
- * one launch, bit for bit. Keys of a tile that a row cannot see contribute exactly nothing.
+ * (dense, varlen, packed: attention_forward_rows.cl). Chunked equals one launch, bit for bit.
+ * Keys of a tile that a row cannot see contribute exactly nothing.
  *
  * Key chunks: the keys [key_lo, key_hi] of one launch may be a chunk of the full range, for
  * devices that cap the loop iterations of a work-item. A launch then resumes from and/or

@@ -219,7 +219,7 @@ static fcl_status get_cpu_kernel(fcl_context ctx, const fcl_forward_job *job, in
     const int64_t vectors = (job->sq + t->simd - 1) / t->simd;
     const int in_place = job->dtype == FCL_F32 && !job->params.mask && job->layout != FCL_LAYOUT_VARLEN &&
                          job->D == hdp && job->sq * (job->Hq / job->Hkv) <= CPU_KV_IN_PLACE_MAX_ROWS;
-    /* the in-place tiles: dense layouts only, so that packed QKV keeps varlen's tiles and bits */
+    /* the in-place tiles: dense layouts only (measured there; packed QKV keeps the other tiles) */
     const int direct = in_place && job->layout == FCL_LAYOUT_DENSE && t->direct_rv > 0 && vectors >= t->direct_rv;
     const int rv = direct ? t->direct_rv : vectors < 1 ? 1 : vectors < t->rv ? (int)vectors : t->rv;
     const int bn = direct ? t->direct_bn : t->bn, db = direct ? t->direct_db : t->db;
