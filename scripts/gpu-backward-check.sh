@@ -7,10 +7,11 @@
 # (FLASHCL_BACKWARD_PATH=blocked) and the row-per-work-item one (FLASHCL_BACKWARD_PATH=portable).
 # A path that fails its grid is not timed. Then flashcl-bench --op backward (JSON) for the
 # paths in BENCH_PATHS that passed (default "mma blocked": the row-per-work-item kernels take
-# seconds per call at these sizes) and PyTorch scaled_dot_product_attention's backward (.devcarry/sdpa_peer.py:
+# seconds per call at these sizes) and PyTorch scaled_dot_product_attention's backward (scripts/sdpa_peer.py:
 # flash and cuDNN backends) on FlashAttention's benchmark shapes (hidden 2048, batch x seqlen =
 # 16k, F16), and one table with the ratios (scripts/peer_table.py) in table.md (flashcl on the
 # wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
+# Then flashcl-bench --op varlen_backward on three encoder-sized packings (bench-varlen.jsonl).
 # Output under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl, table.md.
 # Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
 # (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
@@ -43,13 +44,24 @@ for d in ${DIMS:-64 128}; do
         FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s \
           --hq $h --hkv $h --d $d $causal --reps ${REPS:-3} --warmup 1 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
       done
-      python3 .devcarry/sdpa_peer.py --op backward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
+      python3 scripts/sdpa_peer.py --op backward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
         --d $d $causal >> "$out/peer.jsonl" 2>>"$out/errors.log"
     done
   done
 done
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward | tee "$out/table.md"
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward span | tee "$out/table-span.md"
+
+# the varlen backward (no SDPA peer): encoder-sized batches, lengths uniform in [1, max]
+: > "$out/bench-varlen.jsonl"
+for d in ${DIMS:-64 128}; do
+  for sm in 512,128 64,512 64,2048; do
+    for path in $(passed_among "${BENCH_PATHS:-mma blocked}"); do
+      FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op varlen_backward --dtype f16 --seqs ${sm%,*} \
+        --max-len ${sm#*,} --hq 16 --d $d --reps ${REPS:-3} --warmup 1 --json >> "$out/bench-varlen.jsonl" 2>>"$out/errors.log"
+    done
+  done
+done
 
 if [[ -n "${SWEEP:-}" ]]; then
   : > "$out/sweep.jsonl"

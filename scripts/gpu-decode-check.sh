@@ -7,7 +7,7 @@
 # ("portable": FLASHCL_DECODE_SHUFFLE=0); the first pass also runs the backward tests (CTEST_REGEX
 # overrides its regex). A form that fails its grid is not timed. Then, for each form of
 # BENCH_PATHS (default "mma shuffle") that passed, flashcl-bench --op decode and PyTorch
-# scaled_dot_product_attention (.devcarry/sdpa_peer.py --op decode) on the decode issue's shapes:
+# scaled_dot_product_attention (scripts/sdpa_peer.py --op decode) on the decode issue's shapes:
 # B in {1, 8, 32}, Hq 32, Hkv 8, D 128, cache 4k / 32k / 128k, F16, one query row; the copy
 # bandwidth; one table with the ratios (scripts/peer_table.py decode) in table.md, and the same
 # on ms_span (the clock of SDPA's CUDA events) in table-span.md. Each bench
@@ -70,7 +70,7 @@ for b in ${BS:-1 8 32}; do
           >> "$out/bench.jsonl" 2>>"$out/errors.log"
       done
     done
-    python3 .devcarry/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
+    python3 scripts/sdpa_peer.py --op decode --dtype f16 --b $b --sk $l --hq 32 --hkv 8 --d 128 \
       >> "$out/peer.jsonl" 2>>"$out/errors.log"
   done
 done

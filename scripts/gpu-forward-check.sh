@@ -9,7 +9,7 @@
 # Then, for each path of BENCH_PATHS (default "wgmma mma blocked") that
 # passed, flashcl-bench (JSON) on FlashAttention's benchmark shapes (hidden 2048,
 # batch x seqlen = 16k, seqlen 512..16k, D 64 and 128, causal and not, F16), PyTorch
-# scaled_dot_product_attention (flash and cuDNN backends, .devcarry/sdpa_peer.py) on the same
+# scaled_dot_product_attention (flash and cuDNN backends, scripts/sdpa_peer.py) on the same
 # shapes, CLBlast SGEMM, and one table with the ratios (scripts/peer_table.py) in table.md
 # (flashcl on the wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
 # Everything goes under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl.
@@ -72,7 +72,7 @@ for d in ${DIMS:-64 128}; do
           --hq $h --hkv $h --d $d $causal --reps ${REPS:-10} --warmup 2 --check-rows 32 --json \
           >> "$out/bench.jsonl" 2>>"$out/errors.log"
       done
-      python3 .devcarry/sdpa_peer.py --op forward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
+      python3 scripts/sdpa_peer.py --op forward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
         --d $d $causal >> "$out/peer.jsonl" 2>>"$out/errors.log"
     done
   done

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """One table of a GPU run: flashcl-bench lines of one op (JSON; forward, backward or decode, one
 line per kernel path) against the PyTorch SDPA peer lines of the same shapes
-(.devcarry/sdpa_peer.py), with the ratios.
+(scripts/sdpa_peer.py), with the ratios.
 
   python3 scripts/peer_table.py bench.jsonl peer.jsonl [forward|backward|decode] [wall|span]
 
