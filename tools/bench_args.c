@@ -12,7 +12,8 @@ void bench_usage(FILE *f)
     fputs(
         "usage: flashcl-bench [options]\n"
         "  With no case options: a small default suite on the device (forward cases in f32,\n"
-        "  f16 and bf16, causal and not, D 64 and 128; one varlen and one packed_qkv case;\n"
+        "  f16 and bf16, causal and not, D 64 and 128; one varlen, one packed_qkv and one\n"
+        "  varlen_backward case;\n"
         "  backward, decode and qkvo cases) plus the copy bandwidth and CLBlast SGEMM as\n"
         "  ceilings.\n"
         "\n"

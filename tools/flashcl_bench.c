@@ -272,21 +272,23 @@ static const bench_case k_decode_gpu[] = {
     {FCL_F16,  8, 1,   32768, 32, 8,  128, 1, -1, -1, 0, 0},
 };
 
-/* Packed cases of the suite (B, Sq, Sk unused): varlen (qkv 0) and packed_qkv (qkv 1). */
+/* Packed cases of the suite (B, Sq, Sk unused): varlen, packed_qkv and varlen_backward (PACK_*). */
 typedef struct suite_pack {
-    int qkv;
+    int kind;
     bench_case c;
     int seqs, max_len;
 } suite_pack;
 
-/*                       dtype     B  Sq Sk Hq  Hkv D   causal wl   wr   cap layout  seqs max */
+/*                                          dtype     B  Sq Sk Hq  Hkv D   causal wl   wr   cap layout  seqs max */
 static const suite_pack k_pack_cpu[] = {
-    {0, {FCL_F16,  1, 0, 0, 4,  2,  64, 1, -1,  -1,  0, 0}, 4,  128},
-    {1, {FCL_BF16, 1, 0, 0, 4,  4,  64, 0, 32,  32,  0, 0}, 4,  128},
+    {PACK_VARLEN,          {FCL_F16,  1, 0, 0, 4,  2,  64, 1, -1,  -1,  0, 0}, 4,  128},
+    {PACK_QKV,             {FCL_BF16, 1, 0, 0, 4,  4,  64, 0, 32,  32,  0, 0}, 4,  128},
+    {PACK_VARLEN_BACKWARD, {FCL_F32,  1, 0, 0, 4,  2,  64, 1, -1,  -1,  0, 0}, 4,  128},
 };
 static const suite_pack k_pack_gpu[] = {
-    {0, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
-    {1, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
+    {PACK_VARLEN,          {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
+    {PACK_QKV,             {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
+    {PACK_VARLEN_BACKWARD, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
 };
 
 /* The default suite: forward, packed, backward, decode and projection (qkvo) cases sized for
@@ -306,7 +308,7 @@ static int run_suite(const bench_env *env, const bench_opts *o)
     for (size_t i = 0; i < n; i++)
         rc = worse(rc, run_case(env, &k_forward, &cases[i]));
     for (size_t i = 0; i < np; i++)
-        rc = worse(rc, run_pack(env, packs[i].qkv, &packs[i].c, packs[i].seqs, packs[i].max_len));
+        rc = worse(rc, run_pack(env, packs[i].kind, &packs[i].c, packs[i].seqs, packs[i].max_len));
     for (size_t i = 0; i < nb; i++)
         rc = worse(rc, run_case(env, &k_backward, &bwd[i]));
     const bench_case *dec = env->is_gpu ? k_decode_gpu : k_decode_cpu;
