@@ -35,20 +35,23 @@ def column(r, path_of):
     return r.get(path_of, "?") + ("" if layout == "bshd" else f" {layout}")
 
 
+def rescaled(r, figure, ms_field):
+    """r's figure (from its ms) on the clock of its field ms_field; None where not measured."""
+    other = r.get(ms_field)
+    return r[figure] * r["ms"] / other if other else None
+
+
 def figure_of(r, figure, clock):
-    """r's figure on the chosen clock; None where that clock was not measured."""
-    if clock == "wall":
-        return r[figure]
-    span = r.get("ms_span")
-    return r[figure] * r["ms"] / span if span else None
+    """flashcl's figure on the chosen clock (its ms is the wall clock); None where that clock was
+    not measured."""
+    return r[figure] if clock == "wall" else rescaled(r, figure, "ms_span")
 
 
 def peer_figure_of(r, figure, clock):
-    """The peer's figure on the chosen clock: its host wall time where measured (wall), else its
-    CUDA events."""
-    if clock == "wall" and r.get("ms_wall"):
-        return r[figure] * r["ms"] / r["ms_wall"]
-    return r[figure]
+    """The peer's figure on the chosen clock (its ms is its CUDA events): its ms_wall where
+    measured (wall), else its events."""
+    wall = rescaled(r, figure, "ms_wall") if clock == "wall" else None
+    return r[figure] if wall is None else wall
 
 
 def cell(value, fmt):

@@ -94,7 +94,7 @@ inline void forward_group_keys(int i0, int i_last, int shift, int sq, int sk, in
     *lo = max(g_lo, key_lo);
     *hi = min(g_hi, key_hi);
 #else
-    *lo = max(max(key_lo, 0), window_left >= 0 ? sub_sat(i0 + shift, window_left) : 0);
+    *lo = max(key_lo, window_left >= 0 ? sub_sat(i0 + shift, window_left) : 0);
     *hi = min(min(key_hi, sk - 1), window_right >= 0 ? add_sat(i_last + shift, window_right) : sk - 1);
 #endif
 }

@@ -444,7 +444,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * values[0 .. n_values - 1] (forward_blocked / forward_cpu / forward_mma / forward_wgmma /
  * backward_mma / backward_blocks / gemm where that kernel does not exist: first value 0; forward_mma:
  * the tiles of long dense sequences, whose tiles of more than 64 keys run as 64-key tiles on
- * sequences of fewer than 4 such tiles and on varlen and packed batches; decode: the tiles of an F16
+ * sequences of fewer than 2 such tiles and on varlen and packed batches; decode: the tiles of an F16
  * or BF16 cache (the table may hold others for F32 caches; a saved entry serves every dtype) and a KV head
  * with at least as many query rows (query heads per KV head x Lq) as the tiles hold, rows
  * rounded up to a power of two, keys and work-items as the work-group's shape gives them; a KV

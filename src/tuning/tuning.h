@@ -78,7 +78,7 @@ typedef struct fcl_mma_tiles {
 
 /* Tiles of the NVIDIA tensor-core forward (cl/nvidia/attention_forward_mma.cl) at padded head dim
  * `head_dim_pad` for sequences of `keys_per_seq` keys: the device's table entry or tuned entry,
- * its tiles of more than 64 keys cut to 64 where a sequence has fewer than 4 of them, or
+ * its tiles of more than 64 keys cut to 64 where a sequence has fewer than 2 of them, or
  * FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if set, as given; N halved until two stages of K and V tiles
  * fit the local memory, then Q lowered (to at most head_dim_pad / 16) until its Q fragments fit
  * beside them. block_m 0 where the table has no such path. */
