@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 35
+#define FCL_VERSION_MINOR 36
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.35.0"
+#define FCL_VERSION_STRING "0.36.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -444,7 +444,8 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * values[0 .. n_values - 1] (forward_blocked / forward_cpu / forward_mma / forward_wgmma /
  * backward_mma / backward_blocks / gemm where that kernel does not exist: first value 0; forward_mma:
  * the tiles of long dense sequences, whose tiles of more than 64 keys run as 64-key tiles on
- * sequences of fewer than 2 such tiles and on varlen and packed batches; decode: the tiles of an F16
+ * sequences of fewer than 2 such tiles and on varlen and packed batches, and packed batches at
+ * head_dim <= 32 run two 16-row tiles per warp as one in half the rows; decode: the tiles of an F16
  * or BF16 cache (the table may hold others for F32 caches; a saved entry serves every dtype) and a KV head
  * with at least as many query rows (query heads per KV head x Lq) as the tiles hold, rows
  * rounded up to a power of two, keys and work-items as the work-group's shape gives them; a KV

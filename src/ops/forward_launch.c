@@ -31,12 +31,13 @@ int fcl_nv_mma_usable(fcl_context ctx, fcl_dtype dtype, const char *path_env)
 }
 
 /* The tensor-core kernel applies: fcl_nv_mma_usable (FLASHCL_FORWARD_PATH) and a table entry
- * (its tiles for sequences of keys_per_seq keys: keys_per_sequence). */
-static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int64_t keys_per_seq, fcl_mma_tiles *tiles)
+ * (its tiles for sequences of keys_per_seq keys, keys_per_sequence, in the packed form or not). */
+static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int64_t keys_per_seq, int packed,
+                       fcl_mma_tiles *tiles)
 {
     if (hdp > 256 || !fcl_nv_mma_usable(ctx, dtype, "FLASHCL_FORWARD_PATH"))
         return 0;
-    *tiles = fcl_tune_forward_mma(ctx, hdp, keys_per_seq);
+    *tiles = fcl_tune_forward_mma(ctx, hdp, keys_per_seq, packed);
     return tiles->block_m > 0;
 }
 
@@ -87,7 +88,7 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
     if (head_dim > 0 && wgmma_applies(ctx, dtype, hdp, 0, &wt))
         return "nvidia-wgmma";
-    if (head_dim > 0 && mma_applies(ctx, dtype, hdp, INT64_MAX, &t))
+    if (head_dim > 0 && mma_applies(ctx, dtype, hdp, INT64_MAX, 0, &t))
         return "nvidia-mma";
     return cpu_applies(ctx, hdp, &ct) ? "cpu" : blocked_applies(ctx, hdp, &bt) ? "blocked" : "rows";
 }
@@ -338,7 +339,7 @@ static fcl_status get_forward_kernel(fcl_context ctx, const fcl_forward_job *job
         if (s != FCL_SUCCESS || v->kernel)
             return s;
     }
-    if (mma_applies(ctx, job->dtype, hdp, keys_per_sequence(job), &mt))
+    if (mma_applies(ctx, job->dtype, hdp, keys_per_sequence(job), job->layout == FCL_LAYOUT_PACKED, &mt))
         return get_mma_kernel(ctx, job, hdp, &mt, v);
     return get_portable_kernel(ctx, job, hdp, v);
 }

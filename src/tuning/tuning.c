@@ -325,19 +325,27 @@ static int local_fragment_steps(int want, int head_dim_pad, uint64_t used, uint6
     return (uint64_t)most < room ? most : (int)room;
 }
 
-fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t keys_per_seq)
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t keys_per_seq, int packed)
 {
     const fcl_mma_tiles table = entry_for(&ctx->info, head_dim_pad)->mma;
     if (table.block_m == 0) /* no tensor-core kernel on this device */
         return table;
     int v[FCL_TUNING_MAX_VALUES] = {table.block_m, table.block_n, table.m_tiles, table.max_regs, table.q_local};
-    /* wide key tiles (the table's or a tuned entry's; FLASHCL_MMA_TILES is taken as given) pay
-     * from 2 of them per sequence (H100, history "v0.34.0" and "v0.35.0": D 16 and 32 at S 512
-     * 1.00-1.10x the speed of 64-key tiles; at S 256 1.05-1.12x not causal and 0.97-1.03x causal
-     * over three runs) */
-    if (override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v) != TILES_ENV && v[1] > 64 &&
-        keys_per_seq < 2 * (int64_t)v[1])
-        v[1] = 64;
+    /* The table's or a tuned entry's tiles follow the work (FLASHCL_MMA_TILES is taken as given).
+     * Wide key tiles pay from 2 of them per sequence (H100, history "v0.34.0" and "v0.35.0": D 16
+     * and 32 at S 512 1.00-1.10x the speed of 64-key tiles; at S 256 1.05-1.12x not causal and
+     * 0.97-1.03x causal over three runs). In the packed form a row block spans every sequence its
+     * rows touch, and the keys of all of them: at padded D 16 and 32 each warp takes one m tile of
+     * 64-row blocks (H100, history "v0.36.0": packed batches 1.16-1.76x faster with the packed
+     * first key tiles; dense causal and varlen batches gained nothing steady) */
+    if (override_tiles(ctx, "forward_mma", head_dim_pad, "FLASHCL_MMA_TILES", 3, v) != TILES_ENV) {
+        if (v[1] > 64 && keys_per_seq < 2 * (int64_t)v[1])
+            v[1] = 64;
+        if (packed && head_dim_pad <= 32 && v[2] == 2) {
+            v[0] /= 2;
+            v[2] = 1;
+        }
+    }
     fcl_mma_tiles t = {v[0], v[1], v[2], v[3], v[4]};
     /* per key: two stages of a K and a V row of head_dim_pad + 8 halves and of a mask value (as
      * declared in cl/nvidia/mma_nv.cl); per Q k step: 16 bytes per work-item and m tile (32 per row) */
@@ -490,7 +498,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[5] = t.dkdv_cols;
         values[6] = t.dq_cols;
     } else {
-        const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp, INT64_MAX);
+        const fcl_mma_tiles t = fcl_tune_forward_mma(ctx, hdp, INT64_MAX, 0);
         values[0] = t.block_m;
         values[1] = t.block_n;
         values[2] = t.m_tiles;

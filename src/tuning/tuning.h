@@ -77,12 +77,14 @@ typedef struct fcl_mma_tiles {
 } fcl_mma_tiles;
 
 /* Tiles of the NVIDIA tensor-core forward (cl/nvidia/attention_forward_mma.cl) at padded head dim
- * `head_dim_pad` for sequences of `keys_per_seq` keys: the device's table entry or tuned entry,
- * its tiles of more than 64 keys cut to 64 where a sequence has fewer than 2 of them, or
- * FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if set, as given; N halved until two stages of K and V tiles
- * fit the local memory, then Q lowered (to at most head_dim_pad / 16) until its Q fragments fit
- * beside them. block_m 0 where the table has no such path. */
-fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t keys_per_seq);
+ * `head_dim_pad` for sequences of `keys_per_seq` keys (0 for varlen and packed: short), `packed`
+ * for the packed form: the device's table entry or tuned entry, its tiles of more than 64 keys
+ * cut to 64 where a sequence has fewer than 2 of them, and in the packed form at head_dim_pad <=
+ * 32 64-row blocks of one m tile in place of two m tiles; or FLASHCL_MMA_TILES="M,N,T[,R[,Q]]" if
+ * set, as given. Then N halved until two stages of K and V tiles fit the local memory, then Q
+ * lowered (to at most head_dim_pad / 16) until its Q fragments fit beside them. block_m 0 where
+ * the table has no such path. */
+fcl_mma_tiles fcl_tune_forward_mma(fcl_context ctx, int head_dim_pad, int64_t keys_per_seq, int packed);
 
 typedef struct fcl_wgmma_tiles {
     int block_n;      /* keys per local-memory tile (32, 64 or 128); 0: no wgmma path at this head dim */
