@@ -5,7 +5,8 @@
  *   bench_forward.c  the attention-forward case (timing + correctness)
  *   bench_varlen.c   the varlen case (fcl_attention_varlen_forward)
  *   bench_packed.c   the packed-QKV case (fcl_attention_packed_qkv_forward)
- *   bench_backward.c the backward cases (fcl_attention_backward, _varlen_backward, 2.5x FLOPs)
+ *   bench_backward.c the backward cases (fcl_attention_backward, _varlen_backward,
+ *                    _packed_qkv_backward, 2.5x FLOPs)
  *   bench_decode.c   the decode case (fcl_attention_decode over a KV cache, GB/s)
  *   bench_copy.c     the bandwidth ceilings on the same device: clEnqueueCopyBuffer, a read-only kernel
  *   bench_qkvo.c     the attention block with projections (fcl_attention_qkvo_forward and
@@ -175,10 +176,12 @@ typedef struct bench_host {
 int bench_varlen(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r);
 int bench_packed_qkv(const bench_env *env, const bench_case *c, int seqs, int max_len,
                      bench_result *r);
-/* bench_backward.c: fcl_attention_varlen_backward on such a packing (after its varlen forward
- * for O and LSE); TFLOP/s count 2.5x the exact forward FLOPs; checked on the first sequence's
- * first KV-head group as bench_backward. */
+/* bench_backward.c: fcl_attention_varlen_backward (fcl_attention_packed_qkv_backward off the
+ * fused QKV [total, 3, H, D], hkv = hq) on such a packing, after its forward for O and LSE;
+ * TFLOP/s count 2.5x the exact forward FLOPs; checked on the first sequence's first KV-head
+ * group as bench_backward. */
 int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r);
+int bench_packed_qkv_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r);
 
 /* bench_pack.c: the packing. Lengths depend only on (seqs, max_len). */
 typedef struct bench_pack {
@@ -193,6 +196,10 @@ int bench_pack_make(bench_pack *p, int seqs, int max_len); /* -1: out of host me
 void bench_pack_free(bench_pack *p);
 /* seq_bounds of the packed-QKV op: [total, 2], row r -> its sequence's [start, end). */
 int32_t *bench_pack_bounds(const bench_pack *p);
+/* q, k, v [rows, row floats] interleaved as QKV [rows, 3, row] (malloc'ed, NULL when out of
+ * memory), and back. */
+float *bench_pack_qkv(const float *q, const float *k, const float *v, size_t rows, size_t row);
+void bench_unpack_qkv(const float *qkv, float *q, float *k, float *v, size_t rows, size_t row);
 /* 4 * Hq * D * sum over sequences of the visible (query, key) pairs inside each. */
 double bench_pack_flops(const bench_pack *p, const bench_case *c);
 /* After the timed runs (r->c and r->ms, r->ms_event set) and O read into h->o [total, Hq, D]:

@@ -12,13 +12,13 @@ void bench_usage(FILE *f)
     fputs(
         "usage: flashcl-bench [options]\n"
         "  With no case options: a small default suite on the device (forward cases in f32,\n"
-        "  f16 and bf16, causal and not, D 64 and 128; one varlen, one packed_qkv and one\n"
-        "  varlen_backward case;\n"
+        "  f16 and bf16, causal and not, D 64 and 128; one varlen, one packed_qkv, one\n"
+        "  varlen_backward and one packed_qkv_backward case;\n"
         "  backward, decode and qkvo cases) plus the copy bandwidth and CLBlast SGEMM as\n"
         "  ceilings.\n"
         "\n"
         "  --op NAME          forward | backward | decode | varlen | packed_qkv |\n"
-        "                     varlen_backward | qkvo |\n"
+        "                     varlen_backward | packed_qkv_backward | qkvo |\n"
         "                     qkvo_backward | qkvo_backward_saved | sgemm | copy | read\n"
         "  --weights T        qkvo, qkvo_backward(_saved): weight dtype f32 | f16 | bf16 | i8 (i8 with\n"
         "                     f32 row scales;\n"
@@ -28,12 +28,13 @@ void bench_usage(FILE *f)
         "  --b N --sq N --sk N --hq N --hkv N --d N\n"
         "                     shape (unset values take the op's default case; --sq alone\n"
         "                     sets --sk too, and the other way round)\n"
-        "  --seqs N           varlen, packed_qkv, varlen_backward: N sequences packed back to\n"
+        "  --seqs N           varlen, packed_qkv and their backwards: N sequences packed back to\n"
         "                     back (default 64 on a GPU, 8 on a CPU) of lengths drawn uniformly\n"
         "                     (fixed seed)\n"
         "  --max-len N        from [1, N] (default 2048 on a GPU, 256 on a CPU); each sequence\n"
         "                     attends to itself (Sq = Sk). Default H 12 (MHA), D 64, f16;\n"
-        "                     --hkv sets GQA for varlen (packed_qkv: one H, --hq). The table shows\n"
+        "                     --hkv sets GQA for varlen (packed_qkv and its backward: one H,\n"
+        "                     --hq). The table shows\n"
         "                     B = seqs, Sq = Sk = the longest sequence, tok = packed tokens\n"
         "  --causal           causal mask (bottom-right aligned)\n"
         "  --window L,R       sliding window, -1 = unbounded side\n"
@@ -153,8 +154,10 @@ static int set_int(const char *v, long lo, int *field)
     return 0;
 }
 
-static const char *const k_ops[] = {"forward", "sgemm", "varlen", "packed_qkv", "backward", "varlen_backward",
-                                    "decode", "copy", "read", "qkvo", "qkvo_backward", "qkvo_backward_saved"};
+static const char *const k_ops[] = {"forward",       "sgemm",         "varlen", "packed_qkv",
+                                    "backward",      "varlen_backward", "packed_qkv_backward",
+                                    "decode",        "copy",          "read",   "qkvo",
+                                    "qkvo_backward", "qkvo_backward_saved"};
 
 static int set_op(const char *v, bench_opts *o)
 {
@@ -267,7 +270,8 @@ static const char *value_rule(const char *name)
     static const struct {
         const char *name, *rule;
     } rules[] = {
-        {"op", "forward, backward, decode, varlen, packed_qkv, varlen_backward, qkvo, sgemm or copy"},
+        {"op", "forward, backward, decode, varlen, packed_qkv, varlen_backward, packed_qkv_backward, qkvo, "
+               "qkvo_backward, qkvo_backward_saved, sgemm, copy or read"},
         {"device", "a device selector: gpu, cpu, pocl, rusticl, intel, nvidia, or P:D as flashcl-info lists"},
         {"dtype", "f32, f16 or bf16"},
         {"weights", "f32, f16, bf16 or i8"},
@@ -366,14 +370,15 @@ int bench_parse_args(int argc, char **argv, bench_opts *o, int *exit_code)
                     "", exit_code);
     if (o->precompile && (o->op || o->tune))
         return fail("--precompile takes its op families itself: no --op or --tune", "", exit_code);
-    int packed = o->op && (!strcmp(o->op, "varlen") || !strcmp(o->op, "packed_qkv") ||
-                           !strcmp(o->op, "varlen_backward"));
+    const int fused = o->op && (!strcmp(o->op, "packed_qkv") || !strcmp(o->op, "packed_qkv_backward"));
+    const int packed = fused || (o->op && (!strcmp(o->op, "varlen") || !strcmp(o->op, "varlen_backward")));
     if ((o->seqs || o->max_len) && !packed)
-        return fail("--seqs and --max-len need --op varlen, packed_qkv or varlen_backward", "", exit_code);
-    if (o->op && !strcmp(o->op, "packed_qkv") && o->hkv)
-        return fail("packed_qkv has one head count: give --hq only", "", exit_code);
+        return fail("--seqs and --max-len need --op varlen, packed_qkv, varlen_backward or packed_qkv_backward", "",
+                    exit_code);
+    if (fused && o->hkv)
+        return fail("packed_qkv and packed_qkv_backward have one head count: give --hq only", "", exit_code);
     if (packed && (o->b || o->sq || o->sk || o->bhsd))
-        return fail("--b, --sq, --sk and --layout do not apply to varlen, packed_qkv and varlen_backward (use --seqs "
+        return fail("--b, --sq, --sk and --layout do not apply to varlen, packed_qkv and their backwards (use --seqs "
                     "and --max-len)", "", exit_code);
     return 0;
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* flashcl-bench ops "backward" and "varlen_backward": fcl_attention_backward (or
- * fcl_attention_varlen_backward over the seeded packing of bench_pack.c) on random inputs
- * (fixed seeds) after one forward for O and LSE, timed by bench_time (wall clock: the op is
- * several kernels, so its last event is not the op's device time), then checked on batch 0's
- * (the first sequence's) first KV-head group against the float64 reference gradients with the
- * 3x rule. */
+/* flashcl-bench ops "backward", "varlen_backward" and "packed_qkv_backward":
+ * fcl_attention_backward (or fcl_attention_varlen_backward over the seeded packing of
+ * bench_pack.c, or fcl_attention_packed_qkv_backward over the same packing as one fused QKV
+ * buffer) on random inputs (fixed seeds) after one forward for O and LSE, timed by bench_time
+ * (wall clock: the op is several kernels, so its last event is not the op's device time), then
+ * checked on batch 0's (the first sequence's) first KV-head group against the float64 reference
+ * gradients with the 3x rule. */
 #include "bench.h"
 #include "ref_attention_backward.h"
 
@@ -17,7 +18,9 @@
 #define CHECK_MAX_WORK 2.0e9
 
 typedef struct bwd_data {
-    bench_pack pk;  /* varlen: the packing (pk.cu NULL: dense) */
+    bench_pack pk;  /* varlen and packed: the packing (pk.cu NULL: dense) */
+    int packed;     /* the fused-QKV form: t[TQ] is QKV [total, 3, H, D], t[TDQ] dQKV, t[TCU] the
+                     * seq_bounds [total, 2]; t[TK], t[TV], t[TDK], t[TDV] unused */
     bench_host h;   /* q, k, v; o gets dQ back */
     float *dout;    /* dO [B, Sq, Hq, D] (varlen: [total, Hq, D]) */
     float *dk, *dv; /* read back [B, Sk, Hkv, D] (varlen: [total, Hkv, D]) */
@@ -47,10 +50,49 @@ static void free_data(bwd_data *f)
     bench_host_free(&f->h);
 }
 
+/* The fused-QKV form's device tensors (QKV and dQKV [total, 3, H, D], O and dO [total, H, D],
+ * LSE [H, total], seq_bounds [total, 2]) from the host arrays, then its forward for O and LSE. */
+static int prepare_packed(const bench_env *env, const bench_case *c, bwd_data *f)
+{
+    fcl_context ctx = env->ctx;
+    const int64_t L = f->pk.total;
+    const int64_t qkvs[4] = {L, 3, c->hq, c->d}, os[3] = {L, c->hq, c->d}, ls[2] = {c->hq, L}, bs[2] = {L, 2};
+    const size_t row = (size_t)c->hq * (size_t)c->d;
+    fcl_status st = fcl_tensor_create(ctx, c->dtype, 4, qkvs, &f->t[TQ]);
+    if (!st) st = fcl_tensor_create(ctx, c->dtype, 4, qkvs, &f->t[TDQ]);
+    if (!st) st = fcl_tensor_create(ctx, c->dtype, 3, os, &f->t[TO]);
+    if (!st) st = fcl_tensor_create(ctx, c->dtype, 3, os, &f->t[TDO]);
+    if (!st) st = fcl_tensor_create(ctx, FCL_F32, 2, ls, &f->t[TLSE]);
+    if (!st) st = fcl_tensor_create(ctx, FCL_I32, 2, bs, &f->t[TCU]);
+    if (st)
+        return bench_lib_error(env, "creating tensors", st);
+    float *qkv = bench_pack_qkv(f->h.q, f->h.k, f->h.v, (size_t)L, row);
+    int32_t *bounds = bench_pack_bounds(&f->pk);
+    if (qkv && bounds) {
+        st = fcl_tensor_write_f32(f->t[TQ], qkv, 3 * row * (size_t)L);
+        if (!st) st = fcl_tensor_write_raw(f->t[TCU], bounds, sizeof *bounds * 2 * (size_t)L);
+        if (!st) st = fcl_tensor_write_f32(f->t[TDO], f->dout, row * (size_t)L);
+    }
+    free(qkv);
+    free(bounds);
+    if (!qkv || !bounds) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        return BENCH_EXIT_LIBRARY;
+    }
+    if (st)
+        return bench_lib_error(env, "writing inputs", st);
+    fcl_attn_params p = bench_params_of(c);
+    st = fcl_attention_packed_qkv_forward(ctx, &p, f->t[TQ], f->t[TCU], f->t[TO], f->t[TLSE], NULL);
+    if (!st) st = fcl_finish(ctx);
+    return st ? bench_lib_error(env, "the forward before the backward", st) : 0;
+}
+
 /* Device tensors from the host arrays (varlen: [total, H, D], LSE [Hq, total], the prefix sums
  * passed for both sides), then the forward for O and LSE. */
 static int prepare(const bench_env *env, const bench_case *c, bwd_data *f, size_t nq, size_t nk)
 {
+    if (f->packed)
+        return prepare_packed(env, c, f);
     fcl_context ctx = env->ctx;
     const bench_pack *pk = f->pk.cu ? &f->pk : NULL;
     const int dims = pk ? 3 : 4;
@@ -93,6 +135,8 @@ static fcl_status enqueue_backward(void *arg, cl_event *ev)
     const bwd_call *c = arg;
     fcl_tensor const *t = c->f->t;
     const bench_pack *pk = &c->f->pk;
+    if (c->f->packed)
+        return fcl_attention_packed_qkv_backward(c->ctx, &c->p, t[TQ], t[TO], t[TDO], t[TLSE], t[TCU], t[TDQ], ev);
     if (pk->cu)
         return fcl_attention_varlen_backward(c->ctx, &c->p, t[TQ], t[TK], t[TV], t[TO], t[TDO], t[TLSE], t[TCU],
                                              t[TCU], pk->longest, pk->longest, t[TDQ], t[TDK], t[TDV], ev);
@@ -173,6 +217,28 @@ static int any_nan(const float *x, size_t n)
     return 0;
 }
 
+/* dQ into f->h.o, dK and dV into f->dk and f->dv (the fused form: split out of dQKV). */
+static int read_gradients(const bench_env *env, bwd_data *f, size_t nq, size_t nk)
+{
+    fcl_status st = FCL_SUCCESS;
+    if (f->packed) {
+        float *dqkv = malloc(sizeof *dqkv * 3 * nq);
+        if (!dqkv) {
+            fprintf(stderr, "flashcl-bench: out of host memory for the gradients\n");
+            return BENCH_EXIT_LIBRARY;
+        }
+        st = fcl_tensor_read_f32(f->t[TDQ], dqkv, 3 * nq);
+        if (!st)
+            bench_unpack_qkv(dqkv, f->h.o, f->dk, f->dv, (size_t)f->pk.total, nq / (size_t)f->pk.total);
+        free(dqkv);
+    } else {
+        st = fcl_tensor_read_f32(f->t[TDQ], f->h.o, nq);
+        if (!st) st = fcl_tensor_read_f32(f->t[TDK], f->dk, nk);
+        if (!st) st = fcl_tensor_read_f32(f->t[TDV], f->dv, nk);
+    }
+    return st ? bench_lib_error(env, "reading the gradients", st) : 0;
+}
+
 /* Times the op on the inputs of c (varlen: f->pk made) and checks it: batch 0's (the first
  * sequence's) first KV-head group. */
 static int run_backward(const bench_env *env, const bench_case *c, bwd_data *f, bench_result *r)
@@ -194,14 +260,12 @@ static int run_backward(const bench_env *env, const bench_case *c, bwd_data *f, 
     bwd_call call = {env->ctx, bench_params_of(c), f};
     if (!rc)
         rc = bench_time_op(env, enqueue_backward, &call,
-                           f->pk.cu ? "fcl_attention_varlen_backward" : "fcl_attention_backward", r);
-    if (!rc) {
-        fcl_status st = fcl_tensor_read_f32(f->t[TDQ], f->h.o, nq);
-        if (!st) st = fcl_tensor_read_f32(f->t[TDK], f->dk, nk);
-        if (!st) st = fcl_tensor_read_f32(f->t[TDV], f->dv, nk);
-        if (st)
-            rc = bench_lib_error(env, "reading the gradients", st);
-    }
+                           f->packed   ? "fcl_attention_packed_qkv_backward"
+                           : f->pk.cu ? "fcl_attention_varlen_backward"
+                                      : "fcl_attention_backward",
+                           r);
+    if (!rc)
+        rc = read_gradients(env, f, nq, nk);
     if (!rc) {
         bench_case first = *c; /* varlen: sequence 0 alone, at rows 0 .. of the packed arrays */
         if (f->pk.cu) {
@@ -232,11 +296,14 @@ int bench_backward(const bench_env *env, const bench_case *c, bench_result *r)
     return rc;
 }
 
-int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r)
+/* The varlen or fused-QKV backward (op name `op`) on a packing of `seqs` sequences of up to
+ * `max_len` rows. */
+static int run_packing(const bench_env *env, const bench_case *c, int seqs, int max_len, int packed, const char *op,
+                       bench_result *r)
 {
-    bwd_data f = {0};
+    bwd_data f = {.packed = packed};
     int rc = 0;
-    r->op = "varlen_backward";
+    r->op = op;
     r->c = *c;
     if (bench_pack_make(&f.pk, seqs, max_len) != 0 || !f.pk.cu) {
         fprintf(stderr, "flashcl-bench: out of host memory for the packing\n");
@@ -245,6 +312,8 @@ int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, i
         r->c.b = seqs;
         r->c.sq = r->c.sk = f.pk.longest;
         r->c.bhsd = 0;
+        if (packed)
+            r->c.hkv = c->hq;
         r->seqs = seqs;
         r->max_len = max_len;
         r->total_q = r->total_k = f.pk.total;
@@ -252,4 +321,14 @@ int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, i
     }
     free_data(&f);
     return rc;
+}
+
+int bench_varlen_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r)
+{
+    return run_packing(env, c, seqs, max_len, 0, "varlen_backward", r);
+}
+
+int bench_packed_qkv_backward(const bench_env *env, const bench_case *c, int seqs, int max_len, bench_result *r)
+{
+    return run_packing(env, c, seqs, max_len, 1, "packed_qkv_backward", r);
 }

@@ -5,6 +5,7 @@
 #include "bench.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define SEED_LENGTHS 0x1E565EEDull
 
@@ -79,4 +80,24 @@ void bench_pack_finish(const bench_env *env, const bench_pack *p, const bench_ho
     bench_check_forward(&in, r);
     r->tflops = r->tflops_exact = flops / (r->ms * 1e-3) * 1e-12;
     r->tflops_event = flops / (r->ms_event * 1e-3) * 1e-12;
+}
+
+float *bench_pack_qkv(const float *q, const float *k, const float *v, size_t rows, size_t row)
+{
+    float *qkv = malloc(sizeof *qkv * 3 * row * (rows > 0 ? rows : 1));
+    for (size_t r = 0; qkv && r < rows; r++) {
+        memcpy(qkv + (3 * r + 0) * row, q + r * row, sizeof *qkv * row);
+        memcpy(qkv + (3 * r + 1) * row, k + r * row, sizeof *qkv * row);
+        memcpy(qkv + (3 * r + 2) * row, v + r * row, sizeof *qkv * row);
+    }
+    return qkv;
+}
+
+void bench_unpack_qkv(const float *qkv, float *q, float *k, float *v, size_t rows, size_t row)
+{
+    for (size_t r = 0; r < rows; r++) {
+        memcpy(q + r * row, qkv + (3 * r + 0) * row, sizeof *q * row);
+        memcpy(k + r * row, qkv + (3 * r + 1) * row, sizeof *k * row);
+        memcpy(v + r * row, qkv + (3 * r + 2) * row, sizeof *v * row);
+    }
 }

@@ -6,7 +6,6 @@
 #include "bench.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 typedef struct pq_data {
     bench_pack pk;
@@ -29,7 +28,7 @@ static void free_data(pq_data *f)
 static int write_inputs(const bench_env *env, const pq_data *f, size_t row)
 {
     size_t L = (size_t)f->pk.total;
-    float *qkv = malloc(sizeof *qkv * 3 * row * L);
+    float *qkv = bench_pack_qkv(f->h.q, f->h.k, f->h.v, L, row);
     int32_t *bounds = bench_pack_bounds(&f->pk);
     fcl_status st = FCL_SUCCESS;
     int rc = 0;
@@ -37,11 +36,6 @@ static int write_inputs(const bench_env *env, const pq_data *f, size_t row)
         fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
         rc = BENCH_EXIT_LIBRARY;
     } else {
-        for (size_t r = 0; r < L; r++) {
-            memcpy(qkv + (3 * r + 0) * row, f->h.q + r * row, sizeof *qkv * row);
-            memcpy(qkv + (3 * r + 1) * row, f->h.k + r * row, sizeof *qkv * row);
-            memcpy(qkv + (3 * r + 2) * row, f->h.v + r * row, sizeof *qkv * row);
-        }
         st = fcl_tensor_write_f32(f->tqkv, qkv, 3 * row * L);
         if (!st) st = fcl_tensor_write_raw(f->tbounds, bounds, sizeof *bounds * 2 * L);
         if (!st) st = fcl_tensor_write_f32(f->to, f->h.o, row * L);

@@ -72,8 +72,8 @@ static int run_case(const bench_env *env, const dense_op *op, const bench_case *
     return report(env, op->run(env, c, &r), &r);
 }
 
-/* The packed ops: varlen, packed_qkv, varlen_backward. */
-enum { PACK_VARLEN, PACK_QKV, PACK_VARLEN_BACKWARD };
+/* The packed ops: varlen, packed_qkv, varlen_backward, packed_qkv_backward. */
+enum { PACK_VARLEN, PACK_QKV, PACK_VARLEN_BACKWARD, PACK_QKV_BACKWARD };
 
 /* A case of the packed op `kind`. */
 static int run_pack(const bench_env *env, int kind, const bench_case *c, int seqs, int max_len)
@@ -82,6 +82,7 @@ static int run_pack(const bench_env *env, int kind, const bench_case *c, int seq
     memset(&r, 0, sizeof r);
     int rc = kind == PACK_QKV              ? bench_packed_qkv(env, c, seqs, max_len, &r)
              : kind == PACK_VARLEN_BACKWARD ? bench_varlen_backward(env, c, seqs, max_len, &r)
+             : kind == PACK_QKV_BACKWARD    ? bench_packed_qkv_backward(env, c, seqs, max_len, &r)
                                             : bench_varlen(env, c, seqs, max_len, &r);
     return report(env, rc, &r);
 }
@@ -178,8 +179,8 @@ static int op_read(const bench_env *env, const bench_opts *o)
     return BENCH_EXIT_OK; /* as op_copy */
 }
 
-/* varlen / packed_qkv / varlen_backward: their default case with the options laid over it;
- * Hkv follows Hq (MHA) unless --hkv is given. */
+/* varlen / packed_qkv / varlen_backward / packed_qkv_backward: their default case with the
+ * options laid over it; Hkv follows Hq (MHA) unless --hkv is given. */
 static int op_pack(const bench_env *env, const bench_opts *o, int kind)
 {
     int seqs, max_len;
@@ -212,6 +213,11 @@ static int op_varlen_backward(const bench_env *env, const bench_opts *o)
     return op_pack(env, o, PACK_VARLEN_BACKWARD);
 }
 
+static int op_packed_qkv_backward(const bench_env *env, const bench_opts *o)
+{
+    return op_pack(env, o, PACK_QKV_BACKWARD);
+}
+
 static int op_sgemm(const bench_env *env, const bench_opts *o)
 {
     sgemm_result r;
@@ -222,7 +228,8 @@ static int op_sgemm(const bench_env *env, const bench_opts *o)
 
 static const bench_op k_ops[] = {
     {"forward", op_forward}, {"sgemm", op_sgemm}, {"varlen", op_varlen},
-    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"varlen_backward", op_varlen_backward}, {"decode", op_decode}, {"copy", op_copy}, {"read", op_read},
+    {"packed_qkv", op_packed_qkv}, {"backward", op_backward}, {"varlen_backward", op_varlen_backward},
+    {"packed_qkv_backward", op_packed_qkv_backward}, {"decode", op_decode}, {"copy", op_copy}, {"read", op_read},
     {"qkvo", op_qkvo}, {"qkvo_backward", op_qkvo_backward},
     {"qkvo_backward_saved", op_qkvo_backward_saved},
 };
@@ -272,7 +279,7 @@ static const bench_case k_decode_gpu[] = {
     {FCL_F16,  8, 1,   32768, 32, 8,  128, 1, -1, -1, 0, 0},
 };
 
-/* Packed cases of the suite (B, Sq, Sk unused): varlen, packed_qkv and varlen_backward (PACK_*). */
+/* Packed cases of the suite (B, Sq, Sk unused): varlen, packed_qkv and their backwards (PACK_*). */
 typedef struct suite_pack {
     int kind;
     bench_case c;
@@ -284,11 +291,13 @@ static const suite_pack k_pack_cpu[] = {
     {PACK_VARLEN,          {FCL_F16,  1, 0, 0, 4,  2,  64, 1, -1,  -1,  0, 0}, 4,  128},
     {PACK_QKV,             {FCL_BF16, 1, 0, 0, 4,  4,  64, 0, 32,  32,  0, 0}, 4,  128},
     {PACK_VARLEN_BACKWARD, {FCL_F32,  1, 0, 0, 4,  2,  64, 1, -1,  -1,  0, 0}, 4,  128},
+    {PACK_QKV_BACKWARD,    {FCL_F16,  1, 0, 0, 4,  4,  32, 1, -1,  -1,  0, 0}, 4,  128},
 };
 static const suite_pack k_pack_gpu[] = {
     {PACK_VARLEN,          {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
     {PACK_QKV,             {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
     {PACK_VARLEN_BACKWARD, {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
+    {PACK_QKV_BACKWARD,    {FCL_F16,  1, 0, 0, 12, 12, 64, 0, -1,  -1,  0, 0}, 64, 2048},
 };
 
 /* The default suite: forward, packed, backward, decode and projection (qkvo) cases sized for
