@@ -11,7 +11,8 @@
 # flash and cuDNN backends) on FlashAttention's benchmark shapes (hidden 2048, batch x seqlen =
 # 16k, F16), and one table with the ratios (scripts/peer_table.py) in table.md (flashcl on the
 # wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
-# Then flashcl-bench --op varlen_backward on three encoder-sized packings (bench-varlen.jsonl).
+# Then flashcl-bench --op varlen_backward and --op packed_qkv_backward on three encoder-sized
+# packings, the same sequences in both forms (bench-varlen.jsonl).
 # Output under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl, table.md.
 # Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
 # (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
@@ -52,13 +53,16 @@ done
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward | tee "$out/table.md"
 python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward span | tee "$out/table-span.md"
 
-# the varlen backward (no SDPA peer): encoder-sized batches, lengths uniform in [1, max]
+# the varlen and packed backwards (no SDPA peer): encoder-sized batches, lengths uniform in
+# [1, max], the same packing in both forms
 : > "$out/bench-varlen.jsonl"
 for d in ${DIMS:-64 128}; do
   for sm in 512,128 64,512 64,2048; do
     for path in $(passed_among "${BENCH_PATHS:-mma blocked}"); do
-      FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op varlen_backward --dtype f16 --seqs ${sm%,*} \
-        --max-len ${sm#*,} --hq 16 --d $d --reps ${REPS:-3} --warmup 1 --json >> "$out/bench-varlen.jsonl" 2>>"$out/errors.log"
+      for op in varlen_backward packed_qkv_backward; do
+        FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op $op --dtype f16 --seqs ${sm%,*} --max-len ${sm#*,} \
+          --hq 16 --d $d --reps ${REPS:-3} --warmup 1 --json >> "$out/bench-varlen.jsonl" 2>>"$out/errors.log"
+      done
     done
   done
 done
