@@ -196,9 +196,11 @@ int bench_pack_make(bench_pack *p, int seqs, int max_len); /* -1: out of host me
 void bench_pack_free(bench_pack *p);
 /* seq_bounds of the packed-QKV op: [total, 2], row r -> its sequence's [start, end). */
 int32_t *bench_pack_bounds(const bench_pack *p);
-/* q, k, v [rows, row floats] interleaved as QKV [rows, 3, row] (malloc'ed, NULL when out of
- * memory), and back. */
-float *bench_pack_qkv(const float *q, const float *k, const float *v, size_t rows, size_t row);
+/* h->q, h->k, h->v [total, row floats] interleaved into the fused tensor qkv [total, 3, row]
+ * and p's seq_bounds into bounds [total, 2] (I32); returns an exit code (0: written). */
+int bench_pack_write_qkv(const bench_env *env, const bench_pack *p, const bench_host *h, size_t row, fcl_tensor qkv,
+                         fcl_tensor bounds);
+/* A fused [rows, 3, row] array split back into q, k, v [rows, row]. */
 void bench_unpack_qkv(const float *qkv, float *q, float *k, float *v, size_t rows, size_t row);
 /* 4 * Hq * D * sum over sequences of the visible (query, key) pairs inside each. */
 double bench_pack_flops(const bench_pack *p, const bench_case *c);

@@ -66,21 +66,11 @@ static int prepare_packed(const bench_env *env, const bench_case *c, bwd_data *f
     if (!st) st = fcl_tensor_create(ctx, FCL_I32, 2, bs, &f->t[TCU]);
     if (st)
         return bench_lib_error(env, "creating tensors", st);
-    float *qkv = bench_pack_qkv(f->h.q, f->h.k, f->h.v, (size_t)L, row);
-    int32_t *bounds = bench_pack_bounds(&f->pk);
-    if (qkv && bounds) {
-        st = fcl_tensor_write_f32(f->t[TQ], qkv, 3 * row * (size_t)L);
-        if (!st) st = fcl_tensor_write_raw(f->t[TCU], bounds, sizeof *bounds * 2 * (size_t)L);
-        if (!st) st = fcl_tensor_write_f32(f->t[TDO], f->dout, row * (size_t)L);
-    }
-    free(qkv);
-    free(bounds);
-    if (!qkv || !bounds) {
-        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
-        return BENCH_EXIT_LIBRARY;
-    }
-    if (st)
-        return bench_lib_error(env, "writing inputs", st);
+    const int rc = bench_pack_write_qkv(env, &f->pk, &f->h, row, f->t[TQ], f->t[TCU]);
+    if (rc)
+        return rc;
+    if ((st = fcl_tensor_write_f32(f->t[TDO], f->dout, row * (size_t)L)))
+        return bench_lib_error(env, "writing dO", st);
     fcl_attn_params p = bench_params_of(c);
     st = fcl_attention_packed_qkv_forward(ctx, &p, f->t[TQ], f->t[TCU], f->t[TO], f->t[TLSE], NULL);
     if (!st) st = fcl_finish(ctx);

@@ -82,15 +82,29 @@ void bench_pack_finish(const bench_env *env, const bench_pack *p, const bench_ho
     r->tflops_event = flops / (r->ms_event * 1e-3) * 1e-12;
 }
 
-float *bench_pack_qkv(const float *q, const float *k, const float *v, size_t rows, size_t row)
+int bench_pack_write_qkv(const bench_env *env, const bench_pack *p, const bench_host *h, size_t row, fcl_tensor qkv,
+                         fcl_tensor bounds)
 {
-    float *qkv = malloc(sizeof *qkv * 3 * row * (rows > 0 ? rows : 1));
-    for (size_t r = 0; qkv && r < rows; r++) {
-        memcpy(qkv + (3 * r + 0) * row, q + r * row, sizeof *qkv * row);
-        memcpy(qkv + (3 * r + 1) * row, k + r * row, sizeof *qkv * row);
-        memcpy(qkv + (3 * r + 2) * row, v + r * row, sizeof *qkv * row);
+    const size_t L = (size_t)p->total;
+    float *fused = malloc(sizeof *fused * 3 * row * (L > 0 ? L : 1));
+    int32_t *b = bench_pack_bounds(p);
+    int rc = 0;
+    if (!fused || !b) {
+        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
+        rc = BENCH_EXIT_LIBRARY;
+    } else {
+        for (size_t r = 0; r < L; r++) {
+            memcpy(fused + (3 * r + 0) * row, h->q + r * row, sizeof *fused * row);
+            memcpy(fused + (3 * r + 1) * row, h->k + r * row, sizeof *fused * row);
+            memcpy(fused + (3 * r + 2) * row, h->v + r * row, sizeof *fused * row);
+        }
+        fcl_status st = fcl_tensor_write_f32(qkv, fused, 3 * row * L);
+        if (!st) st = fcl_tensor_write_raw(bounds, b, sizeof *b * 2 * L);
+        if (st) rc = bench_lib_error(env, "writing QKV and the bounds", st);
     }
-    return qkv;
+    free(fused);
+    free(b);
+    return rc;
 }
 
 void bench_unpack_qkv(const float *qkv, float *q, float *k, float *v, size_t rows, size_t row)

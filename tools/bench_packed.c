@@ -23,27 +23,13 @@ static void free_data(pq_data *f)
     bench_pack_free(&f->pk);
 }
 
-/* Writes q, k, v interleaved per row as QKV [L, 3, H, D] (row = H * D), the row bounds and
- * the poisoned O; returns an exit code. */
+/* Writes QKV [L, 3, H, D] (row = H * D) and the row bounds, then the poisoned O; returns an
+ * exit code. */
 static int write_inputs(const bench_env *env, const pq_data *f, size_t row)
 {
-    size_t L = (size_t)f->pk.total;
-    float *qkv = bench_pack_qkv(f->h.q, f->h.k, f->h.v, L, row);
-    int32_t *bounds = bench_pack_bounds(&f->pk);
-    fcl_status st = FCL_SUCCESS;
-    int rc = 0;
-    if (!qkv || !bounds) {
-        fprintf(stderr, "flashcl-bench: out of host memory for the inputs\n");
-        rc = BENCH_EXIT_LIBRARY;
-    } else {
-        st = fcl_tensor_write_f32(f->tqkv, qkv, 3 * row * L);
-        if (!st) st = fcl_tensor_write_raw(f->tbounds, bounds, sizeof *bounds * 2 * L);
-        if (!st) st = fcl_tensor_write_f32(f->to, f->h.o, row * L);
-        if (st) rc = bench_lib_error(env, "writing inputs", st);
-    }
-    free(qkv);
-    free(bounds);
-    return rc;
+    int rc = bench_pack_write_qkv(env, &f->pk, &f->h, row, f->tqkv, f->tbounds);
+    fcl_status st = rc ? FCL_SUCCESS : fcl_tensor_write_f32(f->to, f->h.o, row * (size_t)f->pk.total);
+    return rc ? rc : st ? bench_lib_error(env, "writing O", st) : 0;
 }
 
 static int make_tensors(const bench_env *env, const bench_case *c, pq_data *f)
