@@ -75,7 +75,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const long kbase = ko + b * k_sb + hk * k_sh;
     const long vbase = vo + b * v_sb + hk * v_sh;
     const long mrow = mo + b * mask_sb;
-    const int j_first = FORWARD_FIRST_KEY(g_lo, g_hi, BLOCK_N);
+    const int j_first = FIRST_TILE(g_lo, g_hi, BLOCK_N);
     const int n_tiles = g_lo <= g_hi ? (g_hi - j_first) / BLOCK_N + 1 : 0;
     /* Tiles 0 and 1 in flight before the loop; tile t + 2 is issued once every warp is done
      * with tile t, so each copy has a whole tile's compute to land. */

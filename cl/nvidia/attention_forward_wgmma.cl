@@ -164,7 +164,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const long kbase = ko + b * k_sb + hk * k_sh;
     const long vbase = vo + b * v_sb + hk * v_sh;
     const long mrow = mo + b * mask_sb;
-    const int j_first = FORWARD_FIRST_KEY(g_lo, g_hi, BLOCK_N);
+    const int j_first = FIRST_TILE(g_lo, g_hi, BLOCK_N);
     const int n_tiles = g_lo <= g_hi ? (g_hi - j_first) / BLOCK_N + 1 : 0;
     load_rows(tiles, Q_ATOM, 64, HEAD_DIM_PAD, WG_SIZE, lid, Qu, qo + b * q_sb + h * q_sh, q_ss, i0, 0, sq - 1,
               head_dim, 0, mask, 0, 0);

@@ -149,7 +149,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
     const long kbase = ko + b * k_sb + hk * k_sh;
     const long vbase = vo + b * v_sb + hk * v_sh;
     const long mrow = mo + b * mask_sb;
-    const int j_first = FORWARD_FIRST_KEY(g_lo, g_hi, BLOCK_N);
+    const int j_first = FIRST_TILE(g_lo, g_hi, BLOCK_N);
     const int n_tiles = g_lo <= g_hi ? (g_hi - j_first) / BLOCK_N + 1 : 0;
     if (n_tiles > 0)
         fetch_qk(Q, K, qbase, q_ss, i0, sq, qscale, kbase, k_ss, j_first, g_lo, g_hi, 0, head_dim, lid, rq, rk);

@@ -116,7 +116,7 @@ void attention_forward(FORWARD_KERNEL_ARGS)
 #else
     __global const float *const kv = state + PACKED_ROW(b, hk, get_global_size(1) / group, 0) * PACKED_LD;
 #endif
-    const int j_first = FORWARD_FIRST_KEY(g_lo, g_hi, BN);
+    const int j_first = FIRST_TILE(g_lo, g_hi, BN);
     for (int j0 = j_first; j0 <= g_hi && g_lo <= g_hi; j0 += BN) {
 #if KV_DIRECT
         long krow[BN], vrow[BN];

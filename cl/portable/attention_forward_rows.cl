@@ -13,8 +13,8 @@
  * them into tiles on a grid of multiples of BLOCK_N from there, so that chunked launches give
  * one launch's bits. The kernels that never chunk do the same, except that in the packed form a
  * work-group's tiles start at the first key its rows may see where that saves a tile
- * (FORWARD_FIRST_KEY). Either way a varlen sequence's tiles do not depend on where it sits in
- * the packing.
+ * (FIRST_TILE, cl/portable/common.cl). Either way a varlen sequence's tiles do not depend on
+ * where it sits in the packing.
  */
 
 #define FORWARD_KERNEL_ARGS                                                                              \
@@ -100,17 +100,6 @@ inline void forward_group_keys(int i0, int i_last, int shift, int sq, int sk, in
     *hi = min(min(key_hi, sk - 1), window_right >= 0 ? add_sat(i_last + shift, window_right) : sk - 1);
 #endif
 }
-
-/* The first key of a never-chunking kernel's first tile of n keys over [lo, hi]: the grid's
- * multiple of n at or below lo; in the packed form lo itself where that takes fewer tiles (a
- * sequence that starts between grid lines; H100, history "v0.36.0": 1.03-1.16x not causal; on
- * ties the grid keeps a causal diagonal at a tile's end). */
-#if LAYOUT == 2
-#define FORWARD_FIRST_KEY(lo, hi, n) \
-    (((hi) - ((lo) - (lo) % (n))) / (n) > ((hi) - (lo)) / (n) ? (lo) : (lo) - (lo) % (n))
-#else
-#define FORWARD_FIRST_KEY(lo, hi, n) ((lo) - (lo) % (n))
-#endif
 
 /* Row i's visible keys [*lo, *hi] inside the group's [g_lo, g_hi], before the key mask; empty
  * (*hi = -1) for rows past sq. */

@@ -128,6 +128,18 @@ BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int h
 }
 #endif
 
+#ifdef LAYOUT
+/* The first index of the first of the n-wide tiles over [lo, hi] that a never-chunking kernel
+ * walks (keys of a row block, or rows of a key block): the grid's multiple of n at or below lo;
+ * in the packed form (LAYOUT 2) lo itself where that takes fewer tiles (a sequence that starts
+ * between grid lines; on ties the grid keeps a causal diagonal at a tile's end). */
+#if LAYOUT == 2
+#define FIRST_TILE(lo, hi, n) (((hi) - ((lo) - (lo) % (n))) / (n) > ((hi) - (lo)) / (n) ? (lo) : (lo) - (lo) % (n))
+#else
+#define FIRST_TILE(lo, hi, n) ((lo) - (lo) % (n))
+#endif
+#endif
+
 #ifdef SIMD
 /* The CPU kernels' explicit vectors (-D SIMD: floats per vector, 4, 8 or 16, the device's native
  * width): simd_f / simd_i and simd_fu / simd_iu (the same as arrays); simd_load, SIMD stored
