@@ -1242,7 +1242,20 @@ static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t s
     return ok;
 }
 
-static int pchunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
+/* vsplit for a packed case: a range's dS is every row of every head per key. */
+static void psplit(fcl_context ctx, fcl_dtype dt, int split, int on, const pcase *c)
+{
+    if (split == SPLIT_CHUNKS) {
+        support_force_chunks(on);
+        return;
+    }
+    const long long block = support_backward_key_block(ctx, dt, c->D);
+    char bytes[32];
+    snprintf(bytes, sizeof bytes, "%lld", on ? (long long)c->H * c->L * block * 4 : 0LL);
+    setenv("FLASHCL_BACKWARD_DS_BYTES", bytes, 1);
+}
+
+static int pchunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed, int split)
 {
     char msg[600];
     prun v;
@@ -1252,20 +1265,21 @@ static int pchunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t s
     const size_t n = v.n;
     float *g1 = v.g[0], *g2 = v.g[1];
     size_t out1, out2;
-    support_force_chunks(0);
+    psplit(ctx, dt, split, 0, c);
     pforward(ctx, c, &v.t, name);
     pbackward(ctx, c, &v.t, g1, &out1, name);
-    support_force_chunks(1);
+    psplit(ctx, dt, split, 1, c);
     pbackward(ctx, c, &v.t, g2, &out2, name);
     support_force_chunks(0);
+    unsetenv("FLASHCL_BACKWARD_DS_BYTES");
     double md;
     long f;
     const size_t diff = support_bit_diff(g1, g2, n, &md, &f);
     gcheck r = pcompare(c, dt, p, &v.h, g2);
     gcheck_describe(&r, p->nseq, msg, sizeof msg);
     const int ok = diff == 0 && gcheck_ok(&r) && out1 == 0 && out2 == 0;
-    cr_expect(diff == 0, "[%s] chunked and one-launch dQKV differ in %zu elements (first %ld, max |diff| %.3g)", name,
-              diff, f, md);
+    cr_expect(diff == 0, "[%s] split (%s) and one-launch dQKV differ in %zu elements (first %ld, max |diff| %.3g)",
+              name, split == SPLIT_CHUNKS ? "chunks" : "dS ranges", diff, f, md);
     cr_expect(gcheck_ok(&r), "[%s] chunked: %s", name, msg);
     cr_expect(out1 == 0 && out2 == 0, "[%s] %zu / %zu elements written outside the dQKV view", name, out1, out2);
     prun_end(&v);
@@ -1495,7 +1509,7 @@ Test(varlen_backward, chunked)
     for (int i = 0; i < 3; i++)
         ok &= vchunk_case(ctx, FCL_F32, &vc[i], 7000 + (uint64_t)i, SPLIT_CHUNKS);
     for (int i = 0; i < 2; i++)
-        ok &= pchunk_case(ctx, FCL_F32, &pc[i], 7100 + (uint64_t)i);
+        ok &= pchunk_case(ctx, FCL_F32, &pc[i], 7100 + (uint64_t)i, SPLIT_CHUNKS);
     support_force_chunks(1);
     ok &= garbage_all(ctx, 7200);
     support_force_chunks(0);
@@ -1506,13 +1520,17 @@ Test(varlen_backward, chunked)
 
 /* Stored dS in one range per dK/dV block, on the blocked kernels (FLASHCL_BACKWARD_PATH=blocked)
  * and on the CPU kernels where they run: bit-identical to dS recomputed, and the rule per
- * sequence (empty sequences, GQA, windows, masks, strided views). Skipped (reported as skipped)
- * where neither runs (a loop cap). */
+ * sequence (empty sequences, GQA, windows, masks, strided views; packed sequences that cross
+ * the ranges' ends). Skipped (reported as skipped) where neither runs (a loop cap). */
 Test(varlen_backward, stored_scores_ranges)
 {
     static const vcase vc[] = {
         {PK_LONG_QK, 6, 4, 2, 59, 1, 37, U, 2.0f, 0.5f, MASK_ON, ALIBI_BH, 0, 1, 0},
         {PK_EMPTY, 0, 2, 1, 64, 0, 5, 3, 0, 0, MASK_NONE, ALIBI_NONE, 1, 0, 2},
+    };
+    static const pcase pc[] = {
+        {PP_SHORT, 300, 2, 64, 0, U, 0, 0, MASK_NONE, ALIBI_NONE, 1, 0},
+        {PP_LONG, 400, 2, 59, 1, 100, 2.0f, 0, MASK_ON, ALIBI_H, 0, 1},
     };
     fcl_context ctx = support_context();
     int ok = 1, ran = 0;
@@ -1522,8 +1540,10 @@ Test(varlen_backward, stored_scores_ranges)
         const char *path = fcl_attention_backward_path(ctx, FCL_F32, 64);
         if (path && strcmp(path, forced ? "blocked" : "cpu") == 0) {
             ran++;
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < 2; i++) {
                 ok &= vchunk_case(ctx, i ? FCL_F32 : FCL_F16, &vc[i], 7300 + (uint64_t)i, SPLIT_DS_RANGES);
+                ok &= pchunk_case(ctx, i ? FCL_F16 : FCL_F32, &pc[i], 7400 + (uint64_t)i, SPLIT_DS_RANGES);
+            }
         }
         unsetenv("FLASHCL_BACKWARD_PATH");
     }
