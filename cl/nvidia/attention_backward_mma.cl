@@ -20,7 +20,8 @@
  * dQ rounded to F16, or for BF16 as its rounding plus the rounded rest (DS_SPLIT). Tiles
  * whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on a grid from the
  * sequence's first row of Q or K (varlen: each sequence's own, so no partial tile comes before
- * it and its gradients do not depend on its place in the packing); keys or rows a product
+ * it and its gradients do not depend on its place in the packing; packed: from the block's first
+ * visible row or key where that saves a tile, BACKWARD_FIRST_TILE); keys or rows a product
  * cannot see contribute exact zeros. No chunking: the host takes this path only
  * on devices without a loop cap (item_lo, item_hi, load_state, save_state, state and scores are unused).
  *
@@ -52,6 +53,14 @@
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
 #define DQ_WG (DQ_BLOCK_M * 2)         /* one warp per 16 query rows */
+/* The tiles of a block's rows or keys start on the grid of multiples of the tile from the
+ * sequence's first row or key, or in the packed form where that saves a tile (FIRST_TILE); the
+ * stored dS tiles are addressed on the grid. */
+#if DS_STORED
+#define BACKWARD_FIRST_TILE(lo, hi, n) ((lo) - (lo) % (n))
+#else
+#define BACKWARD_FIRST_TILE(lo, hi, n) FIRST_TILE(lo, hi, n)
+#endif
 #define KV_FIRST (KSTEPS - KV_LOCAL_STEPS) /* the first k step whose K, V fragments wait in local memory */
 #define NT_DKDV (HEAD_DIM_PAD / DKDV_SLICES / 8) /* 8-column tiles of dK and dV per work-group */
 #define NT_DQ (HEAD_DIM_PAD / DQ_SLICES / 8)     /* 8-column tiles of dQ per work-group */
@@ -350,8 +359,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         for (int e = 0; e < 4; e++)
             dk[nt][e] = dv[nt][e] = 0.0f;
 
-    /* Query tiles on a grid from the sequence's first row; items = (query head of the group, tile). */
-    const int qt0 = i_lo - i_lo % DKDV_BLOCK_M;
+    /* Query tiles from the sequence's first row (BACKWARD_FIRST_TILE); items = (query head of the
+     * group, tile). */
+    const int qt0 = BACKWARD_FIRST_TILE(i_lo, i_hi, DKDV_BLOCK_M);
     const int n_qt = i_lo <= i_hi ? (i_hi - qt0) / DKDV_BLOCK_M + 1 : 0;
     const int n_items = group * n_qt;
     const long qbase = q_off + b * q_sb + (long)r.q_first * q_ss, dobase = do_off + b * do_sb + (long)r.q_first * do_ss;
@@ -510,10 +520,11 @@ void attention_backward_dq(BACKWARD_ARGS)
         dq_state(state, b, h, Hq, iw, r, sq_arg, total_q, col0, dq, lane, 0);
 #endif
 
-    /* Key tiles on a grid from the sequence's first key; masked-out keys' K and V are never read. */
+    /* Key tiles from the sequence's first key (BACKWARD_FIRST_TILE); masked-out keys' K and V are
+     * never read. */
     const long kbase = k_off + b * k_sb + (long)r.k_first * k_ss + hk * k_sh;
     const long mrow = mask_off + b * mask_sb + (long)r.k_first * mask_ss;
-    const int j_first = j_lo - j_lo % DQ_BLOCK_N;
+    const int j_first = BACKWARD_FIRST_TILE(j_lo, j_hi, DQ_BLOCK_N);
     const int n_tiles = j_lo <= j_hi ? (j_hi - j_first) / DQ_BLOCK_N + 1 : 0;
 #if DS_STORED
     for (int tt = 0; tt < 2; tt++) {
