@@ -8,7 +8,8 @@
 # mask; varlen D 64 F16 up to 512 tokens and D 128 BF16 up to 256; dense D 64 / 128 at S 16 / 256
 # / 512), prefill (S 1024 .. 8192, GQA, causal, F32, BF16 and F16),
 # decode (one query row over caches of 4k .. 64k keys, GQA 32 / 8, D 128; against the device's
-# copy bandwidth too), and the backward. Prints one markdown table with the times and the ratios
+# copy bandwidth too), and the backward (dense S 1024 / 2048, and the D 32 encoder batch as varlen
+# and packed QKV against the padded batch's backward). Prints one markdown table with the times and the ratios
 # (PyTorch's time / flashcl's: above 1, flashcl is faster) and writes it, bench.jsonl and
 # peer.jsonl under OUT (default build/cpu-peer).
 #
@@ -59,6 +60,8 @@ cases=(
   "decode L64k bf16|--op decode --dtype bf16 --b 1 --sq 1 --sk 65536 --hq 32 --hkv 8 --d 128|--op decode --dtype bf16 --b 1 --sq 1 --sk 65536 --hq 32 --hkv 8 --d 128"
   "backward S1024|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64|--op backward --dtype f32 --b 1 --sq 1024 --hq 8 --hkv 8 --d 64"
   "backward S2048 causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal|--op backward --dtype f32 --b 1 --sq 2048 --hq 8 --hkv 2 --d 128 --causal"
+  "encoder backward varlen|--op varlen_backward --dtype f32 --seqs 16 --max-len 128 --hq 12 --hkv 12 --d 32|"
+  "encoder backward packed|--op packed_qkv_backward --dtype f32 --seqs 16 --max-len 128 --hq 12 --d 32|"
 )
 # QUICK=1: one case of each kind, by name; CASES: the cases whose name contains one of its words
 quick=("encoder varlen" "prefill S1024" "decode L16k" "backward S1024")

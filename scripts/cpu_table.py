@@ -5,7 +5,8 @@ OpenCL implementation against scripts/cpu_peer.py's PyTorch lines of the same ca
 
   python3 scripts/cpu_table.py bench.jsonl peer.jsonl
   python3 scripts/cpu_table.py --padded-args bench.jsonl CASE   cpu_peer.py's arguments for the
-        padded batch of a varlen / packed case (the bench's seeded sequence lengths, regenerated)
+        padded batch of a varlen / packed case (the bench's seeded sequence lengths, regenerated;
+        the backward for the backward ops)
 
 Columns: case, shape, then per implementation flashcl's ms (decode: and GB/s, and its share of
 the implementation's copy bandwidth), PyTorch's ms, and per implementation PyTorch's time over
@@ -44,7 +45,8 @@ def load(path):
 def padded_args(bench, case):
     r = next(r for r in bench if r.get("case") == case)
     lengths = bench_lengths(r["seqs"], r["max_len"])
-    return (f"--op forward --dtype {r['dtype']} --b {len(lengths)} --sq {max(lengths)} --hq {r['hq']} "
+    op = "backward" if r["op"].endswith("_backward") else "forward"
+    return (f"--op {op} --dtype {r['dtype']} --b {len(lengths)} --sq {max(lengths)} --hq {r['hq']} "
             f"--hkv {r['hkv']} --d {r['d']} --lengths {','.join(map(str, lengths))}")
 
 
