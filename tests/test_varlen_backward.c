@@ -1196,16 +1196,17 @@ Test(varlen_backward, isolation)
  * dS recomputed. */
 enum { SPLIT_CHUNKS, SPLIT_DS_RANGES };
 
-/* Sets the split on (the second run) or off (the first); `c` and `pk` size a range's dS. */
-static void vsplit(fcl_context ctx, fcl_dtype dt, int split, int on, const vcase *c, const packing *pk)
+/* Sets the split on (the second run) or off (the first) for head dim D; with the stored-dS
+ * ranges, `rows` (every query row of every head that one key's dS holds) sizes a range's dS to
+ * one dK/dV block. */
+static void split_set(fcl_context ctx, fcl_dtype dt, int split, int on, int D, long long rows)
 {
     if (split == SPLIT_CHUNKS) {
         support_force_chunks(on);
         return;
     }
-    const long long block = support_backward_key_block(ctx, dt, c->D);
-    char bytes[32]; /* one dK/dV block's dS: every query row (max_seqlen_q per sequence) of every head */
-    snprintf(bytes, sizeof bytes, "%lld", on ? (long long)pk->B * c->Hq * (pk->maxq + c->slack) * block * 4 : 0LL);
+    char bytes[32];
+    snprintf(bytes, sizeof bytes, "%lld", on ? rows * support_backward_key_block(ctx, dt, D) * 4 : 0LL);
     setenv("FLASHCL_BACKWARD_DS_BYTES", bytes, 1);
 }
 
@@ -1219,10 +1220,11 @@ static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t s
     float **g1 = v.g[0], **g2 = v.g[1];
     const size_t *n = v.n;
     size_t out1, out2;
-    vsplit(ctx, dt, split, 0, c, pk);
+    const long long rows = (long long)pk->B * c->Hq * (pk->maxq + c->slack); /* max_seqlen_q per sequence */
+    split_set(ctx, dt, split, 0, c->D, rows);
     vforward(ctx, c, pk, &v.t, name);
     vbackward(ctx, c, pk, &v.t, g1, &out1, name);
-    vsplit(ctx, dt, split, 1, c, pk);
+    split_set(ctx, dt, split, 1, c->D, rows);
     vbackward(ctx, c, pk, &v.t, g2, &out2, name);
     support_force_chunks(0);
     unsetenv("FLASHCL_BACKWARD_DS_BYTES");
@@ -1242,19 +1244,6 @@ static int vchunk_case(fcl_context ctx, fcl_dtype dt, const vcase *c, uint64_t s
     return ok;
 }
 
-/* vsplit for a packed case: a range's dS is every row of every head per key. */
-static void psplit(fcl_context ctx, fcl_dtype dt, int split, int on, const pcase *c)
-{
-    if (split == SPLIT_CHUNKS) {
-        support_force_chunks(on);
-        return;
-    }
-    const long long block = support_backward_key_block(ctx, dt, c->D);
-    char bytes[32];
-    snprintf(bytes, sizeof bytes, "%lld", on ? (long long)c->H * c->L * block * 4 : 0LL);
-    setenv("FLASHCL_BACKWARD_DS_BYTES", bytes, 1);
-}
-
 static int pchunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed, int split)
 {
     char msg[600];
@@ -1265,10 +1254,10 @@ static int pchunk_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t s
     const size_t n = v.n;
     float *g1 = v.g[0], *g2 = v.g[1];
     size_t out1, out2;
-    psplit(ctx, dt, split, 0, c);
+    split_set(ctx, dt, split, 0, c->D, (long long)c->H * c->L);
     pforward(ctx, c, &v.t, name);
     pbackward(ctx, c, &v.t, g1, &out1, name);
-    psplit(ctx, dt, split, 1, c);
+    split_set(ctx, dt, split, 1, c->D, (long long)c->H * c->L);
     pbackward(ctx, c, &v.t, g2, &out2, name);
     support_force_chunks(0);
     unsetenv("FLASHCL_BACKWARD_DS_BYTES");

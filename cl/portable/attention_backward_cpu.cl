@@ -203,17 +203,16 @@ void attention_backward_dkdv(BACKWARD_ARGS)
 {
     int key_block, hk, b; /* earlier key blocks are seen by more rows (causal): they start first */
     fcl_group_order(0, &key_block, &hk, &b);
-#if DS_STORED
-    key_block += item_lo / LANES; /* the launch's first key block */
-    const int first = item_lo;
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+#if DS_STORED /* the launch's keys: its first key block, first and last key */
+    key_block += item_lo / LANES;
+    const int first = item_lo, x_last = min(item_hi, r.sk - 1);
 #else
-    const int first = 0;
+    const int first = 0, x_last = r.sk - 1;
 #endif
     const int x0 = key_block * LANES;
     const int Hq = get_global_size(1) * group;
-    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     const int shift = r.sk - r.sq; /* query i sits at absolute position i + shift */
-    const int x_last = DS_STORED ? min(item_hi, r.sk - 1) : r.sk - 1; /* the launch's last key */
     int starts[BLOCK_STARTS];
     bool opens[BLOCK_CANDIDATES];
     block_starts(cu_q, cu_q_off, seq_ss, x0, x_last, r.sk, first, starts, opens);
