@@ -203,12 +203,13 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
     return FCL_SUCCESS;
 }
 
-/* The tensor-core kernels apply: fcl_nv_mma_usable (FLASHCL_BACKWARD_PATH) and tiles for hdp. */
-static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, fcl_backward_mma_tiles *t)
+/* The tensor-core kernels apply: fcl_nv_mma_usable (FLASHCL_BACKWARD_PATH) and tiles for hdp
+ * (the packed form's with `packed`). */
+static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int packed, fcl_backward_mma_tiles *t)
 {
     if (!fcl_nv_mma_usable(ctx, dtype, "FLASHCL_BACKWARD_PATH"))
         return 0;
-    *t = fcl_tune_backward_mma(ctx, hdp, 0);
+    *t = fcl_tune_backward_mma(ctx, hdp, 0, packed);
     return t->dkdv_block_n > 0;
 }
 
@@ -221,7 +222,7 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
-    return head_dim > 0 && mma_applies(ctx, dtype, hdp, &t) ? "nvidia-mma"
+    return head_dim > 0 && mma_applies(ctx, dtype, hdp, 0, &t) ? "nvidia-mma"
            : cpu_applies(ctx, hdp, &ct)                     ? "cpu"
            : blocked_applies(ctx, hdp, &bt)                 ? "blocked"
                                                             : "portable";
@@ -242,7 +243,8 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     static const char *const sources[] = {"common", "attention_backward_rows", "warp_nv", "mma_nv", "attention_backward_mma"};
     const fcl_forward_job *f = &job->fwd;
     const long ds_keys = hdp >= MMA_STORED_DS_DIM ? stored_ds_keys(ctx, f, t_in->dkdv_block_n) : 0;
-    const fcl_backward_mma_tiles stored = ds_keys > 0 ? fcl_tune_backward_mma(ctx, hdp, 1) : *t_in;
+    const fcl_backward_mma_tiles stored =
+        ds_keys > 0 ? fcl_tune_backward_mma(ctx, hdp, 1, f->layout == FCL_LAYOUT_PACKED) : *t_in;
     const fcl_backward_mma_tiles *t = &stored;
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
                         fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
@@ -408,7 +410,8 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
     fcl_backward_mma_tiles mt;
     fcl_backward_blocked_tiles bt;
     fcl_cpu_tiles ct;
-    fcl_status s = mma_applies(ctx, f->dtype, hdp, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
+    const int packed = f->layout == FCL_LAYOUT_PACKED;
+    fcl_status s = mma_applies(ctx, f->dtype, hdp, packed, &mt) ? get_mma_kernels(ctx, job, hdp, &mt, &v)
                    : cpu_applies(ctx, hdp, &ct)        ? get_cpu_kernels(ctx, f, hdp, &ct, &v)
                    : blocked_applies(ctx, hdp, &bt)    ? get_blocked_kernels(ctx, job, hdp, &bt, &v)
                                                         : get_portable_kernels(ctx, f, hdp, &v);

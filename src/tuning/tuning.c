@@ -401,14 +401,24 @@ int fcl_fit_columns(int head_dim_pad, int most)
     return head_dim_pad / s;
 }
 
-fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, int stored_ds)
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, int stored_ds, int packed)
 {
     fcl_backward_mma_tiles t = entry_for(&ctx->info, head_dim_pad)->backward_mma;
     if (t.dkdv_block_n == 0 || ctx->info.nv_cc_major < 8) /* no tensor-core backward here */
         return (fcl_backward_mma_tiles){0};
     int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local,
                                     t.dkdv_cols, t.dq_cols};
-    override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v);
+    /* In the packed form a block spans every sequence its rows or keys touch, so the table's
+     * tiles (and a tuned entry's; FLASHCL_BACKWARD_MMA_TILES is taken as given) shrink there to
+     * 32-key dK/dV blocks, 32-row dQ blocks and 32-key dQ tiles, with 64-row dK/dV query tiles at
+     * padded D 64 (H100, history "v0.38.0") */
+    if (override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v) != TILES_ENV && packed &&
+        head_dim_pad <= 128) {
+        v[0] = v[0] < 32 ? v[0] : 32;
+        v[1] = head_dim_pad == 64 ? 64 : 32;
+        v[2] = v[2] < 32 ? v[2] : 32;
+        v[3] = v[3] < 32 ? v[3] : 32;
+    }
     t = (fcl_backward_mma_tiles){v[0], v[1], v[2], v[3], v[4], fcl_fit_columns(head_dim_pad, v[5]),
                                  fcl_fit_columns(head_dim_pad, v[6])};
     /* two stages of two tiles of rows of head_dim_pad + 8 halves, plus a few floats per row (as
@@ -489,7 +499,7 @@ fcl_status fcl_tuning_get(fcl_context ctx, const char *kernel, int head_dim, int
         values[2] = t.wa;
         values[3] = t.wb;
     } else if (strcmp(kernel, "backward_mma") == 0) {
-        const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp, 0);
+        const fcl_backward_mma_tiles t = fcl_tune_backward_mma(ctx, hdp, 0, 0);
         values[0] = t.dkdv_block_n;
         values[1] = t.dkdv_block_m;
         values[2] = t.dq_block_m;

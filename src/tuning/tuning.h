@@ -162,8 +162,9 @@ int fcl_fit_columns(int head_dim_pad, int most);
  * kernel's stages, KC and QC to the widest equal split of head_dim_pad into multiples of 16
  * within them; dkdv_block_n 0 when there is no such path or a work-group would exceed the
  * device's limit. With `stored_ds` the dQ kernel's ring holds K tiles alone (dS stored by the
- * dK/dV kernel), so its key tiles are lowered against that. */
-fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, int stored_ds);
+ * dK/dV kernel), so its key tiles are lowered against that. With `packed` (the packed-QKV form)
+ * the table's or tuned tiles shrink to 32 keys and rows up to padded D 128. */
+fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, int stored_ds, int packed);
 
 typedef struct fcl_decode_tiles {
     int block_n;      /* keys per work-group and batch (teams x keys per team) */
