@@ -11,7 +11,7 @@
  * rowsum(dO * O), 32 work-items per query row).
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (32,
- * or 1 on CPUs).
+ * 1 on CPUs, 0 in the CPU kernels' program: SIMD defined).
  */
 
 #define BACKWARD_ARGS                                                                              \
@@ -176,6 +176,27 @@ inline float backward_score(float dot, float scale, float softcap, float slope, 
     return s;
 }
 
+#if DELTA_LANES == 0
+/* The CPU kernels' form: work-groups of one work-item, each taking DELTA_CPU_ROWS query rows
+ * (dimension 0 counts blocks of them) with SIMD-wide vectors along each row's elements. A
+ * work-item per row (DELTA_LANES 1) read one element of 32 rows per vector load: 1.8-2.7 ms of a
+ * 20-32 ms D 32 encoder backward on a 2-core EPYC (docs/perf/history.md v0.38.0). */
+#define DELTA_CPU_ROWS 32
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_backward_delta(BACKWARD_ARGS)
+{
+    const int i0 = get_global_id(0) * DELTA_CPU_ROWS, h = get_global_id(1), b = get_global_id(2);
+    const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
+    for (int i = i0; i < min(i0 + DELTA_CPU_ROWS, r.sq); i++) {
+        simd_f o[HEAD_DIM_PAD / SIMD], g[HEAD_DIM_PAD / SIMD];
+        simd_stage_row(o, O, o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh, true, head_dim);
+        simd_stage_row(g, dO, do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh, true, head_dim);
+        simd_f sum = (simd_f)(0.0f);
+        for (int c = 0; c < HEAD_DIM_PAD / SIMD; c++)
+            sum = fma(g[c], o[c], sum);
+        delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] = simd_sum(sum);
+    }
+}
+#else
 /* Work-groups of DELTA_LANES x (1 to 8) work-items along dimension 0: DELTA_LANES per query row
  * i, each summing the row's elements lane, lane + DELTA_LANES, ... (on GPUs 32: consecutive
  * work-items read consecutive elements); lane 0 then adds the partial sums in order
@@ -210,3 +231,4 @@ __kernel void attention_backward_delta(BACKWARD_ARGS)
 #endif
     delta[scratch_row(b, h, get_global_size(1), i, r.q_first, sq_arg, total_q)] = sum;
 }
+#endif

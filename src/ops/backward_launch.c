@@ -23,20 +23,22 @@ typedef struct backward_variant {
     fcl_backward_tiles t;    /* block_n keys per dK/dV work-group, block_m rows per dQ work-group */
     size_t dkdv_wg, dq_wg;   /* work-items per work-group */
     size_t dkdv_slices, dq_slices; /* work-groups per block that split its gradient's columns */
-    size_t delta_rows;       /* query rows per work-group of the delta kernel (delta_lanes each) */
+    size_t delta_lanes;      /* work-items per query row of the delta kernel; 0: one work-item per work-group */
+    size_t delta_rows;       /* query rows per work-group of the delta kernel */
 } backward_variant;
 
 /* Work-items per query row of the delta kernel: 32 on GPUs (reads along the row), 1 on CPUs (a
- * row per SIMD lane; Intel's CPU compiler also crashes on the 32-lane form). */
+ * row per SIMD lane; Intel's CPU compiler also crashes on the 32-lane form). The CPU kernels'
+ * program builds it with 0 instead (get_cpu_kernels). */
 static int delta_lanes(fcl_context ctx)
 {
     return ctx->info.type == FCL_DEVICE_CPU ? 1 : 32;
 }
 
-/* The three kernels of the program of `sources` built with `opts` into v->kern, the rows per
- * work-group of its delta kernel (v->delta_rows: up to 8 on GPUs, as many as it can run; 32 on
- * CPUs, one work-item each), and the most work-items each of dkdv and dq can run per
- * work-group (wg). */
+/* The three kernels of the program of `sources` built with `opts` into v->kern, the shape of
+ * its delta kernel (v->delta_lanes as delta_lanes; v->delta_rows: up to 8 on GPUs, as many as it
+ * can run; 32 on CPUs, one work-item each), and the most work-items each of dkdv and dq can run
+ * per work-group (wg). */
 static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
                                 backward_variant *v, size_t wg[2])
 {
@@ -56,6 +58,7 @@ static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int
     wg[1] = most[K_DQ];
     v->dkdv_slices = v->dq_slices = 1;
     const size_t lanes = (size_t)delta_lanes(ctx), fit = most[K_DELTA] / lanes;
+    v->delta_lanes = lanes;
     v->delta_rows = lanes == 1 ? 32 : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
     return FCL_SUCCESS;
 }
@@ -191,11 +194,12 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
              "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->simd, t->rv, ds_keys > 0, f->layout, f->params.softcap > 0.0f,
-             f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
+             f->params.mask != NULL, f->params.alibi != NULL, 0);
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
     if (s != FCL_SUCCESS)
         return s;
+    v->delta_lanes = 0; /* a work-item per delta_rows (32, DELTA_CPU_ROWS) rows, vectors along each row */
     v->mma = v->blocked = 0;
     v->ds_keys = ds_keys;
     v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
@@ -468,12 +472,13 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
                               k == K_DELTA ? NULL : mem[5], ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
     /* delta: delta_lanes work-items per row, up to 8 rows per work-group on GPUs (what the kernel
-     * can run), 32 on CPUs; an explicit work-group so that PoCL compiles one delta kernel for
-     * every shape */
-    const size_t lanes = (size_t)delta_lanes(ctx), delta_rows = v.delta_rows;
-    const size_t g_delta[3] = {((size_t)f->sq + delta_rows - 1) / delta_rows * delta_rows * lanes, (size_t)f->Hq,
+     * can run), 32 on CPUs (with no lanes: one work-item for them); an explicit work-group so that
+     * PoCL compiles one delta kernel for every shape */
+    const size_t lanes = v.delta_lanes, delta_rows = v.delta_rows;
+    const size_t delta_blocks = ((size_t)f->sq + delta_rows - 1) / delta_rows;
+    const size_t g_delta[3] = {lanes ? delta_blocks * delta_rows * lanes : delta_blocks, (size_t)f->Hq,
                                (size_t)f->grid_b};
-    const size_t l_delta[3] = {delta_rows * lanes, 1, 1};
+    const size_t l_delta[3] = {lanes ? delta_rows * lanes : 1, 1, 1};
     const size_t g_dkdv[3] = {k_groups * v.dkdv_wg, (size_t)f->Hkv * v.dkdv_slices, (size_t)f->grid_b};
     const size_t g_dq[3] = {q_groups * v.dq_wg, (size_t)f->Hq * v.dq_slices, (size_t)f->grid_b};
     const size_t l_dkdv[3] = {v.dkdv_wg, 1, 1}, l_dq[3] = {v.dq_wg, 1, 1};
