@@ -409,9 +409,9 @@ fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, 
     int v[FCL_TUNING_MAX_VALUES] = {t.dkdv_block_n, t.dkdv_block_m, t.dq_block_m, t.dq_block_n, t.kv_local,
                                     t.dkdv_cols, t.dq_cols};
     /* In the packed form a block spans every sequence its rows or keys touch, so the table's
-     * tiles (and a tuned entry's; FLASHCL_BACKWARD_MMA_TILES is taken as given) shrink there to
-     * 32-key dK/dV blocks, 32-row dQ blocks and 32-key dQ tiles, with 64-row dK/dV query tiles at
-     * padded D 64 (H100, history "v0.38.0") */
+     * tiles (and a tuned entry's; FLASHCL_BACKWARD_MMA_TILES is taken as given) become 32-key
+     * dK/dV blocks with 64-row query tiles at padded D 64 and 32-row ones elsewhere, 32-row dQ
+     * blocks and 32-key dQ tiles (H100, history "v0.38.0") */
     if (override_tiles(ctx, "backward_mma", head_dim_pad, "FLASHCL_BACKWARD_MMA_TILES", 4, v) != TILES_ENV && packed &&
         head_dim_pad <= 128) {
         v[0] = v[0] < 32 ? v[0] : 32;

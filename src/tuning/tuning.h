@@ -163,7 +163,8 @@ int fcl_fit_columns(int head_dim_pad, int most);
  * within them; dkdv_block_n 0 when there is no such path or a work-group would exceed the
  * device's limit. With `stored_ds` the dQ kernel's ring holds K tiles alone (dS stored by the
  * dK/dV kernel), so its key tiles are lowered against that. With `packed` (the packed-QKV form)
- * the table's or tuned tiles shrink to 32 keys and rows up to padded D 128. */
+ * up to padded D 128 the table's or tuned tiles become 32-key dK/dV blocks (64-row query tiles at
+ * padded D 64, else 32-row), 32-row dQ blocks and 32-key dQ tiles. */
 fcl_backward_mma_tiles fcl_tune_backward_mma(fcl_context ctx, int head_dim_pad, int stored_ds, int packed);
 
 typedef struct fcl_decode_tiles {
