@@ -192,7 +192,7 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
     char opts[256];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
-             "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
+             "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d -DFCL_CPU_PREFETCH=1",
              (int)f->dtype, hdp, t->simd, t->rv, ds_keys > 0, f->layout, f->params.softcap > 0.0f,
              f->params.mask != NULL, f->params.alibi != NULL, 0);
     size_t wg[2] = {0, 0};
