@@ -190,11 +190,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_backward_
     const int i0 = get_global_id(0) * DELTA_CPU_ROWS, h = get_global_id(1), b = get_global_id(2);
     const seq_rows r = sequence_rows(b, cu_q, cu_k, cu_q_off, cu_k_off, sq_arg, sk_arg, total_q, total_k);
     for (int i = i0; i < min(i0 + DELTA_CPU_ROWS, r.sq); i++) {
-        if (i + DELTA_AHEAD < r.sq)
-            for (int e = 0; e < head_dim; e += 64 / (int)sizeof(store_t)) { /* each 64-byte line */
-                FCL_PREFETCH(O + o_off + b * o_sb + (long)(r.q_first + i + DELTA_AHEAD) * o_ss + h * o_sh + e);
-                FCL_PREFETCH(dO + do_off + b * do_sb + (long)(r.q_first + i + DELTA_AHEAD) * do_ss + h * do_sh + e);
-            }
+        if (i + DELTA_AHEAD < r.sq) {
+            fcl_prefetch_row(O, o_off + b * o_sb + (long)(r.q_first + i + DELTA_AHEAD) * o_ss + h * o_sh, head_dim);
+            fcl_prefetch_row(dO, do_off + b * do_sb + (long)(r.q_first + i + DELTA_AHEAD) * do_ss + h * do_sh, head_dim);
+        }
         simd_f o[HEAD_DIM_PAD / SIMD], g[HEAD_DIM_PAD / SIMD];
         simd_stage_row(o, O, o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh, true, head_dim);
         simd_stage_row(g, dO, do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh, true, head_dim);

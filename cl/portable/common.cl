@@ -405,6 +405,13 @@ inline float simd_sum(simd_f x)
 #define FCL_PREFETCH(p) ((void)0)
 #endif
 
+/* FCL_PREFETCH of every 64-byte line of the head_dim elements of the row at element index `row`. */
+inline void fcl_prefetch_row(__global const store_t *src, long row, int head_dim)
+{
+    for (int e = 0; e < head_dim; e += 64 / (int)sizeof(store_t))
+        FCL_PREFETCH(src + row + e);
+}
+
 #define FCL_LOG2E 1.4426950408889634f
 /* The attention kernels' logits are transformed beyond the scale (softcap and/or ALiBi). */
 #define HAS_LOGIT_MODS (HAS_SOFTCAP || HAS_ALIBI)
