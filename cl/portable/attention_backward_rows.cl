@@ -11,7 +11,7 @@
  * rowsum(dO * O), 32 work-items per query row).
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (32,
- * 1 on CPUs, 0 in the CPU kernels' program: SIMD defined).
+ * 1 on CPUs, 0 in the CPU kernels' program: SIMD and DELTA_CPU_ROWS defined).
  */
 
 #define BACKWARD_ARGS                                                                              \
@@ -177,13 +177,12 @@ inline float backward_score(float dot, float scale, float softcap, float slope, 
 }
 
 #if DELTA_LANES == 0
-/* The CPU kernels' form: work-groups of one work-item, each taking DELTA_CPU_ROWS query rows
- * (dimension 0 counts blocks of them) with SIMD-wide vectors along each row's elements, the rows
+/* The CPU kernels' form: work-groups of one work-item, each taking DELTA_CPU_ROWS (-D, from the
+ * host) query rows (dimension 0 counts blocks of them) with SIMD-wide vectors along each row's elements, the rows
  * DELTA_AHEAD on prefetched into L2 (-D FCL_CPU_PREFETCH; PoCL's code otherwise waits on each
  * row: 2.0 -> 1.1 ms at S 8192, H 12, D 32; Intel's runtime the same either way). A work-item
  * per row (DELTA_LANES 1) read one element of 32 rows per vector load: 1.8-2.7 ms of a 20-32 ms
  * D 32 encoder backward on a 2-core EPYC (docs/perf/history.md v0.38.0). */
-#define DELTA_CPU_ROWS 32
 #define DELTA_AHEAD 8
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_backward_delta(BACKWARD_ARGS)
 {

@@ -43,7 +43,6 @@
  * on a 2-core Xeon (docs/perf/history.md v0.32.0); half a batch for both measured within the
  * spread on a 2-core EPYC (v0.26.0). */
 #define AHEAD (SIMD / 2)
-#define LINE_ELEMS (64 / (int)sizeof(store_t)) /* elements per 64-byte cache line */
 /* BF16 rows in pairs of chunks (PAIRED): 2 x SIMD elements read as SIMD 32-bit words, the even
  * elements (word << 16) one vector and the odd ones (word & 0xffff0000) the next, where widening
  * each element to 32 bits takes a lane-crossing shuffle per vector (1.06x the decode's compute
@@ -208,11 +207,9 @@ void decode_partial_cpu(DECODE_PARTIAL_ARGS)
                     const long ka = ahead ? cache_row(b, jb + k + AHEAD, hk, k_off, k_s0, k_s1, k_sh, table, bt_off,
                                                       bt_sb, bt_ss, page_size, num_pages)
                                           : 0;
-                    for (int e = 0; e < head_dim; e += LINE_ELEMS) {
-                        if (ahead)
-                            FCL_PREFETCH(Kc + ka + e);
-                        FCL_PREFETCH(Vc + vi[k] + e);
-                    }
+                    if (ahead)
+                        fcl_prefetch_row(Kc, ka, head_dim);
+                    fcl_prefetch_row(Vc, vi[k], head_dim);
                 }
                 /* the QK_KEYS keys against every row, chunk by chunk: ROWS_WG x QK_KEYS chains */
                 simd_f x[ROWS_WG][QK_KEYS];

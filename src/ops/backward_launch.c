@@ -35,12 +35,16 @@ static int delta_lanes(fcl_context ctx)
     return ctx->info.type == FCL_DEVICE_CPU ? 1 : 32;
 }
 
-/* The three kernels of the program of `sources` built with `opts` into v->kern, the shape of
- * its delta kernel (v->delta_lanes as delta_lanes; v->delta_rows: up to 8 on GPUs, as many as it
- * can run; 32 on CPUs, one work-item each), and the most work-items each of dkdv and dq can run
- * per work-group (wg). */
+/* Query rows per work-group of the delta kernel on CPUs: one work-item each with 1 lane, one
+ * work-item for all of them with 0 (-DDELTA_CPU_ROWS in the CPU kernels' program). */
+#define DELTA_CPU_ROWS 32
+
+/* The three kernels of the program of `sources` built with `opts` (whose -DDELTA_LANES is
+ * `lanes`) into v->kern, the shape of its delta kernel (v->delta_lanes = lanes; v->delta_rows: up
+ * to 8 on GPUs, as many as it can run; DELTA_CPU_ROWS on CPUs), and the most work-items each of
+ * dkdv and dq can run per work-group (wg). */
 static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
-                                backward_variant *v, size_t wg[2])
+                                int lanes, backward_variant *v, size_t wg[2])
 {
     for (int k = 0; k < N_KERNELS; k++) {
         fcl_status s = fcl_get_kernel(ctx, sources, n_sources, opts, kernel_names[k], &v->kern[k]);
@@ -57,9 +61,9 @@ static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int
     wg[0] = most[K_DKDV];
     wg[1] = most[K_DQ];
     v->dkdv_slices = v->dq_slices = 1;
-    const size_t lanes = (size_t)delta_lanes(ctx), fit = most[K_DELTA] / lanes;
-    v->delta_lanes = lanes;
-    v->delta_rows = lanes == 1 ? 32 : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
+    const size_t fit = lanes > 0 ? most[K_DELTA] / (size_t)lanes : 0;
+    v->delta_lanes = (size_t)lanes;
+    v->delta_rows = lanes <= 1 ? DELTA_CPU_ROWS : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
     return FCL_SUCCESS;
 }
 
@@ -80,7 +84,7 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
                  (int)f->dtype, hdp, t->block_m, t->block_n, f->layout, f->params.softcap > 0.0f,
                  f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
         size_t wg[2] = {0, 0};
-        fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
+        fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx), v, wg);
         if (s != FCL_SUCCESS)
             return s;
         if (wg[0] >= (size_t)t->block_n && wg[1] >= (size_t)t->block_m) {
@@ -158,7 +162,7 @@ static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *j
              (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, ds_keys > 0,
              f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
-    fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
+    fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx), v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 0;
@@ -192,14 +196,13 @@ static fcl_status get_cpu_kernels(fcl_context ctx, const fcl_forward_job *f, int
     char opts[256];
     snprintf(opts, sizeof opts,
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DSIMD=%d -DRV=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
-             "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d -DFCL_CPU_PREFETCH=1",
+             "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=0 -DDELTA_CPU_ROWS=%d -DFCL_CPU_PREFETCH=1",
              (int)f->dtype, hdp, t->simd, t->rv, ds_keys > 0, f->layout, f->params.softcap > 0.0f,
-             f->params.mask != NULL, f->params.alibi != NULL, 0);
+             f->params.mask != NULL, f->params.alibi != NULL, DELTA_CPU_ROWS);
     size_t wg[2] = {0, 0};
-    fcl_status s = build_kernels(ctx, sources, 3, opts, v, wg);
+    fcl_status s = build_kernels(ctx, sources, 3, opts, 0, v, wg); /* delta: vectors along each row */
     if (s != FCL_SUCCESS)
         return s;
-    v->delta_lanes = 0; /* a work-item per delta_rows (32, DELTA_CPU_ROWS) rows, vectors along each row */
     v->mma = v->blocked = 0;
     v->ds_keys = ds_keys;
     v->t = (fcl_backward_tiles){t->simd * t->rv, t->simd * t->rv};
@@ -266,7 +269,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
              dkdv_slices, dq_slices, ds_keys > 0, aligned,
              pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
-    fcl_status s = build_kernels(ctx, sources, 5, opts, v, wg);
+    fcl_status s = build_kernels(ctx, sources, 5, opts, delta_lanes(ctx), v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 1;
