@@ -310,6 +310,31 @@ Test(gemm, bf16)
     gemm_table(FCL_BF16, w, 2000);
 }
 
+/* The forward cases of I8 weights converted to the activations' dtype first, then the 16-bit
+ * GEMM (the wgmma GEMM's route for GEMMs of many rows, here at every row count; where that GEMM
+ * does not run, the route does not exist and the test is skipped). */
+static void gemm_converted(fcl_dtype act, uint64_t seed0)
+{
+    fcl_context ctx = support_context();
+    const int wgmma = strcmp(fcl_projection_path(ctx, act, act), "nvidia-wgmma") == 0;
+    fcl_context_release(ctx);
+    if (!wgmma)
+        cr_skip_test("no wgmma GEMM on this device: I8 weights are never converted first");
+    cr_assert(setenv("FLASHCL_GEMM_DEQUANT_ROWS", "1", 1) == 0);
+    const fcl_dtype w[2] = {FCL_I8, FCL_I8};
+    gemm_table(act, w, seed0);
+}
+
+Test(gemm, f16_i8_converted)
+{
+    gemm_converted(FCL_F16, 4000);
+}
+
+Test(gemm, bf16_i8_converted)
+{
+    gemm_converted(FCL_BF16, 5000);
+}
+
 Test(gemm, f32)
 {
     const fcl_dtype w[2] = {FCL_I8, FCL_BF16}; /* F32 weights take CLBlast (where built in), not a GEMM of flashcl's */

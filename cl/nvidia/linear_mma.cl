@@ -181,35 +181,6 @@ MMA_INLINE void store16(__local ushort *tile, const uint4 *raw, const int chunks
     }
 }
 
-#if SPLIT_A
-/* The two A-dtype values of an mma register as floats (low half first). */
-MMA_INLINE float2 unpack_a(uint x)
-{
-#if FCL_DTYPE == 1
-    float lo, hi;
-    __asm__("{ .reg .b16 lo16, hi16; mov.b32 {lo16, hi16}, %2; cvt.f32.f16 %0, lo16; cvt.f32.f16 %1, hi16; }"
-            : "=f"(lo), "=f"(hi)
-            : "r"(x));
-    return (float2)(lo, hi);
-#else
-    return (float2)(as_float(x << 16), as_float(x & 0xffff0000u));
-#endif
-}
-
-/* A fragment a (A's dtype) times the scales of its columns (s01: columns 2 t, 2 t + 1 of the k
- * step, registers 0 and 1; s89: columns 2 t + 8, 2 t + 9, registers 2 and 3), in FP32, as BF16
- * parts: hi, its rounding, and lo, the rounding of the rest. */
-MMA_INLINE void scale_split(const uint *a, float2 s01, float2 s89, uint *hi, uint *lo)
-{
-    #pragma unroll
-    for (int r = 0; r < 4; r++) {
-        const float2 x = unpack_a(a[r]) * (r < 2 ? s01 : s89);
-        hi[r] = pack_pair(x.x, x.y);
-        lo[r] = pack_pair(x.x - as_float(hi[r] << 16), x.y - as_float(hi[r] & 0xffff0000u));
-    }
-}
-#endif
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
 {

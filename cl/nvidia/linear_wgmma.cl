@@ -7,8 +7,13 @@
  * N-contiguous (WGMMA_SS_B_MN: the weights of the input gradients, the activations of the weight
  * gradients). The same arguments and result as linear_mma.cl's gemm_mma:
  *   C[m, n] = (ACCUMULATE ? C[m, n] : 0) + sum_k A[m, k] B[k, n] (* scale[n]) (+ bias[n]),
- * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE); B is of A's dtype, or I8 (B_I8, scaled per
- * output column: SCALE_ON 1), converted exactly to A's dtype in local memory.
+ * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE); B is of A's dtype, or I8 (B_I8), converted
+ * exactly to the mma dtype in local memory: K-contiguous and scaled per output column (SCALE_ON 1:
+ * the forward's weights), or N-contiguous and scaled per k (SCALE_ON 2: the input gradients'
+ * weights). With SCALE_ON 2 the scale multiplies A in FP32 on its way into the products: each
+ * warp reads its A fragments from the slice (ldmatrix), scales them and splits them into BF16
+ * hi + lo (scale_split, mma_nv.cl), and A enters wgmma from registers, twice (hi, lo) per product,
+ * against the BF16 B (MMA_BF16).
  *
  * A work-group of WGS warpgroups computes a TM x TN block of C; warpgroup w owns rows
  * w * TM / WGS .. + TM / WGS - 1, as TM / (64 WGS) x TN / NW products m64nNWk16 per k step
@@ -23,11 +28,13 @@
  * multiplied, AHEAD = STAGES - 1 - LAG: with LAG 0 each slice's products complete before the
  * next slice's barrier; with LAG 1 a slice's products are issued before the previous slice's
  * have completed (the tensor cores never wait for the barrier), at one stage of prefetch less.
- * I8 B arrives raw in its own ring (AHEAD slices); each work-item converts the chunks it copied
- * (no barrier) into one of two 16-bit tiles, slice kt + 1 while slice kt is multiplied.
+ * I8 B arrives raw in its own ring (AHEAD slices, rows of the operand's unit-stride dimension);
+ * each work-item converts the chunks it copied (no barrier) into one of two 16-bit tiles of the
+ * operand's layout, slice kt + 1 while slice kt is multiplied.
  *
- * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8 (B K-contiguous);
- * SCALE_ON 0 or 1; WGMMA_SS_A_MN, WGMMA_SS_B_MN (wgmma_nv.cl); SWIZZLED_TILES 1;
+ * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0, or with
+ * B_I8 1 (B K-contiguous) or 2 (B N-contiguous, A K-contiguous, MMA_BF16); MMA_BF16;
+ * WGMMA_SS_A_MN, WGMMA_SS_B_MN (wgmma_nv.cl); SWIZZLED_TILES 1;
  * C_F32; HAS_BIAS; ACCUMULATE; TM (64 WGS times 1 or 2), TN (64, 128 or a multiple of 128 up to
  * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1; 0 with B_I8); PAIRS
  * (C's n stride 1 and pairs of columns 4-byte aligned (16-bit C) or 8-byte aligned (F32): one
@@ -54,8 +61,15 @@ typedef char b_t;
 #else
 typedef ushort b_t;
 #endif
-#if B_I8 && WGMMA_SS_B_MN
-#error "I8 B is K-contiguous"
+#define SPLIT_A (B_I8 && SCALE_ON == 2) /* A scaled along k, from registers as BF16 hi + lo */
+#if B_I8 && (SCALE_ON == 2) != WGMMA_SS_B_MN
+#error "I8 B: K-contiguous scaled along n (SCALE_ON 1), or N-contiguous scaled along k (SCALE_ON 2)"
+#endif
+#if SCALE_ON == 2 && !B_I8
+#error "only I8 B is scaled along k"
+#endif
+#if SPLIT_A && (WGMMA_SS_A_MN || !MMA_BF16)
+#error "I8 B scaled along k takes A K-contiguous and BF16 products"
 #endif
 #define MN_ATOM_BYTES (128 * TK) /* a 64-column atom of an MN-contiguous slice */
 
@@ -141,7 +155,8 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
     }
 }
 
-/* Slice kt's copies of A into its stage, and of 16-bit B into the tile B_READ(kt). */
+/* Slice kt's copies of A into its stage, of 16-bit B into the tile B_READ(kt), and of I8 B into
+ * its raw slot B_RAW(kt). */
 #if WGMMA_SS_A_MN
 #define ISSUE_A(kt) issue_slice_mn(A_STAGE((kt) % STAGES), TM, A, a_off, a_sk, m0, M, (kt) * TK, K, lid)
 #else
@@ -152,24 +167,44 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
 #else
 #define ISSUE_B(kt) issue_slice(B_READ(kt), TN, B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
 #endif
+#if WGMMA_SS_B_MN
+#define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), B, b_off, b_sk, (kt) * TK, K, n0, N, lid)
+#else
+#define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
+#endif
 
 #if B_I8
-/* Starts the copies of I8 B's rows r0 .. r0 + TN - 1, columns k0 .. k0 + TK - 1 into `raw` (rows
- * of TK bytes, unswizzled): zeros at rows >= N and columns >= K. */
-MMA_INLINE void issue_raw_slice(__local uchar *raw, __global const char *src, long off, long stride, int r0, int N,
-                                int k0, int K, int lid)
+/* A raw I8 slice in local memory: RAW_ROWS rows of RAW_COLS bytes along B's unit-stride
+ * dimension (K-contiguous: TN rows of TK; N-contiguous: TK rows of TN), unswizzled; CONVERTED(r,
+ * c) is the halves offset of its 8 values at row r, columns c .. c + 7 in the 16-bit tile. */
+#if WGMMA_SS_B_MN
+#define RAW_ROWS TK
+#define RAW_COLS TN
+#define CONVERTED(r, c) swizzled_offset(r, c, MN_ATOM_BYTES / 2)
+#else
+#define RAW_ROWS TN
+#define RAW_COLS TK
+#define CONVERTED(r, c) slice_chunk(r, (c) / 8)
+#endif
+#define RAW_CHUNKS (RAW_ROWS * RAW_COLS / 16) /* its 16-byte chunks */
+
+/* Starts the copies of I8 B's rows r0 .. r0 + RAW_ROWS - 1, columns c0 .. c0 + RAW_COLS - 1
+ * (element (r, c) at src[off + r * stride + c]) into `raw`: zeros at rows >= r_lim and columns
+ * >= c_lim. */
+MMA_INLINE void issue_raw_slice(__local uchar *raw, __global const char *src, long off, long stride, int r0,
+                                int r_lim, int c0, int c_lim, int lid)
 {
-    const bool whole = r0 + TN <= N && k0 + TK <= K; /* nothing to zero (uniform) */
+    const bool whole = r0 + RAW_ROWS <= r_lim && c0 + RAW_COLS <= c_lim; /* nothing to zero (uniform) */
     #pragma unroll
-    for (int i = 0; i < (TN * TK / 16 + WG_SIZE - 1) / WG_SIZE; i++) {
-        const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
-        if ((TN * TK / 16) % WG_SIZE == 0 || e < TN * TK / 16) {
-            const long at = off + (long)(r0 + r) * stride + 16 * c;
+    for (int i = 0; i < (RAW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (RAW_COLS / 16), c = 16 * (e % (RAW_COLS / 16));
+        if (RAW_CHUNKS % WG_SIZE == 0 || e < RAW_CHUNKS) {
+            const long at = off + (long)(r0 + r) * stride + c0 + c;
             if (whole) {
-                async_copy16_l2(raw + r * TK + 16 * c, src + at + k0, 16);
+                async_copy16_l2(raw + r * RAW_COLS + c, src + at, 16);
             } else {
-                const int n = r0 + r < N ? clamp(K - k0 - 16 * c, 0, 16) : 0;
-                async_copy16_l2(raw + r * TK + 16 * c, n > 0 ? src + at + k0 : src, n);
+                const int n = r0 + r < r_lim ? clamp(c_lim - c0 - c, 0, 16) : 0;
+                async_copy16_l2(raw + r * RAW_COLS + c, n > 0 ? src + at : src, n);
             }
         }
     }
@@ -180,14 +215,45 @@ MMA_INLINE void issue_raw_slice(__local uchar *raw, __global const char *src, lo
 MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, int lid)
 {
     #pragma unroll
-    for (int i = 0; i < (TN * TK / 16 + WG_SIZE - 1) / WG_SIZE; i++) {
-        const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
-        if ((TN * TK / 16) % WG_SIZE == 0 || e < TN * TK / 16) {
-            const uint4 v = *(__local const uint4 *)(raw + r * TK + 16 * c);
-            *(__local uint4 *)(tile + slice_chunk(r, 2 * c)) = i8_to_mma(v.s01);
-            *(__local uint4 *)(tile + slice_chunk(r, 2 * c + 1)) = i8_to_mma(v.s23);
+    for (int i = 0; i < (RAW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (RAW_COLS / 16), c = 16 * (e % (RAW_COLS / 16));
+        if (RAW_CHUNKS % WG_SIZE == 0 || e < RAW_CHUNKS) {
+            const uint4 v = *(__local const uint4 *)(raw + r * RAW_COLS + c);
+            *(__local uint4 *)(tile + CONVERTED(r, c)) = i8_to_mma(v.s01);
+            *(__local uint4 *)(tile + CONVERTED(r, c + 8)) = i8_to_mma(v.s23);
         }
     }
+}
+#endif
+
+#if SPLIT_A
+/* The scales of this work-item's A fragment columns in slice k0's k steps (scale_split's s01
+ * and s89; zero at k >= K). */
+MMA_INLINE void load_scales(float2 *s01, float2 *s89, __global const float *scale, long s_off, long s_s, int k0,
+                            int K, int t)
+{
+    #pragma unroll
+    for (int ks = 0; ks < TK / 16; ks++) {
+        const int k = k0 + ks * 16 + 2 * t;
+        s01[ks] = (float2)(k < K ? scale[s_off + k * s_s] : 0.0f, k + 1 < K ? scale[s_off + (k + 1) * s_s] : 0.0f);
+        s89[ks] = (float2)(k + 8 < K ? scale[s_off + (k + 8) * s_s] : 0.0f,
+                           k + 9 < K ? scale[s_off + (k + 9) * s_s] : 0.0f);
+    }
+}
+#endif
+
+#if PAIRS && !C_F32
+/* x0 and x1 rounded to C's 16-bit dtype (FCL_DTYPE) as one word, x0 in the low half: pack_pair,
+ * whose dtype is the products' (BF16 for F16 activations with I8 B scaled along k). */
+inline uint pack_c_pair(float x0, float x1)
+{
+#if FCL_DTYPE == 1 && MMA_BF16
+    uint r;
+    __asm__("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+    return r;
+#else
+    return pack_pair(x0, x1);
+#endif
 }
 #endif
 
@@ -204,7 +270,7 @@ MMA_INLINE void store_c_pair(__global c_t *C, long at, long c_sn, int n, int N, 
 #if C_F32
         *(__global float2 *)(C + at) = (float2)(x0, x1);
 #else
-        *(__global uint *)((__global ushort *)C + at) = pack_pair(x0, x1);
+        *(__global uint *)((__global ushort *)C + at) = pack_c_pair(x0, x1);
 #endif
         return;
     }
@@ -248,7 +314,7 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
         ISSUE_A(kt);                                                                               \
-        issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid);                      \
+        ISSUE_RAW_B(kt);                                                                           \
     } while (0)
 #else
 #define ISSUE(kt)                                                                                  \
@@ -272,6 +338,13 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
             ISSUE(s);
         async_commit();
     }
+#if SPLIT_A
+    /* this lane's ldmatrix row of its warp's 16 (lane l gives row l % 8 of matrix l / 8: rows +0 /
+     * +8, k +0 / +8), the warpgroup's rows first; slice 0's scales */
+    const int a_row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+    float2 s01[TK / 16], s89[TK / 16];
+    load_scales(s01, s89, scale, s_off, s_s, 0, K, t);
+#endif
 #if B_I8
     WAIT_SLICE();
     convert_slice(B_READ(0), B_RAW(0), lid);
@@ -287,15 +360,35 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
 
         const uint a_addr = local_address(A_STAGE(kt % STAGES)) + wg * WG_ROWS * ROW_BYTES;
         const uint b_addr = local_address(B_READ(kt));
+#if SPLIT_A
+        /* this warp's A fragments of the slice, scaled and split, then the next slice's scales */
+        uint hi[TK / 16][MB][4], lo[TK / 16][MB][4];
+        #pragma unroll
+        for (int ks = 0; ks < TK / 16; ks++)
+            #pragma unroll
+            for (int mb = 0; mb < MB; mb++) {
+                uint a[4];
+                ldmatrix_x4(a, a_addr + 2 * slice_chunk(mb * 64 + a_row, 2 * ks + (lane >> 4)));
+                scale_split(a, s01[ks], s89[ks], hi[ks][mb], lo[ks][mb]);
+            }
+        if (kt + 1 < n_k)
+            load_scales(s01, s89, scale, s_off, s_s, (kt + 1) * TK, K, t);
+#endif
         wgmma_fence();
         #pragma unroll
         for (int ks = 0; ks < TK / 16; ks++)
             #pragma unroll
             for (int mb = 0; mb < MB; mb++)
                 #pragma unroll
-                for (int nb = 0; nb < NB; nb++)
+                for (int nb = 0; nb < NB; nb++) {
+#if SPLIT_A
+                    WGMMA_RS_N(NW)(acc[mb][nb], hi[ks][mb], B_DESC(b_addr + nb * NW * ROW_BYTES, ks));
+                    WGMMA_RS_N(NW)(acc[mb][nb], lo[ks][mb], B_DESC(b_addr + nb * NW * ROW_BYTES, ks));
+#else
                     WGMMA_SS_N(NW)(acc[mb][nb], A_DESC(a_addr + mb * 64 * ROW_BYTES, ks),
                                    B_DESC(b_addr + nb * NW * ROW_BYTES, ks), 1);
+#endif
+                }
         wgmma_commit();
 #if B_I8
         if (kt + 1 < n_k) { /* the next slice, converted while the tensor cores multiply this one into
@@ -312,7 +405,7 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     }
     wgmma_wait_all();
 
-    /* Epilogue: per column the I8 scale and the bias, then the stores inside M x N. */
+    /* Epilogue: per column the I8 scale (SCALE_ON 1) and the bias, then the stores inside M x N. */
     const int row0 = m0 + wg * WG_ROWS + warp * 16 + g;
     #pragma unroll
     for (int nb = 0; nb < NB; nb++)
@@ -320,7 +413,7 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
         for (int i = 0; i < NW / 8; i++) {
             const int n = n0 + nb * NW + 8 * i + 2 * t;
             float2 mul = (float2)(1.0f), add = (float2)(0.0f);
-#if B_I8
+#if SCALE_ON == 1
             if (n < N)
                 mul.x = scale[s_off + n * s_s];
             if (n + 1 < N)

@@ -5,7 +5,8 @@
  * mma.sync m16n8k16 with F16 or BF16 inputs and FP32 accumulation, ldmatrix, quad reductions,
  * and a cp.async copy of 16-byte row chunks into local memory (plain loads and
  * stores instead when ASYNC_COPY is 0: rows not 16-byte aligned); the projection GEMM
- * (linear_mma.cl, linear_wgmma.cl) uses the mma, ldmatrix, packing and I8 helpers.
+ * (linear_mma.cl, linear_wgmma.cl) uses the mma, ldmatrix, packing and I8 helpers, and with I8 B
+ * scaled along k (B_I8, SCALE_ON 2) the split of A's scaled fragments.
  *
  * Needs warp_nv.cl before it. Specialisation (-D): FCL_DTYPE 1 (F16) or 2 (BF16); MMA_BF16 (the
  * products in BF16 whatever FCL_DTYPE); HEAD_DIM_PAD (the attention kernels: the helpers that
@@ -191,6 +192,38 @@ MMA_INLINE uint4 i8_to_mma(uint2 v)
     const uint u0 = v.x ^ 0x80808080u, u1 = v.y ^ 0x80808080u;
     return (uint4)(i8_pair(u0, 0), i8_pair(u0, 1), i8_pair(u1, 0), i8_pair(u1, 1));
 }
+
+#if B_I8 && SCALE_ON == 2
+/* The projection GEMMs' A fragments when I8 B is scaled along k (linear_mma.cl, linear_wgmma.cl:
+ * the products in BF16, MMA_BF16). */
+
+/* The two A-dtype values of an mma register as floats (low half first). */
+MMA_INLINE float2 unpack_a(uint x)
+{
+#if FCL_DTYPE == 1
+    float lo, hi;
+    __asm__("{ .reg .b16 lo16, hi16; mov.b32 {lo16, hi16}, %2; cvt.f32.f16 %0, lo16; cvt.f32.f16 %1, hi16; }"
+            : "=f"(lo), "=f"(hi)
+            : "r"(x));
+    return (float2)(lo, hi);
+#else
+    return (float2)(as_float(x << 16), as_float(x & 0xffff0000u));
+#endif
+}
+
+/* A fragment a (A's dtype) times the scales of its columns (s01: columns 2 t, 2 t + 1 of the k
+ * step, registers 0 and 1; s89: columns 2 t + 8, 2 t + 9, registers 2 and 3), in FP32, as BF16
+ * parts: hi, its rounding, and lo, the rounding of the rest. */
+MMA_INLINE void scale_split(const uint *a, float2 s01, float2 s89, uint *hi, uint *lo)
+{
+    #pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const float2 x = unpack_a(a[r]) * (r < 2 ? s01 : s89);
+        hi[r] = pack_pair(x.x, x.y);
+        lo[r] = pack_pair(x.x - as_float(hi[r] << 16), x.y - as_float(hi[r] & 0xffff0000u));
+    }
+}
+#endif
 
 /* Elements d and d + 1 (d even) of a row of dst, from x0 and x1, rounded to the storage dtype;
  * each only below head_dim. With PAIRS (head_dim even, rows 4-byte aligned) one 32-bit store

@@ -278,6 +278,35 @@ void column_sums(__global const store_t *G, __global c_t *db, const int M, const
     STOREC(db, db_off + n * db_s, s);
 }
 
+/* dst[n * d_sn + k] = W[n, k] (I8, at w_off + n * w_sn + k) in the activations' dtype, exactly
+ * (every I8 value is an F16 and a BF16): the weights of a GEMM with many rows, converted once for
+ * the 16-bit tensor-core GEMM, which applies their scale. Eight values of a row per work-item,
+ * stored as one 16-byte vector (d_sn a multiple of 8, dst 16-byte aligned: the host's scratch). */
+__kernel void weights_dequantize(__global const char *W, __global store_t *dst, const int N, const int K,
+                                 const long w_off, const long w_sn, const long d_sn)
+{
+    const int k = 8 * get_global_id(0), n = get_global_id(1);
+    if (n >= N || k >= K)
+        return;
+    __global const char *w = W + w_off + n * w_sn + k;
+    __global store_t *d = dst + n * d_sn + k;
+    if (k + 8 > K) {
+        for (int i = 0; i < K - k; i++)
+            STORE(d, i, (float)w[i]);
+        return;
+    }
+    const int8 v = convert_int8(vload8(0, w));
+    const uint8 u = as_uint8(convert_float8(v));
+#if FCL_DTYPE == 0
+    vstore8(convert_float8(v), 0, d);
+#elif FCL_DTYPE == 2
+    *(__global ushort8 *)d = convert_ushort8(u >> 16);
+#else /* F16 bits of the (exact, |x| >= 1 or 0) values: sign, exponent rebiased 127 -> 15, mantissa */
+    const uint8 h = ((u >> 16) & 0x8000u) | ((((u >> 23) & 0xffu) - 112u) << 10) | ((u >> 13) & 0x3ffu);
+    *(__global ushort8 *)d = convert_ushort8(select(h, (uint8)0u, as_uint8(v == 0)));
+#endif
+}
+
 /* Y[m, n] += bias[n] after a GEMM that has no epilogue of its own (CLBlast). */
 __kernel void linear_bias(__global store_t *Y, __global const store_t *bias, const int M, const int N,
                           const long y_off, const long y_sm, const long b_off, const long b_s)

@@ -32,6 +32,7 @@ enum {
     FCL_SCRATCH_PROJ_KV, FCL_SCRATCH_PROJ_QA,             /* qkvo forwards: K, V; Q, attention */
     FCL_SCRATCH_PROJ_GRAD_ACT, FCL_SCRATCH_PROJ_GRAD_LSE, /* qkvo backward: activations, LSE */
     FCL_SCRATCH_GEMM_PARTIAL, FCL_SCRATCH_BIAS_PARTIAL,   /* split-K GEMM and bias-gradient sums */
+    FCL_SCRATCH_GEMM_WEIGHTS,                             /* I8 weights converted for a long GEMM */
     FCL_SCRATCH_SLOTS
 };
 

@@ -326,6 +326,43 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
 }
 #endif
 
+/* g (I8 B, K-contiguous) as its B converted to A's dtype in a scratch buffer (rows padded to 16
+ * bytes) and the wgmma GEMM of that, the scale in its epilogue: the same products and sums; sets
+ * *done, 0 when the wgmma GEMM does not take it (the caller then runs g itself). */
+static fcl_status dequantized_linear(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
+{
+    const int64_t pitch = (g->K + 7) / 8 * 8;
+    fcl_status s;
+    cl_mem W16 = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_WEIGHTS, (uint64_t)(g->N * pitch) * 2, &s);
+    if (!W16)
+        return s;
+    const gemm_job prog = {.a_dtype = g->a_dtype, .b_dtype = FCL_I8, .c_dtype = g->a_dtype};
+    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
+    cl_kernel k;
+    if ((s = linear_kernel(ctx, &prog, &t, "weights_dequantize", &k)))
+        return s;
+    const cl_int ints[2] = {(cl_int)g->N, (cl_int)g->K};
+    const cl_long longs[3] = {g->b_off, g->b_sn, pitch};
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &g->b);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &W16);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < 3 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    const size_t global[2] = {((size_t)(g->K + 7) / 8 + 63) / 64 * 64, (size_t)g->N}, local[2] = {64, 1};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return fcl_fail_cl(ctx, err, "enqueueing the weights' conversion");
+    gemm_job h = *g;
+    h.b = W16;
+    h.b_dtype = g->a_dtype;
+    h.b_off = 0;
+    h.b_sn = pitch;
+    return fcl_gemm_wgmma_enqueue(ctx, &h, event, done);
+}
+
 fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w, fcl_tensor Y, cl_event *event)
 {
 #ifdef FLASHCL_HAVE_CLBLAST
@@ -337,6 +374,14 @@ fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w
                         .b_dtype = w->w->dtype, .b_off = w->w->offset, .b_sk = 1, .b_sn = w->w->strides[0],
                         .scale = w->scale, .scale_on = 1, .bias = w->bias, .c = Y->buffer, .c_dtype = Y->dtype,
                         .c_off = Y->offset, .c_sm = Y->strides[0], .c_sn = 1};
+    int done = 0;
+    const int64_t rows = fcl_tune_gemm_wgmma(ctx, 1).dequant_rows[g.a_dtype == FCL_BF16];
+    if (g.b_dtype == FCL_I8 && g.a_dtype != FCL_F32 && rows > 0 && g.M >= rows &&
+        fcl_gemm_wgmma_usable(ctx, g.a_dtype, g.a_dtype)) {
+        fcl_status s = dequantized_linear(ctx, &g, event, &done);
+        if (s != FCL_SUCCESS || done)
+            return s;
+    }
     return gemm_enqueue(ctx, &g, event);
 }
 

@@ -30,11 +30,17 @@ int fcl_gemm_wgmma_usable(fcl_context ctx, fcl_dtype a, fcl_dtype b)
 fcl_status fcl_gemm_wgmma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
 {
     *done = 0;
-    /* each operand K-contiguous, else (16-bit only) M- or N-contiguous, its rows 16-byte aligned */
+    /* each operand K-contiguous, else M- or N-contiguous, its rows 16-byte aligned; I8 B
+     * K-contiguous scaled along n (the forward), or N-contiguous scaled along k with A
+     * K-contiguous (the input gradient: A scaled and split into BF16 hi + lo in registers) */
     const int b_i8 = g->b_dtype == FCL_I8, a_mn = g->a_sk != 1, b_mn = g->b_sk != 1;
+    const int split_a = b_i8 && b_mn;
     const cl_long a_rows = a_mn ? g->a_sk : g->a_sm, b_rows = b_mn ? g->b_sk : g->b_sn;
-    if ((a_mn && g->a_sm != 1) || (b_mn && (g->b_sn != 1 || b_i8)) || (b_i8 && g->scale_on != 1) ||
-        !fcl_gemm_rows_aligned(g->a_off, a_rows, 2, 16) || !fcl_gemm_rows_aligned(g->b_off, b_rows, b_i8 ? 1 : 2, 16))
+    const int scale_on = g->scale ? g->scale_on : 0; /* 16-bit B: scaled along n, or not at all */
+    if ((a_mn && g->a_sm != 1) || (b_mn && g->b_sn != 1) || (b_i8 && scale_on != (b_mn ? 2 : 1)) ||
+        (!b_i8 && scale_on == 2) ||
+        (split_a && a_mn) || !fcl_gemm_rows_aligned(g->a_off, a_rows, 2, 16) ||
+        !fcl_gemm_rows_aligned(g->b_off, b_rows, b_i8 ? 1 : 2, 16))
         return FCL_SUCCESS;
     const fcl_gemm_wgmma_tiles t = usable_tiles(ctx, g->a_dtype, g->b_dtype);
     if (t.tile_m == 0)
@@ -44,7 +50,8 @@ fcl_status fcl_gemm_wgmma_enqueue(fcl_context ctx, const gemm_job *g, cl_event *
                      "-DFCL_DTYPE=%d -DB_I8=%d -DSCALE_ON=%d -DMMA_BF16=%d -DC_F32=%d -DHAS_BIAS=%d -DACCUMULATE=%d "
                      "-DTM=%d -DTN=%d -DTK=%d -DWGS=%d -DSTAGES=%d -DLAG=%d -DPAIRS=%d -DWGMMA_SS_A_MN=%d "
                      "-DWGMMA_SS_B_MN=%d -DSWIZZLED_TILES=1",
-                     (int)g->a_dtype, b_i8, b_i8, g->a_dtype == FCL_BF16, g->c_dtype == FCL_F32, g->bias != NULL,
+                     (int)g->a_dtype, b_i8, scale_on, g->a_dtype == FCL_BF16 || split_a,
+                     g->c_dtype == FCL_F32, g->bias != NULL,
                      g->accumulate, t.tile_m, t.tile_n, t.tile_k, t.warpgroups, t.stages, t.lag,
                      g->c_sn == 1 && g->c_off % 2 == 0 && g->c_sm % 2 == 0, a_mn, b_mn);
     if (t.max_regs > 0)

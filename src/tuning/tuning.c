@@ -729,10 +729,15 @@ typedef struct gemm_entry {
  * v0.19.0 H200 sweep, 1.23 ms against 1.34-1.94 for the layer above). wgmma (compute capability
  * 9.0): 128 x 128 blocks of two warpgroups, K slices of 32 in a 3-stage ring (48 KB; I8 weights:
  * the same with a raw ring of 2; v0.20.0 H200 sweep of 9 tile sets, the layer above: 0.78 ms
- * against 0.93-1.23; two stages 1.10, slices of 16 1.13-1.23). */
+ * against 0.93-1.23; two stages 1.10, slices of 16 1.13-1.23). Its forward GEMMs of I8 weights
+ * convert them first from 2048 rows with F16 activations, 1024 with BF16 (v0.39.0 H100, the layer
+ * above with I8 weights, ms, converted / not: L 2048 F16 0.885-0.901 / 0.912-0.926, BF16
+ * 0.885-0.891 / 1.092-1.093; L 1024 F16 0.481-0.487 / 0.446-0.448, BF16 0.477-0.482 /
+ * 0.538-0.544; L 512 0.406 / 0.310-0.349). */
 static const gemm_entry gemm_table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}, {0}},
-    {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0}, {128, 128, 32, 2, 3, 0, 0}},
+    {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0},
+     {128, 128, 32, 2, 3, 0, 0, {2048, 1024}}},
     {"", FCL_DEVICE_GPU, {64, 128, 8, 8, 4, 4}, {0}, {0}},
     {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}, {0}},
 };
@@ -867,10 +872,14 @@ fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8)
     const char *env = getenv("FLASHCL_GEMM_WGMMA_TILES");
     int v[7] = {t.tile_m, t.tile_n, t.tile_k, t.warpgroups, t.stages, t.lag, t.max_regs};
     if (env && parse_values(env, v, 7) >= 6) {
-        const fcl_gemm_wgmma_tiles o = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+        const fcl_gemm_wgmma_tiles o = {v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+                                          {t.dequant_rows[0], t.dequant_rows[1]}};
         if (gemm_wgmma_valid(&o))
             t = o;
     }
+    const char *rows = getenv("FLASHCL_GEMM_DEQUANT_ROWS");
+    if (rows && parse_values(rows, v, 1) == 1 && v[0] >= 0)
+        t.dequant_rows[0] = t.dequant_rows[1] = v[0];
     if (i8) /* the converted tiles are reused once the previous slice's products have completed */
         t.lag = 0;
     while (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes && t.stages > t.lag + 2)

@@ -296,6 +296,9 @@ typedef struct fcl_gemm_wgmma_tiles {
     int stages;       /* K slices in the local-memory ring (2 to 4) */
     int lag;          /* 1: a slice's products are issued before the previous slice's complete */
     int max_regs;     /* registers per work-item the compiler may use (-cl-nv-maxrregcount); 0: its choice */
+    int dequant_rows[2]; /* forward GEMMs of I8 weights with F16 [0] or BF16 [1] activations and at least
+                          * this many rows convert the weights to the activations' dtype first and run
+                          * the 16-bit GEMM; 0: never */
 } fcl_gemm_wgmma_tiles;
 
 /* Tiles of the wgmma GEMM on ctx's device for B of 16 bits or I8 (`i8`: two converted tiles and
@@ -303,7 +306,7 @@ typedef struct fcl_gemm_wgmma_tiles {
  * capability 9.0), then FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" if valid (TM 64 G or 128 G,
  * TN 64, 128 or 256, TK 16, 32 or 64, G 1 or 2, S 2 to 4, L 0 or 1 below S - 1, R 0 to 255); lag 0
  * with `i8`; then stages (not below L + 2) lowered until the tiles fit the local memory; tile_m 0
- * when they do not. */
+ * when they do not. FLASHCL_GEMM_DEQUANT_ROWS=N (N >= 0) sets both dequant_rows. */
 fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8);
 
 /* Bytes of the tensor-core GEMM's local arrays with tiles t, for either layout of each operand
