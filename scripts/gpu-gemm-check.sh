@@ -13,8 +13,9 @@
 #     activations/weights f16/f16, f16/i8, bf16/bf16, bf16/i8 on the default path, f16/f16 and
 #     f16/i8 with FLASHCL_GEMM=mma (the mma.sync GEMM, for the ratio), the same pairs at L 256 D 1024 H 8 with
 #     the bench's float64 check, and PyTorch's layer (scripts/layer_peer.py: 4 x F.linear + SDPA
-#     flash, F16 and BF16) in the same run; the layer's backward (--op qkvo_backward, f16/f16 and
-#     bf16/bf16; also --op qkvo_backward_saved: from fcl_attention_qkvo_forward_save's activations)
+#     flash, F16 and BF16) in the same run; the layer's backward (--op qkvo_backward, f16/f16,
+#     f16/i8, bf16/bf16 and bf16/i8; also --op qkvo_backward_saved: from
+#     fcl_attention_qkvo_forward_save's activations)
 #     against autograd's (layer_peer.py --backward); a table of the ratios; the
 #     backward's device time per kernel (build/tools/libflashcl-kernel-profile.so preloaded).
 #  3. A small sweep of FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" (SWEEP=... to change it,
@@ -98,7 +99,7 @@ for p in f16/f16 f16/i8; do # the mma.sync GEMM, for the before/after ratio
   FLASHCL_GEMM=mma run_for 90 "$bench" --op qkvo --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
     2>> "$out/errors.log" | sed 's/^{/{"gemm":"mma",/' >> "$out/bench.jsonl" || say "bench qkvo mma $p failed"
 done
-for p in f16/f16 bf16/bf16; do # the layer's backward, recomputing or from saved activations
+for p in $pairs; do # the layer's backward, recomputing or from saved activations
   for op in qkvo_backward qkvo_backward_saved; do # (values: test_qkvo_backward)
     run_for 90 "$bench" --op $op --dtype "${p%/*}" --weights "${p#*/}" "${layer[@]}" \
       >> "$out/bench.jsonl" 2>> "$out/errors.log" || say "bench $op $p failed (rc $?)"

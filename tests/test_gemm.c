@@ -55,6 +55,8 @@ static const gcase cases[] = {
     {FWD, 70, 33, 64, {0, 0, 0}, 1, 0, 0},       /* offset 1: misaligned */
     {FWD, 300, 264, 272, {0, 0, 0}, 0, 1, 0},    /* I8 rows 16-byte aligned too, 3 x 3 tiles of 128 with partial
                                                   * edges, a K tail of 16: the wgmma GEMM with I8 weights */
+    {FWD, 70, 40, 204, {4, 3, 0}, 0, 1, 0},      /* aligned X, I8 rows of 207 bytes: converted (16-bit GEMMs) by
+                                                  * single bytes, with a tail of 4 */
     {GRAD_IN, 131, 45, 77, {0, 0, 0}, 0, 0, 0},  /* odd */
     {GRAD_IN, 260, 136, 144, {0, 0, 0}, 0, 0, 1}, /* aligned, accumulating */
     {GRAD_IN, 150, 203, 140, {5, 4, 4}, 0, 0, 1}, /* aligned padded rows, reduction tail inside a chunk */

@@ -295,7 +295,8 @@ __kernel void weights_dequantize(__global const char *W, __global store_t *dst, 
             STORE(d, i, (float)w[i]);
         return;
     }
-    const int8 v = convert_int8(vload8(0, w));
+    /* 8-byte aligned rows (uniform): one 8-byte load */
+    const int8 v = convert_int8(((w_off | w_sn) & 7) == 0 ? as_char8(*(__global const uint2 *)w) : vload8(0, w));
     const uint8 u = as_uint8(convert_float8(v));
 #if FCL_DTYPE == 0
     vstore8(convert_float8(v), 0, d);

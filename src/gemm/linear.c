@@ -377,7 +377,7 @@ fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w
     int done = 0;
     const int64_t rows = fcl_tune_gemm_wgmma(ctx, 1).dequant_rows[g.a_dtype == FCL_BF16];
     if (g.b_dtype == FCL_I8 && g.a_dtype != FCL_F32 && rows > 0 && g.M >= rows &&
-        fcl_gemm_wgmma_usable(ctx, g.a_dtype, g.a_dtype)) {
+        fcl_gemm_rows_aligned(g.a_off, g.a_sm, 2, 16) && fcl_gemm_wgmma_usable(ctx, g.a_dtype, g.a_dtype)) {
         fcl_status s = dequantized_linear(ctx, &g, event, &done);
         if (s != FCL_SUCCESS || done)
             return s;
