@@ -184,6 +184,21 @@ static fcl_status gemm_launch(fcl_context ctx, const gemm_job *g, const fcl_gemm
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the projection GEMM");
 }
 
+/* Sets the arguments of a one-pass kernel of cl/portable/linear.cl (gemm_finish, column_sums,
+ * weights_dequantize, linear_bias): its two buffers, two ints, then n_longs longs. */
+static cl_int set_pass_args(cl_kernel k, cl_mem first, cl_mem second, const cl_int ints[2], const cl_long *longs,
+                            cl_uint n_longs)
+{
+    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &first);
+    if (err == CL_SUCCESS)
+        err = clSetKernelArg(k, 1, sizeof(cl_mem), &second);
+    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
+    for (cl_uint i = 0; i < n_longs && err == CL_SUCCESS; i++)
+        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    return err;
+}
+
 /* C = (accumulate ? C : 0) + T for g's C, T [M, N] F32 contiguous: the end of a K-split GEMM. */
 static fcl_status gemm_finish(fcl_context ctx, const gemm_job *g, const fcl_gemm_tiles *t, cl_mem T,
                               cl_event *event)
@@ -194,13 +209,7 @@ static fcl_status gemm_finish(fcl_context ctx, const gemm_job *g, const fcl_gemm
         return s;
     const cl_int ints[2] = {(cl_int)g->M, (cl_int)g->N};
     const cl_long longs[3] = {g->c_off, g->c_sm, g->c_sn};
-    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &T);
-    if (err == CL_SUCCESS)
-        err = clSetKernelArg(k, 1, sizeof(cl_mem), &g->c);
-    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
-    for (cl_uint i = 0; i < 3 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    cl_int err = set_pass_args(k, T, g->c, ints, longs, 3);
     const size_t global[2] = {((size_t)g->N + 15) / 16 * 16, (size_t)g->M}, local[2] = {16, 1};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
@@ -312,13 +321,7 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
         return s;
     const cl_int ints[2] = {(cl_int)M, (cl_int)N};
     const cl_long longs[4] = {Y->offset, Y->strides[0], w->bias->offset, w->bias->strides[0]};
-    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &Y->buffer);
-    if (err == CL_SUCCESS)
-        err = clSetKernelArg(k, 1, sizeof(cl_mem), &w->bias->buffer);
-    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
-    for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    cl_int err = set_pass_args(k, Y->buffer, w->bias->buffer, ints, longs, 4);
     const size_t global[2] = {(N + 15) / 16 * 16, M}, local[2] = {16, 1};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, event);
@@ -343,13 +346,7 @@ static fcl_status dequantized_linear(fcl_context ctx, const gemm_job *g, cl_even
         return s;
     const cl_int ints[2] = {(cl_int)g->N, (cl_int)g->K};
     const cl_long longs[3] = {g->b_off, g->b_sn, pitch};
-    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &g->b);
-    if (err == CL_SUCCESS)
-        err = clSetKernelArg(k, 1, sizeof(cl_mem), &W16);
-    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
-    for (cl_uint i = 0; i < 3 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    cl_int err = set_pass_args(k, g->b, W16, ints, longs, 3);
     const size_t global[2] = {((size_t)(g->K + 7) / 8 + 63) / 64 * 64, (size_t)g->N}, local[2] = {64, 1};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, 0, NULL, NULL);
@@ -417,13 +414,7 @@ static fcl_status column_sums_launch(fcl_context ctx, fcl_tensor G, int64_t m0, 
         return s;
     const cl_int ints[2] = {(cl_int)rows, (cl_int)G->shape[1]};
     const cl_long longs[4] = {G->offset + m0 * G->strides[0], G->strides[0], off, stride};
-    cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &G->buffer);
-    if (err == CL_SUCCESS)
-        err = clSetKernelArg(k, 1, sizeof(cl_mem), &out);
-    for (cl_uint i = 0; i < 2 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 2 + i, sizeof(cl_int), &ints[i]);
-    for (cl_uint i = 0; i < 4 && err == CL_SUCCESS; i++)
-        err = clSetKernelArg(k, 4 + i, sizeof(cl_long), &longs[i]);
+    cl_int err = set_pass_args(k, G->buffer, out, ints, longs, 4);
     const size_t group_rows = (size_t)column_sum_rows(ctx);
     const size_t global[2] = {((size_t)G->shape[1] + 31) / 32 * 32, group_rows}, local[2] = {32, group_rows};
     if (err == CL_SUCCESS)
