@@ -32,8 +32,9 @@
  * each work-item converts the chunks it copied (no barrier) into one of two 16-bit tiles of the
  * operand's layout, slice kt + 1 while slice kt is multiplied.
  *
- * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0, or with
- * B_I8 1 (B K-contiguous) or 2 (B N-contiguous, A K-contiguous, MMA_BF16); MMA_BF16;
+ * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0, 1 (a scale
+ * per column: I8 B K-contiguous, or 16-bit B holding I8 weights converted beforehand) or 2 (I8 B
+ * N-contiguous, A K-contiguous, MMA_BF16); MMA_BF16;
  * WGMMA_SS_A_MN, WGMMA_SS_B_MN (wgmma_nv.cl); SWIZZLED_TILES 1;
  * C_F32; HAS_BIAS; ACCUMULATE; TM (64 WGS times 1 or 2), TN (64, 128 or a multiple of 128 up to
  * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1; 0 with B_I8); PAIRS
