@@ -677,7 +677,10 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
  *         row n is w[n, :] * scale[n])
  *  scale  F32 [N] with I8 weights; NULL with float weights
  *  bias   [N] in the activations' dtype, or NULL
- * Activations are never quantised; I8 weights are dequantised in registers (no full-size copy).
+ * Activations are never quantised. I8 weights are converted on their way into the products (no
+ * full-size copy), except on Hopper for GEMMs of many rows (2048 with F16 activations, 1024 with
+ * BF16; FLASHCL_GEMM_DEQUANT_ROWS=N, 0 never): there they are first converted, exactly, into a
+ * scratch copy of N x K values of the activations' dtype that the context keeps.
  */
 typedef struct fcl_weight {
     fcl_tensor w;
