@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One self-attention layer with int8 weights (W8A16): X [L, DM] in F16; Q, K, V = X W^T + b
  * with each W an I8 [DM, DM] matrix and F32 per-output-row scales (row n is w[n, :] * scale[n]),
- * F16 biases; causal attention over 4 heads; O = A Wo^T + bo. The weights are dequantised in
- * registers, never copied to a float matrix. Checks O against a host computation in double. */
+ * F16 biases; causal attention over 4 heads; O = A Wo^T + bo. At this length the weights are
+ * converted on their way into the products, never copied to a float matrix (Hopper converts the
+ * weights of GEMMs of 2048 rows and more first). Checks O against a host computation in double. */
 #include "example.h"
 
 #include <stdint.h>
