@@ -3,7 +3,8 @@
  * with each W an I8 [DM, DM] matrix and F32 per-output-row scales (row n is w[n, :] * scale[n]),
  * F16 biases; causal attention over 4 heads; O = A Wo^T + bo. At this length the weights are
  * converted on their way into the products, never copied to a float matrix (Hopper converts the
- * weights first for GEMMs of 2048 rows or more, 1024 with BF16 activations). Checks O against a host computation in double. */
+ * weights first for GEMMs of 2048 rows or more, 1024 with BF16 activations). Checks O against a
+ * host computation in double. */
 #include "example.h"
 
 #include <stdint.h>
