@@ -331,14 +331,19 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
 
 /* g (I8 B, K-contiguous) as its B converted to A's dtype in a scratch buffer (rows padded to 16
  * bytes) and the wgmma GEMM of that, the scale in its epilogue: the same products and sums; sets
- * *done, 0 when the wgmma GEMM does not take it (the caller then runs g itself). */
+ * *done, 0 when the wgmma GEMM does not take it or the buffer cannot be had (the caller then runs
+ * g itself, which needs no copy). */
 static fcl_status dequantized_linear(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
 {
     const int64_t pitch = (g->K + 7) / 8 * 8;
+    const uint64_t bytes = (uint64_t)(g->N * pitch) * 2;
     fcl_status s;
-    cl_mem W16 = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_WEIGHTS, (uint64_t)(g->N * pitch) * 2, &s);
-    if (!W16)
-        return s;
+    cl_mem W16 = bytes <= ctx->info.max_alloc_bytes ? fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_WEIGHTS, bytes, &s)
+                                                    : NULL;
+    if (!W16) {
+        fcl_clear_error(ctx);
+        return FCL_SUCCESS;
+    }
     const gemm_job prog = {.a_dtype = g->a_dtype, .b_dtype = FCL_I8, .c_dtype = g->a_dtype};
     const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
     cl_kernel k;
