@@ -11,6 +11,7 @@
  *
  * Every case runs all three ops: qkvo_forward -> O1; project_kv -> K, V; q_with_kv_cached on
  * those K, V -> O2, which must equal O1 bit for bit (same kernels) and meet the rule on its own.
+ * On a device with the wgmma GEMM the 16-bit tables run again with I8 weights converted first.
  * Outputs are NaN-poisoned before each call. Bad input: the exact status, a message naming
  * the argument, outputs byte-identical to their poison, no event.
  *
@@ -244,6 +245,22 @@ Test(qkvo, f32_own_gemm)
 }
 Test(qkvo, f16) { qkvo_table(FCL_F16, 200); }
 Test(qkvo, bf16) { qkvo_table(FCL_BF16, 300); }
+
+/* The 16-bit tables with the forward GEMMs of I8 weights on weights converted first (the wgmma
+ * GEMM's route for long GEMMs, here at every length; where that GEMM does not run, the route does
+ * not exist and the test is skipped). */
+static void qkvo_converted(fcl_dtype act, uint64_t seed0)
+{
+    fcl_context ctx = support_context();
+    const int wgmma = strcmp(fcl_projection_path(ctx, act, FCL_I8), "nvidia-wgmma") == 0;
+    fcl_context_release(ctx);
+    if (!wgmma)
+        cr_skip_test("no wgmma GEMM on this device: I8 weights are never converted first");
+    cr_assert(setenv("FLASHCL_GEMM_DEQUANT_ROWS", "1", 1) == 0);
+    qkvo_table(act, seed0);
+}
+Test(qkvo, f16_i8_converted) { qkvo_converted(FCL_F16, 400); }
+Test(qkvo, bf16_i8_converted) { qkvo_converted(FCL_BF16, 500); }
 
 /* ---------------------------------------------------------------- bad input */
 
