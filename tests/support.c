@@ -298,6 +298,16 @@ void support_force_chunks(int on)
         unsetenv("FLASHCL_LOOP_LIMIT");
 }
 
+void support_force_i8_conversion(fcl_dtype act)
+{
+    fcl_context ctx = support_context();
+    const int wgmma = strcmp(fcl_projection_path(ctx, act, FCL_I8), "nvidia-wgmma") == 0;
+    fcl_context_release(ctx);
+    if (!wgmma)
+        cr_skip_test("no wgmma GEMM on this device: I8 weights are never converted first");
+    cr_assert(setenv("FLASHCL_GEMM_DEQUANT_ROWS", "1", 1) == 0);
+}
+
 void support_weight_make(fcl_context ctx, support_weight *hw, fcl_dtype wdt, fcl_dtype act, int N, int K,
                          int with_bias, uint64_t seed)
 {

@@ -57,6 +57,11 @@ unsigned char *support_poison_raw(fcl_tensor t, size_t *bytes, unsigned salt);
 void support_fix_tiles(int on);
 void support_force_chunks(int on);
 
+/* Forces the route of forward GEMMs of I8 weights with `act` (F16 or BF16) activations that
+ * converts the weights first, at every row count (FLASHCL_GEMM_DEQUANT_ROWS=1), or skips the
+ * test (cr_skip_test) where the device has no wgmma GEMM and so no such route. */
+void support_force_i8_conversion(fcl_dtype act);
+
 /* Keys per dK/dV work-group of the backward that runs for dtype dt at head dim D on ctx's device
  * (fcl_attention_backward_path: "blocked", "cpu" or "nvidia-mma"; the stored-dS key ranges are
  * whole blocks of it); 0 for the portable kernels. */

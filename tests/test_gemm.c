@@ -313,16 +313,11 @@ Test(gemm, bf16)
 }
 
 /* The forward cases of I8 weights converted to the activations' dtype first, then the 16-bit
- * GEMM (the wgmma GEMM's route for GEMMs of many rows, here at every row count; where that GEMM
- * does not run, the route does not exist and the test is skipped). */
+ * GEMM (the wgmma GEMM's route for GEMMs of many rows, here at every row count; skipped where
+ * there is no such route). */
 static void gemm_converted(fcl_dtype act, uint64_t seed0)
 {
-    fcl_context ctx = support_context();
-    const int wgmma = strcmp(fcl_projection_path(ctx, act, act), "nvidia-wgmma") == 0;
-    fcl_context_release(ctx);
-    if (!wgmma)
-        cr_skip_test("no wgmma GEMM on this device: I8 weights are never converted first");
-    cr_assert(setenv("FLASHCL_GEMM_DEQUANT_ROWS", "1", 1) == 0);
+    support_force_i8_conversion(act);
     const fcl_dtype w[2] = {FCL_I8, FCL_I8};
     gemm_table(act, w, seed0);
 }

@@ -247,16 +247,10 @@ Test(qkvo, f16) { qkvo_table(FCL_F16, 200); }
 Test(qkvo, bf16) { qkvo_table(FCL_BF16, 300); }
 
 /* The 16-bit tables with the forward GEMMs of I8 weights on weights converted first (the wgmma
- * GEMM's route for long GEMMs, here at every length; where that GEMM does not run, the route does
- * not exist and the test is skipped). */
+ * GEMM's route for long GEMMs, here at every length; skipped where there is no such route). */
 static void qkvo_converted(fcl_dtype act, uint64_t seed0)
 {
-    fcl_context ctx = support_context();
-    const int wgmma = strcmp(fcl_projection_path(ctx, act, FCL_I8), "nvidia-wgmma") == 0;
-    fcl_context_release(ctx);
-    if (!wgmma)
-        cr_skip_test("no wgmma GEMM on this device: I8 weights are never converted first");
-    cr_assert(setenv("FLASHCL_GEMM_DEQUANT_ROWS", "1", 1) == 0);
+    support_force_i8_conversion(act);
     qkvo_table(act, seed0);
 }
 Test(qkvo, f16_i8_converted) { qkvo_converted(FCL_F16, 400); }

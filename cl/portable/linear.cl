@@ -281,7 +281,9 @@ void column_sums(__global const store_t *G, __global c_t *db, const int M, const
 /* dst[n * d_sn + k] = W[n, k] (I8, at w_off + n * w_sn + k) in the activations' dtype, exactly
  * (every I8 value is an F16 and a BF16): the weights of a GEMM with many rows, converted once for
  * the 16-bit tensor-core GEMM, which applies their scale. Eight values of a row per work-item,
- * stored as one 16-byte vector (d_sn a multiple of 8, dst 16-byte aligned: the host's scratch). */
+ * stored as one 16-byte vector (d_sn a multiple of 8, dst 16-byte aligned: the host's scratch).
+ * Only in the programs of 16-bit activations (the route's only users). */
+#if FCL_DTYPE == 1 || FCL_DTYPE == 2
 __kernel void weights_dequantize(__global const char *W, __global store_t *dst, const int N, const int K,
                                  const long w_off, const long w_sn, const long d_sn)
 {
@@ -298,15 +300,14 @@ __kernel void weights_dequantize(__global const char *W, __global store_t *dst, 
     /* 8-byte aligned rows (uniform): one 8-byte load */
     const int8 v = convert_int8(((w_off | w_sn) & 7) == 0 ? as_char8(*(__global const uint2 *)w) : vload8(0, w));
     const uint8 u = as_uint8(convert_float8(v));
-#if FCL_DTYPE == 0
-    vstore8(convert_float8(v), 0, d);
-#elif FCL_DTYPE == 2
+#if FCL_DTYPE == 2
     *(__global ushort8 *)d = convert_ushort8(u >> 16);
 #else /* F16 bits of the (exact, |x| >= 1 or 0) values: sign, exponent rebiased 127 -> 15, mantissa */
     const uint8 h = ((u >> 16) & 0x8000u) | ((((u >> 23) & 0xffu) - 112u) << 10) | ((u >> 13) & 0x3ffu);
     *(__global ushort8 *)d = convert_ushort8(select(h, (uint8)0u, as_uint8(v == 0)));
 #endif
 }
+#endif
 
 /* Y[m, n] += bias[n] after a GEMM that has no epilogue of its own (CLBlast). */
 __kernel void linear_bias(__global store_t *Y, __global const store_t *bias, const int M, const int N,
