@@ -47,8 +47,19 @@
  * registers); ASYNC_COPY (Q, K, V and dO rows
  * 16-byte aligned); PAIRS (head_dim even and the rows of Q, K, V, dO and the gradients 4-byte
  * aligned: fragments loaded (load_a_rows, mma_nv.cl) and gradients stored two elements at a
- * time); DS_STORED (0 or 1, above); HAS_SOFTCAP,
- * HAS_MASK, HAS_ALIBI; LAYOUT.
+ * time); DS_STORED (0 or 1, above); WGMMA_BACKWARD (0 or 1, below; with SWIZZLED_TILES 1);
+ * HAS_SOFTCAP, HAS_MASK, HAS_ALIBI; LAYOUT.
+ *
+ * WGMMA_BACKWARD 1 (Hopper, sm_90a: wgmma_nv.cl before this file) runs both kernels' products as
+ * wgmma products of a warpgroup instead of mma.sync per warp. The work split stays: warp w of
+ * the warpgroup owns keys (dK/dV) or rows (dQ) 16 w .. 16 w + 15, and a wgmma accumulator holds
+ * the same elements in the same registers as the warp's mma.sync tiles, so the gradients' code
+ * is shared. K and V (dK/dV) or Q and dO (dQ) enter from registers as A fragments; the tiles of
+ * the ring are stored as swizzled atoms (SWIZZLED_TILES) and read by descriptor: K-major for
+ * S = Q K^T and dP = dO V^T, transposed for dV += P^T dO, dK += dS^T Q and dQ += dS K, whose A
+ * is P or dS from registers. A work-group is one warpgroup: DKDV_BLOCK_N and DQ_BLOCK_M 64,
+ * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
+ * local memory, DS_STORED 0.
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
@@ -67,6 +78,16 @@
 /* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
  * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
 #define DS_SPLIT (FCL_DTYPE == 2)
+
+#ifndef WGMMA_BACKWARD
+#define WGMMA_BACKWARD 0
+#endif
+#if WGMMA_BACKWARD &&                                                                              \
+    (DKDV_BLOCK_N != 64 || DQ_BLOCK_M != 64 || (DKDV_BLOCK_M != 32 && DKDV_BLOCK_M != 64) ||        \
+     (DQ_BLOCK_N != 32 && DQ_BLOCK_N != 64) || (HEAD_DIM_PAD != 64 && HEAD_DIM_PAD != 128) || KV_LOCAL_STEPS || \
+     DKDV_SLICES != 1 || DQ_SLICES != 1 || DS_STORED || !SWIZZLED_TILES)
+#error "WGMMA_BACKWARD: unsupported tiles"
+#endif
 
 /* The ldmatrix address of this lane for B operands taken from the rows of a local tile (B[k][n]
  * = tile[n][k]: n the tile's rows, k its columns): row (lane & 7) + 8 (lane / 16), column
@@ -115,6 +136,19 @@ MMA_INLINE uint pack_rest(float lo, float hi, uint packed)
     return pack_pair(lo - as_float(packed << 16), hi - as_float(packed & 0xffff0000u));
 }
 
+/* The A fragment of k rows 16 kk .. 16 kk + 15 of X, the accumulator tiles x (tiles 2 kk and
+ * 2 kk + 1), into xa rounded to the storage dtype; with `split` the rounded rest into xr (BF16),
+ * else zeros there. */
+MMA_INLINE void scores_fragment(uint *xa, uint *xr, float (*x)[4], int kk, int split)
+{
+    #pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float lo = x[2 * kk + (e >> 1)][2 * (e & 1)], hi = x[2 * kk + (e >> 1)][2 * (e & 1) + 1];
+        xa[e] = pack_pair(lo, hi);
+        xr[e] = split ? pack_rest(lo, hi, xa[e]) : 0u;
+    }
+}
+
 /* acc[0 .. n_out) += X x tile: X the 16 x k_rows accumulator tiles x (tiles 2 kk and 2 kk + 1
  * form the A fragment of k rows 16 kk .. 16 kk + 15), tile the k_rows x 8 n_out local columns
  * addressed through `lane_addr` (cols_lane at the first column). X enters rounded to the
@@ -124,16 +158,8 @@ MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, 
 {
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++) {
-        const uint xa[4] = {pack_pair(x[2 * kk][0], x[2 * kk][1]), pack_pair(x[2 * kk][2], x[2 * kk][3]),
-                            pack_pair(x[2 * kk + 1][0], x[2 * kk + 1][1]),
-                            pack_pair(x[2 * kk + 1][2], x[2 * kk + 1][3])};
-        uint xr[4] = {0u, 0u, 0u, 0u};
-        if (split) {
-            xr[0] = pack_rest(x[2 * kk][0], x[2 * kk][1], xa[0]);
-            xr[1] = pack_rest(x[2 * kk][2], x[2 * kk][3], xa[1]);
-            xr[2] = pack_rest(x[2 * kk + 1][0], x[2 * kk + 1][1], xa[2]);
-            xr[3] = pack_rest(x[2 * kk + 1][2], x[2 * kk + 1][3], xa[3]);
-        }
+        uint xa[4], xr[4];
+        scores_fragment(xa, xr, x, kk, split);
         #pragma unroll
         for (int dp = 0; dp < n_out / 2; dp++) {
             uint bf[4]; /* rows +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
@@ -147,6 +173,42 @@ MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, 
         }
     }
 }
+
+#if WGMMA_BACKWARD
+/* acc (the warpgroup's 64 x n accumulators, n 32 or 64) = A x tile^T: A the 64 x HEAD_DIM_PAD
+ * rows in this work-item's fragments af, tile n K-major rows of swizzled atoms at local address
+ * addr. Issued inside the caller's fence and group, not waited for. */
+MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr, int n)
+{
+    #pragma unroll
+    for (int ks = 0; ks < KSTEPS; ks++) {
+        const ulong b = STEP_DESC(addr, n * 64, ks);
+        if (n == 64)
+            wgmma_rsk_n64(acc, af[ks], b, ks > 0);
+        else
+            wgmma_rsk_n32(acc, af[ks], b, ks > 0);
+    }
+}
+
+/* acc (the warpgroup's 64 x HEAD_DIM_PAD accumulators) += X x tile: X the 64 x k_rows
+ * accumulator tiles x (rounded as in mma_scores_tile, two products with `split`), tile k_rows
+ * rows of swizzled atoms at local address addr read as the transposed B operand. Fences its A
+ * fragments; issued inside the caller's group, not waited for. */
+MMA_INLINE void wgmma_scores_tile(float *acc, float (*x)[4], uint addr, int k_rows, int split)
+{
+    uint xa[4][4], xr[4][4];
+    #pragma unroll
+    for (int kk = 0; kk < k_rows / 16; kk++)
+        scores_fragment(xa[kk], xr[kk], x, kk, split);
+    wgmma_fence();
+    #pragma unroll
+    for (int kk = 0; kk < k_rows / 16; kk++) {
+        WGMMA_RS_N(HEAD_DIM_PAD)(acc, xa[kk], ROWS_STEP_DESC(addr, k_rows * 64, kk));
+        if (split)
+            WGMMA_RS_N(HEAD_DIM_PAD)(acc, xr[kk], ROWS_STEP_DESC(addr, k_rows * 64, kk));
+    }
+}
+#endif
 
 /* One (row, key) pair: its probability P into *pr and, returned, dS = P (dp - delta) (times
  * d(capped)/d(raw) with softcap), both 0 when not visible; x is the raw product q.k, lse2 the
@@ -317,17 +379,17 @@ MMA_INLINE void issue_query_tile(__local ushort *Qst, __local ushort *dOst, int 
                                  __global const ushort *dOu, long qbase, long q_ss, long dobase, long do_ss, int i0,
                                  int sq, int head_dim, __global const float *mask)
 {
-    load_rows(Qst, ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu, qbase, q_ss, i0, 0, sq - 1, head_dim, 0,
+    load_rows(Qst, TILE_PITCH(DKDV_BLOCK_M), DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu, qbase, q_ss, i0, 0, sq - 1, head_dim, 0,
               mask, 0, 0);
-    load_rows(dOst, ROW_HALVES, DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu, dobase, do_ss, i0, 0, sq - 1, head_dim,
+    load_rows(dOst, TILE_PITCH(DKDV_BLOCK_M), DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu, dobase, do_ss, i0, 0, sq - 1, head_dim,
               0, mask, 0, 0);
 }
 
 __kernel __attribute__((reqd_work_group_size(DKDV_WG, 1, 1)))
 void attention_backward_dkdv(BACKWARD_ARGS)
 {
-    __local ushort Qs[2][DKDV_BLOCK_M * ROW_HALVES] __attribute__((aligned(16)));
-    __local ushort dOs[2][DKDV_BLOCK_M * ROW_HALVES] __attribute__((aligned(16)));
+    __local ushort Qs[2][TILE_HALVES(DKDV_BLOCK_M)] __attribute__((aligned(TILE_ALIGN)));
+    __local ushort dOs[2][TILE_HALVES(DKDV_BLOCK_M)] __attribute__((aligned(TILE_ALIGN)));
     __local float lse_s[2][DKDV_BLOCK_M], delta_s[2][DKDV_BLOCK_M]; /* LSE in log2 units */
     __local int lo_s[2][LAYOUT == 2 ? DKDV_BLOCK_M : 1], hi_s[2][LAYOUT == 2 ? DKDV_BLOCK_M : 1]; /* packed only */
     __global const ushort *Qu = (__global const ushort *)Q;
@@ -412,8 +474,16 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         copies_landed(item + 1 == n_items);
         const float slope = HEAD_SLOPE(h);
         float s[DKDV_BLOCK_M / 8][4], dp[DKDV_BLOCK_M / 8][4];
+#if WGMMA_BACKWARD
+        wgmma_fence();
+        wgmma_rows_tile(&s[0][0], kf, local_address(Qs[st]), DKDV_BLOCK_M);
+        wgmma_rows_tile(&dp[0][0], vf, local_address(dOs[st]), DKDV_BLOCK_M);
+        wgmma_commit();
+        wgmma_wait_all();
+#else
         mma_rows_tile(s, kf, KV_STASH(0), KV_FIRST, lid, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
         mma_rows_tile(dp, vf, KV_STASH(1), KV_FIRST, lid, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
+#endif
         /* Tiles whose rows all lie in [0, sq) and see all of the warp's keys (which then give
          * them a finite LSE; packed: inside their own sequences) skip the visibility checks (a
          * warp-uniform branch). */
@@ -431,8 +501,16 @@ void attention_backward_dkdv(BACKWARD_ARGS)
             store_scores(scores, b, h, Hq, i0, jw, min(i0 + DKDV_BLOCK_M, r.sq) - 1, j_last, item_lo, item_hi, sq_arg,
                          dp, g, t);
 #endif
+#if WGMMA_BACKWARD
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp out of the branch above: one wgmma stream */
+        wgmma_scores_tile(&dv[0][0], s, local_address(dOs[st]), DKDV_BLOCK_M, 0);
+        wgmma_scores_tile(&dk[0][0], dp, local_address(Qs[st]), DKDV_BLOCK_M, DS_SPLIT);
+        wgmma_commit();
+        wgmma_wait_all();
+#else
         mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);
         mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, DS_SPLIT);
+#endif
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (item + 2 < n_items) {
@@ -582,7 +660,7 @@ void attention_backward_dq(BACKWARD_ARGS)
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
     for (int tt = 0; tt < 2; tt++) {
         if (tt < n_tiles)
-            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), DQ_BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
+            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), DQ_BLOCK_N, TILE_PITCH(DQ_BLOCK_N), HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
                           kbase, vbase, k_ss, v_ss, j_first + tt * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow,
                           mask_ss);
         commit_copies();
@@ -591,18 +669,33 @@ void attention_backward_dq(BACKWARD_ARGS)
         const int jt = j_first + tile * DQ_BLOCK_N, st = tile & 1;
         copies_landed(tile + 1 == n_tiles);
         float s[DQ_BLOCK_N / 8][4], dp[DQ_BLOCK_N / 8][4];
+#if WGMMA_BACKWARD
+        wgmma_fence();
+        wgmma_rows_tile(&s[0][0], qf, local_address(Ks[st]), DQ_BLOCK_N);
+        wgmma_rows_tile(&dp[0][0], of, local_address(Vs[st]), DQ_BLOCK_N);
+        wgmma_commit();
+        wgmma_wait_all();
+#else
         mma_rows_tile(s, qf, 0, KSTEPS, lid, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
         mma_rows_tile(dp, of, 0, KSTEPS, lid, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
+#endif
         /* tiles that every row of the warp sees whole skip the checks (a warp-uniform branch) */
         if (!HAS_MASK && warp_all(jt >= lo_max && jt + DQ_BLOCK_N - 1 <= hi_min))
             dq_tile_grads(s, dp, 0, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
         else
             dq_tile_grads(s, dp, 1, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
+#if WGMMA_BACKWARD
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp out of the branch above: one wgmma stream */
+        wgmma_scores_tile(&dq[0][0], s, local_address(Ks[st]), DQ_BLOCK_N, DS_SPLIT);
+        wgmma_commit();
+        wgmma_wait_all();
+#else
         mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ, DS_SPLIT);
+#endif
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (tile + 2 < n_tiles)
-            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), DQ_BLOCK_N, ROW_HALVES, HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
+            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), DQ_BLOCK_N, TILE_PITCH(DQ_BLOCK_N), HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
                           kbase, vbase, k_ss, v_ss, jt + 2 * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow, mask_ss);
         commit_copies();
     }

@@ -115,10 +115,6 @@
         commit_copies();                                                                             \
     } while (0)
 
-/* The descriptor of k step ks (16 columns: 32 bytes inside an atom) of a swizzled tile at addr
- * whose atoms hold `atom` halves. */
-#define STEP_DESC(addr, atom, ks) wgmma_desc((addr) + ((ks) >> 2) * 2 * (atom) + ((ks)&3) * 32, 16, 1024)
-
 /* Issues S = Q K^T (s: the 64 x BLOCK_N scores' accumulators) over the k steps of the first
  * QK_DIM dims (past them Q and K are zeros) as one wgmma group, from a K stage at k_addr and Q:
  * its fragments qa with Q_REGS, else its atoms at q_addr. */
@@ -251,10 +247,10 @@ void attention_forward(FORWARD_KERNEL_ARGS)
         wgmma_fence();
         #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; kk++) {
-            WGMMA_RS_N(PV_N)(&acc[0][0][0], pa[kk], wgmma_desc(v_addr + kk * 2048, 2 * KV_ATOM, 1024));
+            WGMMA_RS_N(PV_N)(&acc[0][0][0], pa[kk], ROWS_STEP_DESC(v_addr, KV_ATOM, kk));
 #if PV_TAIL
             WGMMA_RS_N(PV_TAIL)(&acc[0][PV_N / 8][0], pa[kk],
-                                wgmma_desc(v_addr + PV_N / 64 * 2 * KV_ATOM + kk * 2048, 2 * KV_ATOM, 1024));
+                                ROWS_STEP_DESC(v_addr + PV_N / 64 * 2 * KV_ATOM, KV_ATOM, kk));
 #endif
         }
         wgmma_commit();

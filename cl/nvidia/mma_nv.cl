@@ -35,19 +35,32 @@ inline int swizzled_offset(int r, int c, int atom)
 /* Halves d .. d + 7 (d a multiple of 8) of row n of a local tile whose rows are `pitch` apart. */
 #define TILE_CHUNK(tile, n, d, pitch) ((tile) + (n) * (pitch) + (d))
 #endif
+#ifdef HEAD_DIM_PAD
+/* A local tile of n rows of the head dim: its halves, the `pitch` that load_rows takes for it
+ * (the atom size, or the padded row), and its alignment (every atom 1024-byte aligned). */
+#if SWIZZLED_TILES
+#define TILE_HALVES(n) ((n) * HEAD_DIM_PAD)
+#define TILE_PITCH(n) ((n) * 64)
+#define TILE_ALIGN 1024
+#else
+#define TILE_HALVES(n) ((n) * ROW_HALVES)
+#define TILE_PITCH(n) ROW_HALVES
+#define TILE_ALIGN 16
+#endif
+#endif
 
 /* Declares a kernel's two-stage ring of K and V tiles of n rows (Ks, Vs; with HAS_MASK the
  * keys' mask values Ms); MASK_STAGE(st) is stage st's mask values (0 without a mask). */
 #if HAS_MASK
 #define KV_RING(n)                                                                                 \
-    __local ushort Ks[2][(n) * ROW_HALVES] __attribute__((aligned(16)));                          \
-    __local ushort Vs[2][(n) * ROW_HALVES] __attribute__((aligned(16)));                          \
+    __local ushort Ks[2][TILE_HALVES(n)] __attribute__((aligned(TILE_ALIGN)));                    \
+    __local ushort Vs[2][TILE_HALVES(n)] __attribute__((aligned(TILE_ALIGN)));                    \
     __local float Ms[2][n]
 #define MASK_STAGE(st) Ms[st]
 #else
 #define KV_RING(n)                                                                                 \
-    __local ushort Ks[2][(n) * ROW_HALVES] __attribute__((aligned(16)));                          \
-    __local ushort Vs[2][(n) * ROW_HALVES] __attribute__((aligned(16)))
+    __local ushort Ks[2][TILE_HALVES(n)] __attribute__((aligned(TILE_ALIGN)));                    \
+    __local ushort Vs[2][TILE_HALVES(n)] __attribute__((aligned(TILE_ALIGN)))
 #define MASK_STAGE(st) 0
 #endif
 
@@ -268,7 +281,8 @@ inline void copy_chunk(__local ushort *dst, __global const ushort *src, int byte
 }
 
 /* Waits until this work-item's copies of the older of its two outstanding tiles have landed
- * (all of them when `all`), then for the whole group. */
+ * (all of them when `all`), then for the whole group; swizzled tiles are then visible to wgmma
+ * too (the generic-to-async proxy fence, as wgmma_nv.cl's fence_async_local). */
 inline void copies_landed(int all)
 {
 #if ASYNC_COPY
@@ -276,6 +290,9 @@ inline void copies_landed(int all)
         __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory");
     else
         __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory");
+#endif
+#if SWIZZLED_TILES
+    __asm__ __volatile__("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 }

@@ -36,6 +36,14 @@ inline ulong wgmma_desc(uint addr, uint lead, uint stride)
            (ulong)((stride >> 4) & 0x3FFFu) << 32 | (ulong)1 << 62;
 }
 
+/* The descriptor of k step ks (16 columns: 32 bytes inside an atom) of a K-major swizzled tile
+ * at addr whose atoms hold `atom` halves. */
+#define STEP_DESC(addr, atom, ks) wgmma_desc((addr) + ((ks) >> 2) * 2 * (atom) + ((ks)&3) * 32, 16, 1024)
+
+/* The descriptor of k step kk (16 rows: 2048 bytes) of a swizzled tile at addr read as the
+ * transposed (N-contiguous) B operand, its atoms of `atom` halves along n. */
+#define ROWS_STEP_DESC(addr, atom, kk) wgmma_desc((addr) + (kk)*2048, 2 * (atom), 1024)
+
 /* The descriptor of a K-major tile in local memory starting at `addr` (shared window, aligned to
  * 8 rows) whose rows of `row_bytes` bytes (32, 64 or 128) carry the swizzle of that width:
  * 16-byte chunk c of row r at chunk position c XOR ((r * row_bytes / 128) % (row_bytes / 16)),

@@ -220,6 +220,24 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int packed, fc
     return t->dkdv_block_n > 0;
 }
 
+/* The wgmma form of the tensor-core kernels (-DWGMMA_BACKWARD) applies to tiles t at padded head
+ * dim hdp: asked for (FLASHCL_BACKWARD_PATH=nvidia-wgmma: an opt-in until its whole test grid has
+ * passed on a GPU, history "v0.40.0"), compute capability 9.0, no refused sm_90a promotion,
+ * padded head dims 64 and 128 with dS recomputed (ds_keys 0) and whole columns, 64-key dK/dV and
+ * 64-row dQ blocks (a warpgroup each) with 32- or 64-row (key) tiles whose two stages fit local
+ * memory (the packed form's 32-key blocks keep the mma.sync kernels). */
+static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles *t, long ds_keys)
+{
+    const char *env = getenv("FLASHCL_BACKWARD_PATH");
+    const uint64_t local = ctx->info.local_mem_bytes;
+    return env && strcmp(env, "nvidia-wgmma") == 0 && !ctx->wgmma_refused && ctx->info.nv_cc_major == 9 &&
+           ctx->info.nv_cc_minor == 0 && (hdp == 64 || hdp == 128) && ds_keys == 0 && t->dkdv_cols >= hdp &&
+           t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64 &&
+           (t->dkdv_block_m == 32 || t->dkdv_block_m == 64) && (t->dq_block_n == 32 || t->dq_block_n == 64) &&
+           (uint64_t)t->dkdv_block_m * (8 * (uint64_t)hdp + 16) <= local &&
+           (uint64_t)t->dq_block_n * (8 * (uint64_t)hdp + 8) <= local;
+}
+
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
 {
     FCL_LOCK(ctx);
@@ -229,7 +247,8 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
     if (!ctx)
         return NULL;
     const int hdp = head_dim > 0 ? fcl_pad_head_dim(head_dim) : 16;
-    return head_dim > 0 && mma_applies(ctx, dtype, hdp, 0, &t) ? "nvidia-mma"
+    return head_dim > 0 && mma_applies(ctx, dtype, hdp, 0, &t) ? (wgmma_applies(ctx, hdp, &t, 0) ? "nvidia-wgmma"
+                                                                                                : "nvidia-mma")
            : cpu_applies(ctx, hdp, &ct)                     ? "cpu"
            : blocked_applies(ctx, hdp, &bt)                 ? "blocked"
                                                             : "portable";
@@ -242,12 +261,16 @@ const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_
  * the dK/dV kernel's stores and the dQ kernel's loads of dS. */
 #define MMA_STORED_DS_DIM 192
 
-/* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl), or the portable ones where the
- * compiled kernels cannot run their work-groups (registers). */
+/* The tensor-core kernels (cl/nvidia/attention_backward_mma.cl): their wgmma form where
+ * wgmma_applies (the mma.sync form where its promotion is refused or its kernels cannot run a
+ * warpgroup), or the portable ones where the compiled kernels cannot run their work-groups
+ * (registers). */
 static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, int hdp,
                                   const fcl_backward_mma_tiles *t_in, backward_variant *v)
 {
     static const char *const sources[] = {"common", "attention_backward_rows", "warp_nv", "mma_nv", "attention_backward_mma"};
+    static const char *const wgmma_sources[] = {"common",   "attention_backward_rows", "warp_nv",
+                                                "mma_nv",   "wgmma_nv",                "attention_backward_mma"};
     const fcl_forward_job *f = &job->fwd;
     const long ds_keys = hdp >= MMA_STORED_DS_DIM ? stored_ds_keys(ctx, f, t_in->dkdv_block_n) : 0;
     const fcl_backward_mma_tiles stored =
@@ -260,18 +283,28 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
                       fcl_rows_aligned(job->dQ, job->dq_dims, 2) && fcl_rows_aligned(job->dK, job->dk_dims, 2) &&
                       fcl_rows_aligned(job->dV, job->dv_dims, 2);
     const int dkdv_slices = hdp / t->dkdv_cols, dq_slices = hdp / t->dq_cols; /* work-groups per block */
-    char opts[320];
-    snprintf(opts, sizeof opts,
-             "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
-             "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DDS_STORED=%d -DASYNC_COPY=%d -DPAIRS=%d "
-             "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
-             (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n, t->kv_local,
-             dkdv_slices, dq_slices, ds_keys > 0, aligned,
-             pairs, f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
     size_t wg[2] = {0, 0};
-    fcl_status s = build_kernels(ctx, sources, 5, opts, delta_lanes(ctx), v, wg);
-    if (s != FCL_SUCCESS)
-        return s;
+    for (int wgmma = wgmma_applies(ctx, hdp, t, ds_keys);; wgmma = 0) {
+        char opts[384];
+        snprintf(opts, sizeof opts,
+                 "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
+                 "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DDS_STORED=%d -DASYNC_COPY=%d -DPAIRS=%d "
+                 "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d -DWGMMA_BACKWARD=%d "
+                 "-DSWIZZLED_TILES=%d",
+                 (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n,
+                 wgmma ? 0 : t->kv_local, dkdv_slices, dq_slices, ds_keys > 0, aligned, pairs, f->layout,
+                 f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx), wgmma,
+                 wgmma);
+        int refused = 0;
+        fcl_status s = wgmma ? build_kernels(ctx, wgmma_sources, 6, opts, delta_lanes(ctx), v, wg)
+                             : build_kernels(ctx, sources, 5, opts, delta_lanes(ctx), v, wg);
+        if (wgmma)
+            s = fcl_wgmma_build_outcome(ctx, s, &refused);
+        if (s != FCL_SUCCESS)
+            return s;
+        if (!wgmma || (!refused && wg[0] >= (size_t)(2 * t->dkdv_block_n) && wg[1] >= (size_t)(2 * t->dq_block_m)))
+            break;
+    }
     v->mma = 1;
     v->blocked = 0;
     v->ds_keys = ds_keys;
