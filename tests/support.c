@@ -32,6 +32,12 @@ fcl_context support_context(void)
         cr_assert(strcmp(fcl_attention_forward_path(ctx, FCL_F16, 64), "nvidia-wgmma") == 0,
                   "FLASHCL_FORWARD_PATH=nvidia-wgmma, but this device runs the %s forward kernel",
                   fcl_attention_forward_path(ctx, FCL_F16, 64));
+    /* and the same for the backward's opt-in wgmma kernels (F16 at D 64) */
+    const char *backward = getenv("FLASHCL_BACKWARD_PATH");
+    if (backward && strcmp(backward, "nvidia-wgmma") == 0)
+        cr_assert(strcmp(fcl_attention_backward_path(ctx, FCL_F16, 64), "nvidia-wgmma") == 0,
+                  "FLASHCL_BACKWARD_PATH=nvidia-wgmma, but this device runs the %s backward kernels",
+                  fcl_attention_backward_path(ctx, FCL_F16, 64));
     return ctx;
 }
 
@@ -283,7 +289,7 @@ int support_backward_key_block(fcl_context ctx, fcl_dtype dt, int D)
         cr_assert(fcl_tuning_get(ctx, "forward_cpu", D, v, 4) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
         return v[0] * v[1];
     }
-    if (path && strcmp(path, "nvidia-mma") == 0) {
+    if (path && strncmp(path, "nvidia-", 7) == 0) { /* nvidia-mma, nvidia-wgmma */
         cr_assert(fcl_tuning_get(ctx, "backward_mma", D, v, 7) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
         return v[0];
     }

@@ -12,8 +12,9 @@
 
 /* A new context on FLASHCL_DEVICE (default device when unset); fails the test (cr_assert)
  * with fcl_last_error's message when none can be made, and when FLASHCL_FORWARD_PATH=blocked
- * (or nvidia-wgmma: F16 at D 64) but the device would run another forward kernel (so a forced
- * run never passes on the fallback). Release with fcl_context_release. */
+ * (or nvidia-wgmma: F16 at D 64) but the device would run another forward kernel, or when
+ * FLASHCL_BACKWARD_PATH=nvidia-wgmma but another backward would run at F16 D 64 (so a forced run
+ * never passes on the fallback). Release with fcl_context_release. */
 fcl_context support_context(void);
 
 /* Fills x[n] with uniform values in [lo, hi) from a fixed-seed generator (splitmix64), then
@@ -63,7 +64,7 @@ void support_force_chunks(int on);
 void support_force_i8_conversion(fcl_dtype act);
 
 /* Keys per dK/dV work-group of the backward that runs for dtype dt at head dim D on ctx's device
- * (fcl_attention_backward_path: "blocked", "cpu" or "nvidia-mma"; the stored-dS key ranges are
+ * (fcl_attention_backward_path: "blocked", "cpu", "nvidia-mma" or "nvidia-wgmma"; the stored-dS key ranges are
  * whole blocks of it); 0 for the portable kernels. */
 int support_backward_key_block(fcl_context ctx, fcl_dtype dt, int D);
 

@@ -20,7 +20,7 @@
  * strided views. Packed: QKV [L, 3, H, D] with seq_bounds [L, 2] against the reference
  * (window w as w/2 on each side, causal too), and, given the forward's LSE, bit-identical to
  * the varlen backward of the same data (Q, K, V views of the QKV buffer, cu_seqlens of the same
- * packing) on the kernels whose tiles sit on one grid for both (not nvidia-mma, whose varlen
+ * packing) on the kernels whose tiles sit on one grid for both (not the tensor cores, whose varlen
  * tiles start at each sequence's first row and key); without the LSE each recomputes it by its
  * own forward form, and those differ in the last bits. Where the bits may differ, the varlen
  * twin is checked against the reference.
@@ -1030,7 +1030,7 @@ static size_t pas_varlen(fcl_context ctx, const pcase *c, const ppack *p, const 
 }
 
 /* One packed case: forward, backward twice (bit-identical), reference per sequence, and the
- * varlen backward of the same data: bit-identical given the LSE off nvidia-mma, else within the
+ * varlen backward of the same data: bit-identical given the LSE off the tensor cores (nvidia-mma, nvidia-wgmma), else within the
  * reference's tolerance. */
 static int pcheck_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
 {
@@ -1052,7 +1052,7 @@ static int pcheck_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t s
     long f, fv;
     const size_t diff = support_bit_diff(g1, g2, n, &md, &f), vdiff = support_bit_diff(g1, gv, n, &mv, &fv);
     const char *path = fcl_attention_backward_path(ctx, dt, c->D);
-    const int same_bits = c->lse && !(path && strcmp(path, "nvidia-mma") == 0);
+    const int same_bits = c->lse && !(path && strncmp(path, "nvidia-", 7) == 0);
     gcheck r = pcompare(c, dt, p, &v.h, g1), rv = same_bits ? r : pcompare(c, dt, p, &v.h, gv);
     gcheck_describe(&r, p->nseq, msg, sizeof msg);
     const int twin_ok = same_bits ? vdiff == 0 : gcheck_ok(&rv);
