@@ -3,10 +3,11 @@
 # Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
 # (see ../shared/device/prepare.sh). First the backward correctness grid (test_backward,
 # test_varlen_backward, test_qkvo_backward) once per backward kernel: the tensor-core path
-# ("mma": FLASHCL_BACKWARD_PATH unset), the register-blocked one that other GPUs run
+# ("mma": FLASHCL_BACKWARD_PATH unset), Hopper's opt-in wgmma form ("wgmma":
+# FLASHCL_BACKWARD_PATH=nvidia-wgmma; its tests fail at once off compute capability 9.0), the register-blocked one that other GPUs run
 # (FLASHCL_BACKWARD_PATH=blocked) and the row-per-work-item one (FLASHCL_BACKWARD_PATH=portable).
 # A path that fails its grid is not timed. Then flashcl-bench --op backward (JSON) for the
-# paths in BENCH_PATHS that passed (default "mma blocked": the row-per-work-item kernels take
+# paths in BENCH_PATHS that passed (default "mma wgmma blocked": the row-per-work-item kernels take
 # seconds per call at these sizes) and PyTorch scaled_dot_product_attention's backward (scripts/sdpa_peer.py:
 # flash and cuDNN backends) on FlashAttention's benchmark shapes (hidden 2048, batch x seqlen =
 # 16k, F16), and one table with the ratios (scripts/peer_table.py) in table.md (flashcl on the
@@ -14,7 +15,7 @@
 # Then flashcl-bench --op varlen_backward and --op packed_qkv_backward on three encoder-sized
 # packings, the same sequences in both forms (bench-varlen.jsonl).
 # Output under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl, table.md.
-# Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
+# Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma wgmma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
 # (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
 # into sweep.jsonl).
 set -uo pipefail
@@ -25,11 +26,11 @@ export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
 bench=build/tools/flashcl-bench
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
-path_env() { [[ $1 == portable || $1 == blocked ]] && echo "$1" || echo auto; }
+path_env() { [[ $1 == portable || $1 == blocked ]] && echo "$1" || { [[ $1 == wgmma ]] && echo nvidia-wgmma || echo auto; }; }
 source scripts/gpu-grid.sh
 
 passed=""
-for path in ${TEST_PATHS:-mma blocked portable}; do
+for path in ${TEST_PATHS:-mma wgmma blocked portable}; do
   grid_pass "$path" 4 "${TESTS:-^(test_backward|test_varlen_backward|test_qkvo_backward)$}" \
     FLASHCL_BACKWARD_PATH="$(path_env "$path")"
 done
@@ -41,7 +42,7 @@ for d in ${DIMS:-64 128}; do
   for s in ${SEQS:-1024 4096}; do
     for causal in "" "--causal"; do
       b=$((16384 / s)); h=$((2048 / d))
-      for path in $(passed_among "${BENCH_PATHS:-mma blocked}"); do
+      for path in $(passed_among "${BENCH_PATHS:-mma wgmma blocked}"); do
         FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s \
           --hq $h --hkv $h --d $d $causal --reps ${REPS:-3} --warmup 1 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
       done
@@ -58,7 +59,7 @@ python3 scripts/peer_table.py "$out/bench.jsonl" "$out/peer.jsonl" backward span
 : > "$out/bench-varlen.jsonl"
 for d in ${DIMS:-64 128}; do
   for sm in 512,128 64,512 64,2048; do
-    for path in $(passed_among "${BENCH_PATHS:-mma blocked}"); do
+    for path in $(passed_among "${BENCH_PATHS:-mma wgmma blocked}"); do
       for op in varlen_backward packed_qkv_backward; do
         FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op $op --dtype f16 --seqs ${sm%,*} --max-len ${sm#*,} \
           --hq 16 --d $d --reps ${REPS:-3} --warmup 1 --json >> "$out/bench-varlen.jsonl" 2>>"$out/errors.log"

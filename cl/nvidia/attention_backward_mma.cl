@@ -59,7 +59,9 @@
  * S = Q K^T and dP = dO V^T, transposed for dV += P^T dO, dK += dS^T Q and dQ += dS K, whose A
  * is P or dS from registers. A work-group is one warpgroup: DKDV_BLOCK_N and DQ_BLOCK_M 64,
  * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
- * local memory, DS_STORED 0.
+ * local memory, DS_STORED 0. The products after the per-warp branches of the gradients follow a
+ * barrier (the warpgroup issues them as one instruction stream), and the accumulators are held
+ * (wgmma_hold) right after each wait. An opt-in on the host until its test grid passes on a GPU.
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
@@ -480,6 +482,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         wgmma_rows_tile(&dp[0][0], vf, local_address(dOs[st]), DKDV_BLOCK_M);
         wgmma_commit();
         wgmma_wait_all();
+        wgmma_hold(&s[0][0], DKDV_BLOCK_M / 2);
+        wgmma_hold(&dp[0][0], DKDV_BLOCK_M / 2);
 #else
         mma_rows_tile(s, kf, KV_STASH(0), KV_FIRST, lid, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
         mma_rows_tile(dp, vf, KV_STASH(1), KV_FIRST, lid, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
@@ -507,6 +511,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         wgmma_scores_tile(&dk[0][0], dp, local_address(Qs[st]), DKDV_BLOCK_M, DS_SPLIT);
         wgmma_commit();
         wgmma_wait_all();
+        wgmma_hold(&dv[0][0], NT_DKDV * 4);
+        wgmma_hold(&dk[0][0], NT_DKDV * 4);
 #else
         mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);
         mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, DS_SPLIT);
@@ -675,6 +681,8 @@ void attention_backward_dq(BACKWARD_ARGS)
         wgmma_rows_tile(&dp[0][0], of, local_address(Vs[st]), DQ_BLOCK_N);
         wgmma_commit();
         wgmma_wait_all();
+        wgmma_hold(&s[0][0], DQ_BLOCK_N / 2);
+        wgmma_hold(&dp[0][0], DQ_BLOCK_N / 2);
 #else
         mma_rows_tile(s, qf, 0, KSTEPS, lid, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
         mma_rows_tile(dp, of, 0, KSTEPS, lid, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
@@ -689,6 +697,7 @@ void attention_backward_dq(BACKWARD_ARGS)
         wgmma_scores_tile(&dq[0][0], s, local_address(Ks[st]), DQ_BLOCK_N, DS_SPLIT);
         wgmma_commit();
         wgmma_wait_all();
+        wgmma_hold(&dq[0][0], NT_DQ * 4);
 #else
         mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ, DS_SPLIT);
 #endif

@@ -74,6 +74,17 @@ inline void wgmma_wait_all(void)
     __asm__ __volatile__(SM90A "wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 
+/* Pins the n floats of accumulator d at this point of the program (no instruction): the
+ * compiler may not move a use of them above it, nor their last wgmma below it. Called right
+ * after wgmma_wait_all, before a product's accumulators are read, as CUTLASS fences its
+ * operands: the products' asm statements give their outputs at issue, before they are valid. */
+MMA_INLINE void wgmma_hold(float *d, int n)
+{
+    #pragma unroll
+    for (int i = 0; i < n; i++)
+        __asm__ __volatile__("" : "+f"(d[i])::"memory");
+}
+
 /* Makes this work-item's ordinary writes to local memory visible to later wgmma reads
  * (the generic-to-async proxy fence; a barrier after it covers the whole work-group). */
 inline void fence_async_local(void)
