@@ -212,6 +212,29 @@ MMA_INLINE void wgmma_scores_tile(float *acc, float (*x)[4], uint addr, int k_ro
 }
 #endif
 
+/* s = A1 x tile1^T and dp = A2 x tile2^T over the head dim, the n rows of each local tile: S and
+ * dP (dQ kernel: Q and dO fragments against K and V tiles) or S^T and dP^T (dK/dV kernel: K and V
+ * fragments against Q and dO tiles). The fragments a1, a2 of k steps from `first` on wait in
+ * local memory at stash1, stash2 (stash_fragments; mma.sync form only). Done on return. */
+MMA_INLINE void scores_products(float (*s)[4], float (*dp)[4], uint (*a1)[4], uint (*a2)[4],
+                                __local const uint4 *stash1, __local const uint4 *stash2, int first, int lid,
+                                __local const ushort *tile1, __local const ushort *tile2, int n)
+{
+#if WGMMA_BACKWARD
+    (void)stash1, (void)stash2, (void)first, (void)lid;
+    wgmma_fence();
+    wgmma_rows_tile(&s[0][0], a1, local_address(tile1), n);
+    wgmma_rows_tile(&dp[0][0], a2, local_address(tile2), n);
+    wgmma_commit();
+    wgmma_wait_all();
+    wgmma_hold(&s[0][0], n / 2);
+    wgmma_hold(&dp[0][0], n / 2);
+#else
+    mma_rows_tile(s, a1, stash1, first, lid, rows_lane(tile1, lid & 31), n / 8);
+    mma_rows_tile(dp, a2, stash2, first, lid, rows_lane(tile2, lid & 31), n / 8);
+#endif
+}
+
 /* One (row, key) pair: its probability P into *pr and, returned, dS = P (dp - delta) (times
  * d(capped)/d(raw) with softcap), both 0 when not visible; x is the raw product q.k, lse2 the
  * row's LSE in log2 units. */
@@ -476,18 +499,7 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         copies_landed(item + 1 == n_items);
         const float slope = HEAD_SLOPE(h);
         float s[DKDV_BLOCK_M / 8][4], dp[DKDV_BLOCK_M / 8][4];
-#if WGMMA_BACKWARD
-        wgmma_fence();
-        wgmma_rows_tile(&s[0][0], kf, local_address(Qs[st]), DKDV_BLOCK_M);
-        wgmma_rows_tile(&dp[0][0], vf, local_address(dOs[st]), DKDV_BLOCK_M);
-        wgmma_commit();
-        wgmma_wait_all();
-        wgmma_hold(&s[0][0], DKDV_BLOCK_M / 2);
-        wgmma_hold(&dp[0][0], DKDV_BLOCK_M / 2);
-#else
-        mma_rows_tile(s, kf, KV_STASH(0), KV_FIRST, lid, rows_lane(Qs[st], lane), DKDV_BLOCK_M / 8);
-        mma_rows_tile(dp, vf, KV_STASH(1), KV_FIRST, lid, rows_lane(dOs[st], lane), DKDV_BLOCK_M / 8);
-#endif
+        scores_products(s, dp, kf, vf, KV_STASH(0), KV_STASH(1), KV_FIRST, lid, Qs[st], dOs[st], DKDV_BLOCK_M);
         /* Tiles whose rows all lie in [0, sq) and see all of the warp's keys (which then give
          * them a finite LSE; packed: inside their own sequences) skip the visibility checks (a
          * warp-uniform branch). */
@@ -675,18 +687,7 @@ void attention_backward_dq(BACKWARD_ARGS)
         const int jt = j_first + tile * DQ_BLOCK_N, st = tile & 1;
         copies_landed(tile + 1 == n_tiles);
         float s[DQ_BLOCK_N / 8][4], dp[DQ_BLOCK_N / 8][4];
-#if WGMMA_BACKWARD
-        wgmma_fence();
-        wgmma_rows_tile(&s[0][0], qf, local_address(Ks[st]), DQ_BLOCK_N);
-        wgmma_rows_tile(&dp[0][0], of, local_address(Vs[st]), DQ_BLOCK_N);
-        wgmma_commit();
-        wgmma_wait_all();
-        wgmma_hold(&s[0][0], DQ_BLOCK_N / 2);
-        wgmma_hold(&dp[0][0], DQ_BLOCK_N / 2);
-#else
-        mma_rows_tile(s, qf, 0, KSTEPS, lid, rows_lane(Ks[st], lane), DQ_BLOCK_N / 8);
-        mma_rows_tile(dp, of, 0, KSTEPS, lid, rows_lane(Vs[st], lane), DQ_BLOCK_N / 8);
-#endif
+        scores_products(s, dp, qf, of, 0, 0, KSTEPS, lid, Ks[st], Vs[st], DQ_BLOCK_N);
         /* tiles that every row of the warp sees whole skip the checks (a warp-uniform branch) */
         if (!HAS_MASK && warp_all(jt >= lo_max && jt + DQ_BLOCK_N - 1 <= hi_min))
             dq_tile_grads(s, dp, 0, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
