@@ -64,8 +64,8 @@ void support_force_chunks(int on);
 void support_force_i8_conversion(fcl_dtype act);
 
 /* Keys per dK/dV work-group of the backward that runs for dtype dt at head dim D on ctx's device
- * (fcl_attention_backward_path: "blocked", "cpu", "nvidia-mma" or "nvidia-wgmma"; the stored-dS key ranges are
- * whole blocks of it); 0 for the portable kernels. */
+ * (fcl_attention_backward_path: "blocked", "cpu", "nvidia-mma" or "nvidia-wgmma"; the stored-dS
+ * key ranges are whole blocks of it); 0 for the portable kernels. */
 int support_backward_key_block(fcl_context ctx, fcl_dtype dt, int D);
 
 /* Elements of x[n] that are NaN. */

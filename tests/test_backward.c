@@ -886,7 +886,7 @@ Test(backward, stored_scores)
     };
     fcl_context ctx = support_context();
     int ok = 1, ran = 0;
-    char given[32] = ""; /* the run's own FLASHCL_BACKWARD_PATH (nvidia-wgmma, say), back for the device's path */
+    char given[32] = ""; /* the run's own FLASHCL_BACKWARD_PATH (nvidia-wgmma, say), restored below */
     if (getenv("FLASHCL_BACKWARD_PATH"))
         snprintf(given, sizeof given, "%s", getenv("FLASHCL_BACKWARD_PATH"));
     setenv("FLASHCL_BACKWARD_PATH", "blocked", 1);

@@ -1030,8 +1030,8 @@ static size_t pas_varlen(fcl_context ctx, const pcase *c, const ppack *p, const 
 }
 
 /* One packed case: forward, backward twice (bit-identical), reference per sequence, and the
- * varlen backward of the same data: bit-identical given the LSE off the tensor cores (nvidia-mma, nvidia-wgmma), else within the
- * reference's tolerance. */
+ * varlen backward of the same data: bit-identical given the LSE off the tensor cores (nvidia-mma,
+ * nvidia-wgmma), else within the reference's tolerance. */
 static int pcheck_case(fcl_context ctx, fcl_dtype dt, const pcase *c, uint64_t seed)
 {
     char msg[600];

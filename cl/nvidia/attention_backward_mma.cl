@@ -404,10 +404,10 @@ MMA_INLINE void issue_query_tile(__local ushort *Qst, __local ushort *dOst, int 
                                  __global const ushort *dOu, long qbase, long q_ss, long dobase, long do_ss, int i0,
                                  int sq, int head_dim, __global const float *mask)
 {
-    load_rows(Qst, TILE_PITCH(DKDV_BLOCK_M), DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu, qbase, q_ss, i0, 0, sq - 1, head_dim, 0,
-              mask, 0, 0);
-    load_rows(dOst, TILE_PITCH(DKDV_BLOCK_M), DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu, dobase, do_ss, i0, 0, sq - 1, head_dim,
-              0, mask, 0, 0);
+    load_rows(Qst, TILE_PITCH(DKDV_BLOCK_M), DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, Qu, qbase, q_ss, i0, 0,
+              sq - 1, head_dim, 0, mask, 0, 0);
+    load_rows(dOst, TILE_PITCH(DKDV_BLOCK_M), DKDV_BLOCK_M, HEAD_DIM_PAD, DKDV_WG, lid, dOu, dobase, do_ss, i0, 0,
+              sq - 1, head_dim, 0, mask, 0, 0);
 }
 
 __kernel __attribute__((reqd_work_group_size(DKDV_WG, 1, 1)))
@@ -678,9 +678,9 @@ void attention_backward_dq(BACKWARD_ARGS)
     const long vbase = v_off + b * v_sb + (long)r.k_first * v_ss + hk * v_sh;
     for (int tt = 0; tt < 2; tt++) {
         if (tt < n_tiles)
-            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), DQ_BLOCK_N, TILE_PITCH(DQ_BLOCK_N), HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
-                          kbase, vbase, k_ss, v_ss, j_first + tt * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow,
-                          mask_ss);
+            issue_kv_tile(Ks[tt], Vs[tt], MASK_STAGE(tt), DQ_BLOCK_N, TILE_PITCH(DQ_BLOCK_N), HEAD_DIM_PAD, DQ_WG,
+                          lid, Ku, Vu, kbase, vbase, k_ss, v_ss, j_first + tt * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1,
+                          mask, mrow, mask_ss);
         commit_copies();
     }
     for (int tile = 0; tile < n_tiles; tile++) {
@@ -705,8 +705,9 @@ void attention_backward_dq(BACKWARD_ARGS)
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
         if (tile + 2 < n_tiles)
-            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), DQ_BLOCK_N, TILE_PITCH(DQ_BLOCK_N), HEAD_DIM_PAD, DQ_WG, lid, Ku, Vu,
-                          kbase, vbase, k_ss, v_ss, jt + 2 * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask, mrow, mask_ss);
+            issue_kv_tile(Ks[st], Vs[st], MASK_STAGE(st), DQ_BLOCK_N, TILE_PITCH(DQ_BLOCK_N), HEAD_DIM_PAD, DQ_WG,
+                          lid, Ku, Vu, kbase, vbase, k_ss, v_ss, jt + 2 * DQ_BLOCK_N, j_lo, j_hi, head_dim, 1, mask,
+                          mrow, mask_ss);
         commit_copies();
     }
 #endif
