@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hopper warpgroup matrix products (wgmma, compute capability 9.0 only) through inline PTX, for
- * attention_forward_wgmma.cl and linear_wgmma.cl. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
+ * attention_forward_wgmma.cl, linear_wgmma.cl and attention_backward_mma.cl's wgmma form. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
  * wgmma (it needs sm_90a), so every instruction that needs sm_90a is written behind SM90A, a
  * PTX comment marker: the program is compiled as it is (the instructions are then comments),
  * and the host promotes its PTX (src/programs/ptx_promote.c: the marker removed, `.target sm_90a`) and
