@@ -34,7 +34,7 @@ static bench_case merge_case(bench_case c, const bench_opts *o)
     if (o->sk && !o->sq) c.sq = o->sk;
     if (o->hq) c.hq = o->hq;
     if (o->hkv) c.hkv = o->hkv;
-    else if (o->hq && o->hq % c.hkv) c.hkv = o->hq;
+    else if (o->hq) c.hkv = o->hq; /* --hq alone: MHA, as the PyTorch peers take it */
     if (o->d) c.d = o->d;
     c.causal = o->causal;
     if (o->have_window) {
