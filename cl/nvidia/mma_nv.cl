@@ -280,9 +280,17 @@ inline void copy_chunk(__local ushort *dst, __global const ushort *src, int byte
 #endif
 }
 
+/* Makes this work-item's ordinary writes to local memory visible to later wgmma reads
+ * (the generic-to-async proxy fence, compute capability 9.0; a barrier after it covers the whole
+ * work-group). Used by the wgmma kernels (wgmma_nv.cl) and copies_landed's swizzled tiles. */
+inline void fence_async_local(void)
+{
+    __asm__ __volatile__("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 /* Waits until this work-item's copies of the older of its two outstanding tiles have landed
  * (all of them when `all`), then for the whole group; swizzled tiles are then visible to wgmma
- * too (the generic-to-async proxy fence, as wgmma_nv.cl's fence_async_local). */
+ * too (fence_async_local). */
 inline void copies_landed(int all)
 {
 #if ASYNC_COPY
@@ -292,7 +300,7 @@ inline void copies_landed(int all)
         __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory");
 #endif
 #if SWIZZLED_TILES
-    __asm__ __volatile__("fence.proxy.async.shared::cta;" ::: "memory");
+    fence_async_local();
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 }

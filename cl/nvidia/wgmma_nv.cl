@@ -85,13 +85,6 @@ MMA_INLINE void wgmma_hold(float *d, int n)
         __asm__ __volatile__("" : "+f"(d[i])::"memory");
 }
 
-/* Makes this work-item's ordinary writes to local memory visible to later wgmma reads
- * (the generic-to-async proxy fence; a barrier after it covers the whole work-group). */
-inline void fence_async_local(void)
-{
-    __asm__ __volatile__("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
 /* The operand lists of the products: an accumulator of 32 or 64 floats (d[0 ..]) as operands 0 ..
  * 31 or 0 .. 63, and the matching register lists of the instruction text. PTX takes no arrays,
  * so every element is named. */

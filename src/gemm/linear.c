@@ -336,11 +336,9 @@ static fcl_status clblast_linear(fcl_context ctx, fcl_tensor X, const fcl_weight
 static fcl_status dequantized_linear(fcl_context ctx, const gemm_job *g, cl_event *event, int *done)
 {
     const int64_t pitch = (g->K + 7) / 8 * 8;
-    const uint64_t bytes = (uint64_t)(g->N * pitch) * 2;
     fcl_status s;
-    cl_mem W16 = bytes <= ctx->info.max_alloc_bytes ? fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_WEIGHTS, bytes, &s)
-                                                    : NULL;
-    if (!W16) {
+    cl_mem W16 = fcl_scratch_buffer(ctx, FCL_SCRATCH_GEMM_WEIGHTS, (uint64_t)(g->N * pitch) * 2, &s);
+    if (!W16) { /* beyond the largest allocation, or its creation failed: its message is dropped */
         fcl_clear_error(ctx);
         return FCL_SUCCESS;
     }

@@ -224,18 +224,16 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int packed, fc
  * dim hdp: asked for (FLASHCL_BACKWARD_PATH=nvidia-wgmma: an opt-in until its whole test grid has
  * passed on a GPU, history "v0.40.0"), compute capability 9.0, no refused sm_90a promotion,
  * padded head dims 64 and 128 with dS recomputed (ds_keys 0) and whole columns, 64-key dK/dV and
- * 64-row dQ blocks (a warpgroup each) with 32- or 64-row (key) tiles whose two stages fit local
- * memory (the packed form's 32-key blocks keep the mma.sync kernels). */
+ * 64-row dQ blocks (a warpgroup each) with 32- or 64-row (key) tiles (the packed form's 32-key
+ * blocks keep the mma.sync kernels). Its tiles fit local memory wherever t does
+ * (fcl_tune_backward_mma sizes them for the padded rows of the mma.sync form, which are longer). */
 static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles *t, long ds_keys)
 {
     const char *env = getenv("FLASHCL_BACKWARD_PATH");
-    const uint64_t local = ctx->info.local_mem_bytes;
     return env && strcmp(env, "nvidia-wgmma") == 0 && !ctx->wgmma_refused && ctx->info.nv_cc_major == 9 &&
            ctx->info.nv_cc_minor == 0 && (hdp == 64 || hdp == 128) && ds_keys == 0 && t->dkdv_cols >= hdp &&
            t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64 &&
-           (t->dkdv_block_m == 32 || t->dkdv_block_m == 64) && (t->dq_block_n == 32 || t->dq_block_n == 64) &&
-           (uint64_t)t->dkdv_block_m * (8 * (uint64_t)hdp + 16) <= local &&
-           (uint64_t)t->dq_block_n * (8 * (uint64_t)hdp + 8) <= local;
+           (t->dkdv_block_m == 32 || t->dkdv_block_m == 64) && (t->dq_block_n == 32 || t->dq_block_n == 64);
 }
 
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
