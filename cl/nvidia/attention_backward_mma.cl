@@ -61,7 +61,7 @@
  * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
  * local memory, DS_STORED 0. The products after the per-warp branches of the gradients follow a
  * barrier (the warpgroup issues them as one instruction stream), and the accumulators are held
- * (wgmma_hold) right after each wait. An opt-in on the host until its test grid passes on a GPU.
+ * (wgmma_hold) before each fence and right after each wait. An opt-in on the host until its test grid passes on a GPU.
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
@@ -202,6 +202,7 @@ MMA_INLINE void wgmma_scores_tile(float *acc, float (*x)[4], uint addr, int k_ro
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++)
         scores_fragment(xa[kk], xr[kk], x, kk, split);
+    wgmma_hold(acc, HEAD_DIM_PAD / 2);
     wgmma_fence();
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++) {
@@ -222,6 +223,8 @@ MMA_INLINE void scores_products(float (*s)[4], float (*dp)[4], uint (*a1)[4], ui
 {
 #if WGMMA_BACKWARD
     (void)stash1, (void)stash2, (void)first, (void)lid;
+    wgmma_hold(&s[0][0], n / 2);
+    wgmma_hold(&dp[0][0], n / 2);
     wgmma_fence();
     wgmma_rows_tile(&s[0][0], a1, local_address(tile1), n);
     wgmma_rows_tile(&dp[0][0], a2, local_address(tile2), n);

@@ -75,9 +75,11 @@ inline void wgmma_wait_all(void)
 }
 
 /* Pins the n floats of accumulator d at this point of the program (no instruction): the
- * compiler may not move a use of them above it, nor their last wgmma below it. Called right
- * after wgmma_wait_all, before a product's accumulators are read, as CUTLASS fences its
- * operands: the products' asm statements give their outputs at issue, before they are valid. */
+ * compiler may not move a use or copy of them across it. Called right after wgmma_wait_all,
+ * before a product's accumulators are read, and before the wgmma_fence of products that take
+ * them, as CUTLASS fences its operands on both sides: the products' asm statements give their
+ * outputs at issue, before they are valid, so a copy the compiler placed between a product and
+ * its wait (a loop's accumulator passed to the next iteration) would read them too early. */
 MMA_INLINE void wgmma_hold(float *d, int n)
 {
     #pragma unroll
