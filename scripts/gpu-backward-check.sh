@@ -14,7 +14,8 @@
 # wall clock) and table-span.md (on ms_span, the clock of SDPA's CUDA events).
 # Then flashcl-bench --op varlen_backward and --op packed_qkv_backward on three encoder-sized
 # packings, the same sequences in both forms (bench-varlen.jsonl).
-# Output under $OUT (default ./gpu-out): ctest-<path>.txt, bench.jsonl, peer.jsonl, table.md.
+# Output under $OUT (default ./gpu-out): ctest-<path>.txt, ptx-hazards.txt (scripts/ptx-wgmma-hazards.py on
+# NVIDIA's PTX of the wgmma kernels, from the program cache), bench.jsonl, peer.jsonl, table.md.
 # Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma wgmma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
 # (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
 # into sweep.jsonl).
@@ -35,6 +36,10 @@ for path in ${TEST_PATHS:-mma wgmma blocked portable}; do
     FLASHCL_BACKWARD_PATH="$(path_env "$path")"
 done
 echo "paths that passed the grid:${passed:- none}"
+# NVIDIA's own PTX of the wgmma backward (the program cache keeps it): wgmma register hazards
+for f in $(grep -l -a "attention_backward_dkdv" "$FLASHCL_CACHE_DIR"/* 2>/dev/null); do
+  grep -q -a "wgmma.mma_async" "$f" && { echo "== $f"; python3 scripts/ptx-wgmma-hazards.py "$f" | tail -20; }
+done > "$out/ptx-hazards.txt" 2>&1
 
 : > "$out/bench.jsonl"
 : > "$out/peer.jsonl"
