@@ -20,7 +20,7 @@ def hazards(text):
     acc, a_regs, open_since = set(), set(), None
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("//")[0].strip()
-        m = re.match(r"\.(?:visible\s+)?\.?entry\s+(\w+)", line) or re.match(r"\.entry\s+(\w+)", line)
+        m = re.match(r"(?:\.visible\s+)?\.entry\s+(\w+)", line)
         if m:
             entry, acc, a_regs, open_since = m.group(1), set(), set(), None
             continue

@@ -61,7 +61,8 @@
  * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
  * local memory, DS_STORED 0. The products after the per-warp branches of the gradients follow a
  * barrier (the warpgroup issues them as one instruction stream), and the accumulators are held
- * (wgmma_hold) before each fence and right after each wait. An opt-in on the host until its test grid passes on a GPU.
+ * (wgmma_hold) before each fence and right after each wait. An opt-in on the host until its test
+ * grid passes on a GPU.
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
