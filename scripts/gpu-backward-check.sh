@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
-# (see ../shared/device/prepare.sh). First the backward correctness grid (test_backward,
+# Runs on a machine with an NVIDIA GPU, from the project root of a built tree (build/), with
+# PyTorch for the peers. First the backward correctness grid (test_backward,
 # test_varlen_backward, test_qkvo_backward) once per backward kernel: the tensor-core path
 # ("mma": FLASHCL_BACKWARD_PATH unset), Hopper's opt-in wgmma form ("wgmma":
 # FLASHCL_BACKWARD_PATH=nvidia-wgmma; its tests fail at once off compute capability 9.0), the register-blocked one that other GPUs run

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
-# (see ../shared/device/prepare.sh). First the decode correctness grid (test_decode, and
+# Runs on a machine with an NVIDIA GPU, from the project root of a built tree (build/), with
+# PyTorch for the peers. First the decode correctness grid (test_decode, and
 # test_tuning) once per decode form: the tensor-core one ("mma": "nvidia-mma", the default
 # there), the team-shuffle one ("shuffle": FLASHCL_DECODE_PATH=portable) and the portable one
 # ("portable": FLASHCL_DECODE_SHUFFLE=0); the first pass also runs the backward tests (CTEST_REGEX

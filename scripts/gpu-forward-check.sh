@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
-# (see ../shared/device/prepare.sh). First the forward correctness grid (test_forward,
+# Runs on a machine with an NVIDIA GPU, from the project root of a built tree (build/), with
+# PyTorch for the peers. First the forward correctness grid (test_forward,
 # test_varlen, test_packed_qkv, test_backward: its recompute is the forward) once per forward
 # kernel: Hopper's wgmma path ("wgmma": FLASHCL_FORWARD_PATH=nvidia-wgmma, the default where it
 # applies), the mma.sync tensor-core path ("mma": nvidia-mma), the register-blocked portable one

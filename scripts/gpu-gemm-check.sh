@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`: the
+# Runs on a machine with an NVIDIA GPU, from the project root of a built tree (build/): the
 # projection GEMMs on tensor cores (cl/nvidia/linear_wgmma.cl on compute capability 9.0,
 # cl/nvidia/linear_mma.cl elsewhere and for the other layouts), checked and timed in one run.
 #  1. Tests under each FLASHCL_GEMM of TEST_GEMMS (default "default mma": the wgmma GEMM where it

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs on a GPU machine, from the project root (on the NVIDIA machine after
-# `source .devcarry/boot.sh`): the portable paths, the kernels that AMD, Intel and Mali GPUs run,
+# Runs on a machine with a GPU, from the project root of a built tree (build/): the portable
+# paths, the kernels that AMD, Intel and Mali GPUs run,
 # forced on this GPU and timed in one run beside the device's limits measured in the same run
 # (clEnqueueCopyBuffer bandwidth, flashcl-bench --op copy; CLBlast SGEMM 8192^3, --op sgemm; the
 # FP32 FMA peak from FMA_PEAK). F16, every case checked by flashcl-bench against float64 on

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs on the NVIDIA GPU machine, from the project root, after `source .devcarry/boot.sh`
-# (see ../shared/device/prepare.sh): the projection tests on the GPU (test_qkvo and
+# Runs on a machine with an NVIDIA GPU, from the project root of a built tree (build/), with
+# PyTorch for the peers: the projection tests on the GPU (test_qkvo and
 # test_qkvo_backward, plain and with FLASHCL_GEMM=own; unless SKIP_TESTS=1), then
 # flashcl-bench's CLBlast SGEMM ceiling and --op qkvo for one transformer layer (D 4096, 32
 # heads, L 2048, F16 activations) with f16, i8, bf16 and f32 weights, plus the same weights on a
