@@ -61,7 +61,8 @@
  * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
  * local memory, DS_STORED 0. The products after the per-warp branches of the gradients follow a
  * barrier (the warpgroup issues them as one instruction stream), and the accumulators are held
- * (wgmma_hold) before each fence and right after each wait. An opt-in on the host until its test
+ * (wgmma_hold) right after each wait, and those that carry sums across tiles (dK, dV, dQ) also
+ * before the fence of the products that add to them. An opt-in on the host until its test
  * grid passes on a GPU.
  */
 
@@ -224,8 +225,6 @@ MMA_INLINE void scores_products(float (*s)[4], float (*dp)[4], uint (*a1)[4], ui
 {
 #if WGMMA_BACKWARD
     (void)stash1, (void)stash2, (void)first, (void)lid;
-    wgmma_hold(&s[0][0], n / 2);
-    wgmma_hold(&dp[0][0], n / 2);
     wgmma_fence();
     wgmma_rows_tile(&s[0][0], a1, local_address(tile1), n);
     wgmma_rows_tile(&dp[0][0], a2, local_address(tile2), n);

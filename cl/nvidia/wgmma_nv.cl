@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hopper warpgroup matrix products (wgmma, compute capability 9.0 only) through inline PTX, for
- * attention_forward_wgmma.cl, linear_wgmma.cl and attention_backward_mma.cl's wgmma form. NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses
- * wgmma (it needs sm_90a), so every instruction that needs sm_90a is written behind SM90A, a
+ * attention_forward_wgmma.cl, linear_wgmma.cl and attention_backward_mma.cl's wgmma form.
+ * NVIDIA's OpenCL compiler targets sm_90, where ptxas refuses wgmma (it needs sm_90a), so every
+ * instruction that needs sm_90a is written behind SM90A, a
  * PTX comment marker: the program is compiled as it is (the instructions are then comments),
  * and the host promotes its PTX (src/programs/ptx_promote.c: the marker removed, `.target sm_90a`) and
  * builds that. Nothing here runs without that promotion.
@@ -76,8 +77,8 @@ inline void wgmma_wait_all(void)
 
 /* Pins the n floats of accumulator d at this point of the program (no instruction): the
  * compiler may not move a use or copy of them across it. Called right after wgmma_wait_all,
- * before a product's accumulators are read, and before the wgmma_fence of products that take
- * them, as CUTLASS fences its operands on both sides: the products' asm statements give their
+ * before a product's accumulators are read, and before the wgmma_fence of products that add
+ * to them, as CUTLASS fences its operands on both sides: the products' asm statements give their
  * outputs at issue, before they are valid, so a copy the compiler placed between a product and
  * its wait (a loop's accumulator passed to the next iteration) would read them too early. */
 MMA_INLINE void wgmma_hold(float *d, int n)
