@@ -60,10 +60,12 @@
  * is P or dS from registers. A work-group is one warpgroup: DKDV_BLOCK_N and DQ_BLOCK_M 64,
  * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
  * local memory, DS_STORED 0. The products after the per-warp branches of the gradients follow a
- * barrier (the warpgroup issues them as one instruction stream), and the accumulators are held
- * (wgmma_hold) right after each wait, and those that carry sums across tiles (dK, dV, dQ) also
- * before the fence of the products that add to them. An opt-in on the host until its test
- * grid passes on a GPU.
+ * barrier (the warpgroup issues them as one instruction stream); every A fragment of a group's
+ * products is built before the group's one fence, so no register is written while a product is
+ * in flight (the dK/dV kernel's dV and dK products share a fence and a group). The accumulators
+ * are held (wgmma_hold) right after each wait, and those that carry sums across tiles (dK, dV,
+ * dQ) also before the fence of the products that add to them. An opt-in on the host until its
+ * test grid passes on a GPU.
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
@@ -194,18 +196,20 @@ MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr, int n)
     }
 }
 
-/* acc (the warpgroup's 64 x HEAD_DIM_PAD accumulators) += X x tile: X the 64 x k_rows
- * accumulator tiles x (rounded as in mma_scores_tile, two products with `split`), tile k_rows
- * rows of swizzled atoms at local address addr read as the transposed B operand. Fences its A
- * fragments; issued inside the caller's group, not waited for. */
-MMA_INLINE void wgmma_scores_tile(float *acc, float (*x)[4], uint addr, int k_rows, int split)
+/* The A fragments xa (and with `split` the rests xr) of k_rows / 16 k steps of X x tile: X the
+ * 64 x k_rows accumulator tiles x, rounded as in mma_scores_tile. */
+MMA_INLINE void wgmma_scores_fragments(uint (*xa)[4], uint (*xr)[4], float (*x)[4], int k_rows, int split)
 {
-    uint xa[4][4], xr[4][4];
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++)
         scores_fragment(xa[kk], xr[kk], x, kk, split);
-    wgmma_hold(acc, HEAD_DIM_PAD / 2);
-    wgmma_fence();
+}
+
+/* acc (the warpgroup's 64 x HEAD_DIM_PAD accumulators) += X x tile: X's A fragments xa, xr
+ * (wgmma_scores_fragments), tile k_rows rows of swizzled atoms at local address addr read as the
+ * transposed B operand. Issued inside the caller's fence and group, not waited for. */
+MMA_INLINE void wgmma_scores_tile(float *acc, uint (*xa)[4], uint (*xr)[4], uint addr, int k_rows, int split)
+{
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++) {
         WGMMA_RS_N(HEAD_DIM_PAD)(acc, xa[kk], ROWS_STEP_DESC(addr, k_rows * 64, kk));
@@ -521,9 +525,15 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                          dp, g, t);
 #endif
 #if WGMMA_BACKWARD
+        uint pa[DKDV_BLOCK_M / 16][4], pr[DKDV_BLOCK_M / 16][4], da[DKDV_BLOCK_M / 16][4], dr[DKDV_BLOCK_M / 16][4];
+        wgmma_scores_fragments(pa, pr, s, DKDV_BLOCK_M, 0);
+        wgmma_scores_fragments(da, dr, dp, DKDV_BLOCK_M, DS_SPLIT);
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp out of the branch above: one wgmma stream */
-        wgmma_scores_tile(&dv[0][0], s, local_address(dOs[st]), DKDV_BLOCK_M, 0);
-        wgmma_scores_tile(&dk[0][0], dp, local_address(Qs[st]), DKDV_BLOCK_M, DS_SPLIT);
+        wgmma_hold(&dv[0][0], NT_DKDV * 4);
+        wgmma_hold(&dk[0][0], NT_DKDV * 4);
+        wgmma_fence();
+        wgmma_scores_tile(&dv[0][0], pa, pr, local_address(dOs[st]), DKDV_BLOCK_M, 0);
+        wgmma_scores_tile(&dk[0][0], da, dr, local_address(Qs[st]), DKDV_BLOCK_M, DS_SPLIT);
         wgmma_commit();
         wgmma_wait_all();
         wgmma_hold(&dv[0][0], NT_DKDV * 4);
@@ -697,8 +707,12 @@ void attention_backward_dq(BACKWARD_ARGS)
         else
             dq_tile_grads(s, dp, 1, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
 #if WGMMA_BACKWARD
+        uint da[DQ_BLOCK_N / 16][4], dr[DQ_BLOCK_N / 16][4];
+        wgmma_scores_fragments(da, dr, s, DQ_BLOCK_N, DS_SPLIT);
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp out of the branch above: one wgmma stream */
-        wgmma_scores_tile(&dq[0][0], s, local_address(Ks[st]), DQ_BLOCK_N, DS_SPLIT);
+        wgmma_hold(&dq[0][0], NT_DQ * 4);
+        wgmma_fence();
+        wgmma_scores_tile(&dq[0][0], da, dr, local_address(Ks[st]), DQ_BLOCK_N, DS_SPLIT);
         wgmma_commit();
         wgmma_wait_all();
         wgmma_hold(&dq[0][0], NT_DQ * 4);
