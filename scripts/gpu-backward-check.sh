@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs on a machine with an NVIDIA GPU, from the project root of a built tree (build/), with
 # PyTorch for the peers. First the backward correctness grid (test_backward,
-# test_varlen_backward, test_qkvo_backward) once per backward kernel: the tensor-core path
-# ("mma": FLASHCL_BACKWARD_PATH unset), Hopper's opt-in wgmma form ("wgmma":
-# FLASHCL_BACKWARD_PATH=nvidia-wgmma; its tests fail at once off compute capability 9.0), the register-blocked one that other GPUs run
+# test_varlen_backward, test_qkvo_backward) once per backward kernel: the mma.sync tensor-core
+# path ("mma": FLASHCL_BACKWARD_PATH=nvidia-mma), Hopper's wgmma form ("wgmma":
+# FLASHCL_BACKWARD_PATH=nvidia-wgmma, the default on compute capability 9.0; its tests fail at
+# once elsewhere), the register-blocked one that other GPUs run
 # (FLASHCL_BACKWARD_PATH=blocked) and the row-per-work-item one (FLASHCL_BACKWARD_PATH=portable).
 # A path that fails its grid is not timed. Then flashcl-bench --op backward (JSON) for the
 # paths in BENCH_PATHS that passed (default "mma wgmma blocked": the row-per-work-item kernels take
@@ -19,8 +20,7 @@
 # A wgmma path that fails its grid is then triaged (triage.txt): flashcl-bench --op backward with its
 # float64 check, F16 and BF16 at head dims 64 and 128, MHA and GQA, one and several query tiles per
 # dK/dV work-group, to say which of those the failures follow.
-# Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma wgmma blocked portable"; also "wgmma32": the wgmma form
-# with 32-row dK/dV tiles, FLASHCL_BACKWARD_MMA_TILES=64,32,64,32), BENCH_PATHS, SKIP_TESTS=1, TESTS
+# Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma wgmma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
 # (ctest regex), SWEEP="KN,KM,QM,QN ..." (FLASHCL_BACKWARD_MMA_TILES settings timed at S 4096
 # into sweep.jsonl).
 set -uo pipefail
@@ -31,27 +31,23 @@ export FLASHCL_CACHE_DIR=${FLASHCL_CACHE_DIR:-$(mktemp -d)}
 bench=build/tools/flashcl-bench
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
-path_env() { [[ $1 == portable || $1 == blocked ]] && echo "$1" || { [[ $1 == wgmma* ]] && echo nvidia-wgmma || echo auto; }; }
-# the tile setting of a path: wgmma32's 32-row dK/dV tiles, the table's elsewhere
-path_tiles() { [[ $1 == wgmma32 ]] && echo FLASHCL_BACKWARD_MMA_TILES=64,32,64,32 || echo "-u FLASHCL_BACKWARD_MMA_TILES"; }
+path_env() { [[ $1 == portable || $1 == blocked ]] && echo "$1" || echo "nvidia-$1"; }
 source scripts/gpu-grid.sh
 
 passed=""
 for path in ${TEST_PATHS:-mma wgmma blocked portable}; do
-  # shellcheck disable=SC2046 # path_tiles gives one or two words
   grid_pass "$path" 4 "${TESTS:-^(test_backward|test_varlen_backward|test_qkvo_backward)$}" \
-    FLASHCL_BACKWARD_PATH="$(path_env "$path")" $(path_tiles "$path")
+    FLASHCL_BACKWARD_PATH="$(path_env "$path")"
 done
 echo "paths that passed the grid:${passed:- none}"
-# the wgmma paths that failed: which dtypes, head dims, head groupings and tile counts fail
+# the wgmma path, if it failed: which dtypes, head dims, head groupings and tile counts fail
 for path in ${TEST_PATHS:-mma wgmma blocked portable}; do
-  [[ $path == wgmma* && " $passed " != *" $path "* ]] || continue
+  [[ $path == wgmma && " $passed " != *" $path "* ]] || continue
   for dt in f16 bf16; do
     for d in 64 128; do
       for shape in "64 2 2" "200 2 2" "64 4 1" "200 4 1"; do
         read -r s hq hkv <<< "$shape"
-        # shellcheck disable=SC2046
-        env FLASHCL_BACKWARD_PATH=nvidia-wgmma $(path_tiles "$path") "$bench" --op backward --dtype $dt --b 1 \
+        FLASHCL_BACKWARD_PATH=nvidia-wgmma "$bench" --op backward --dtype $dt --b 1 \
           --sq "$s" --hq "$hq" --hkv "$hkv" --d $d --reps 1 --warmup 0 --json 2>>"$out/errors.log" |
           python3 -c 'import json, sys
 for line in sys.stdin:
@@ -76,8 +72,7 @@ for d in ${DIMS:-64 128}; do
     for causal in "" "--causal"; do
       b=$((16384 / s)); h=$((2048 / d))
       for path in $(passed_among "${BENCH_PATHS:-mma wgmma blocked}"); do
-        # shellcheck disable=SC2046
-        env FLASHCL_BACKWARD_PATH="$(path_env "$path")" $(path_tiles "$path") "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s \
+        FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op backward --dtype f16 --b $b --sq $s --sk $s \
           --hq $h --hkv $h --d $d $causal --reps ${REPS:-3} --warmup 1 --json >> "$out/bench.jsonl" 2>>"$out/errors.log"
       done
       python3 scripts/sdpa_peer.py --op backward --dtype f16 --b $b --sq $s --sk $s --hq $h --hkv $h \
@@ -95,8 +90,7 @@ for d in ${DIMS:-64 128}; do
   for sm in 512,128 64,512 64,2048; do
     for path in $(passed_among "${BENCH_PATHS:-mma wgmma blocked}"); do
       for op in varlen_backward packed_qkv_backward; do
-        # shellcheck disable=SC2046
-        env FLASHCL_BACKWARD_PATH="$(path_env "$path")" $(path_tiles "$path") "$bench" --op $op --dtype f16 --seqs ${sm%,*} --max-len ${sm#*,} \
+        FLASHCL_BACKWARD_PATH=$(path_env "$path") "$bench" --op $op --dtype f16 --seqs ${sm%,*} --max-len ${sm#*,} \
           --hq 16 --d $d --reps ${REPS:-3} --warmup 1 --json >> "$out/bench-varlen.jsonl" 2>>"$out/errors.log"
       done
     done

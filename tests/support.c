@@ -32,12 +32,16 @@ fcl_context support_context(void)
         cr_assert(strcmp(fcl_attention_forward_path(ctx, FCL_F16, 64), "nvidia-wgmma") == 0,
                   "FLASHCL_FORWARD_PATH=nvidia-wgmma, but this device runs the %s forward kernel",
                   fcl_attention_forward_path(ctx, FCL_F16, 64));
-    /* and the same for the backward's opt-in wgmma kernels (F16 at D 64) */
+    /* and the same for the backward's wgmma kernels (F16 at D 64; the default on compute
+     * capability 9.0), which FLASHCL_BACKWARD_PATH=nvidia-mma keeps off */
     const char *backward = getenv("FLASHCL_BACKWARD_PATH");
     if (backward && strcmp(backward, "nvidia-wgmma") == 0)
         cr_assert(strcmp(fcl_attention_backward_path(ctx, FCL_F16, 64), "nvidia-wgmma") == 0,
                   "FLASHCL_BACKWARD_PATH=nvidia-wgmma, but this device runs the %s backward kernels",
                   fcl_attention_backward_path(ctx, FCL_F16, 64));
+    if (backward && strcmp(backward, "nvidia-mma") == 0)
+        cr_assert(strcmp(fcl_attention_backward_path(ctx, FCL_F16, 64), "nvidia-wgmma") != 0,
+                  "FLASHCL_BACKWARD_PATH=nvidia-mma, but this device runs the nvidia-wgmma backward kernels");
     return ctx;
 }
 

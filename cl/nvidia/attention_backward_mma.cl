@@ -58,14 +58,15 @@
  * the ring are stored as swizzled atoms (SWIZZLED_TILES) and read by descriptor: K-major for
  * S = Q K^T and dP = dO V^T, transposed for dV += P^T dO, dK += dS^T Q and dQ += dS K, whose A
  * is P or dS from registers. A work-group is one warpgroup: DKDV_BLOCK_N and DQ_BLOCK_M 64,
- * DKDV_BLOCK_M and DQ_BLOCK_N 32 or 64, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
- * local memory, DS_STORED 0. The products after the per-warp branches of the gradients follow a
- * barrier (the warpgroup issues them as one instruction stream); every A fragment of a group's
- * products is built before the group's one fence, so no register is written while a product is
- * in flight (the dK/dV kernel's dV and dK products share a fence and a group). The accumulators
- * are held (wgmma_hold) right after each wait, and those that carry sums across tiles (dK, dV,
- * dQ) also before the fence of the products that add to them. An opt-in on the host until its
- * test grid passes on a GPU.
+ * DKDV_BLOCK_M and DQ_BLOCK_N 32 (64-row dK/dV tiles gave wrong dK and dV on an H100 under
+ * NVIDIA's compiler wherever a work-group saw two or more of them), HEAD_DIM_PAD 64 or 128, no
+ * column slices, no fragments in local memory, DS_STORED 0. The products after the per-warp
+ * branches of the gradients follow a barrier (the warpgroup issues them as one instruction
+ * stream); every A fragment of a group's products is built before the group's one fence, so no
+ * register is written while a product is in flight (the dK/dV kernel's dV and dK products share
+ * a fence and a group). The accumulators are held (wgmma_hold) right after each wait, and those
+ * that carry sums across tiles (dK, dV, dQ) also before the fence of the products that add to
+ * them. The host's default on compute capability 9.0 (src/ops/backward_launch.c, wgmma_applies).
  */
 
 #define DKDV_WG (DKDV_BLOCK_N * 2)     /* one warp per 16 keys */
@@ -89,9 +90,9 @@
 #define WGMMA_BACKWARD 0
 #endif
 #if WGMMA_BACKWARD &&                                                                              \
-    (DKDV_BLOCK_N != 64 || DQ_BLOCK_M != 64 || (DKDV_BLOCK_M != 32 && DKDV_BLOCK_M != 64) ||        \
-     (DQ_BLOCK_N != 32 && DQ_BLOCK_N != 64) || (HEAD_DIM_PAD != 64 && HEAD_DIM_PAD != 128) || KV_LOCAL_STEPS || \
-     DKDV_SLICES != 1 || DQ_SLICES != 1 || DS_STORED || !SWIZZLED_TILES)
+    (DKDV_BLOCK_N != 64 || DQ_BLOCK_M != 64 || DKDV_BLOCK_M != 32 || DQ_BLOCK_N != 32 ||                 \
+     (HEAD_DIM_PAD != 64 && HEAD_DIM_PAD != 128) || KV_LOCAL_STEPS || DKDV_SLICES != 1 || DQ_SLICES != 1 || \
+     DS_STORED || !SWIZZLED_TILES)
 #error "WGMMA_BACKWARD: unsupported tiles"
 #endif
 
@@ -181,19 +182,14 @@ MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, 
 }
 
 #if WGMMA_BACKWARD
-/* acc (the warpgroup's 64 x n accumulators, n 32 or 64) = A x tile^T: A the 64 x HEAD_DIM_PAD
- * rows in this work-item's fragments af, tile n K-major rows of swizzled atoms at local address
- * addr. Issued inside the caller's fence and group, not waited for. */
-MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr, int n)
+/* acc (the warpgroup's 64 x 32 accumulators) = A x tile^T: A the 64 x HEAD_DIM_PAD rows in this
+ * work-item's fragments af, tile 32 K-major rows of swizzled atoms at local address addr. Issued
+ * inside the caller's fence and group, not waited for. */
+MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr)
 {
     #pragma unroll
-    for (int ks = 0; ks < KSTEPS; ks++) {
-        const ulong b = STEP_DESC(addr, n * 64, ks);
-        if (n == 64)
-            wgmma_rsk_n64(acc, af[ks], b, ks > 0);
-        else
-            wgmma_rsk_n32(acc, af[ks], b, ks > 0);
-    }
+    for (int ks = 0; ks < KSTEPS; ks++)
+        wgmma_rsk_n32(acc, af[ks], STEP_DESC(addr, 32 * 64, ks), ks > 0);
 }
 
 /* The A fragments xa (and with `split` the rests xr) of k_rows / 16 k steps of X x tile: X the
@@ -230,8 +226,8 @@ MMA_INLINE void scores_products(float (*s)[4], float (*dp)[4], uint (*a1)[4], ui
 #if WGMMA_BACKWARD
     (void)stash1, (void)stash2, (void)first, (void)lid;
     wgmma_fence();
-    wgmma_rows_tile(&s[0][0], a1, local_address(tile1), n);
-    wgmma_rows_tile(&dp[0][0], a2, local_address(tile2), n);
+    wgmma_rows_tile(&s[0][0], a1, local_address(tile1));
+    wgmma_rows_tile(&dp[0][0], a2, local_address(tile2));
     wgmma_commit();
     wgmma_wait_all();
     wgmma_hold(&s[0][0], n / 2);

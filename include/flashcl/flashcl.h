@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 40
-#define FCL_VERSION_PATCH 1
+#define FCL_VERSION_MINOR 41
+#define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.40.1"
+#define FCL_VERSION_STRING "0.41.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -367,10 +367,10 @@ const char *fcl_attention_forward_path(fcl_context ctx, fcl_dtype dtype, int64_t
 /*
  * Which backward kernels run for `dtype` at head dim `head_dim` on ctx's device (dense, varlen
  * and packed backwards, and the attention inside fcl_attention_qkvo_backward): "nvidia-wgmma"
- * (Hopper's warpgroup tensor cores, only where FLASHCL_BACKWARD_PATH=nvidia-wgmma asks for it:
- * an experimental opt-in, see docs/API.md; compute capability 9.0, F16 or BF16, padded head dims
- * 64 and 128; the packed form's tiles run "nvidia-mma" there), "nvidia-mma" (tensor cores through
- * mma.sync: NVIDIA compute capability >= 8.0, F16 or BF16, every head_dim), "cpu" (CPUs
+ * (Hopper's warpgroup tensor cores: compute capability 9.0, F16 or BF16, padded head dims 64 and
+ * 128, unless FLASHCL_BACKWARD_PATH=nvidia-mma; the packed form's tiles run "nvidia-mma" there),
+ * "nvidia-mma" (tensor cores through mma.sync: NVIDIA compute capability >= 8.0, F16 or BF16,
+ * every head_dim), "cpu" (CPUs
  * without a loop cap: vertical SIMD across keys and rows, as the "cpu" forward), "blocked"
  * (GPUs without a loop cap, and any such device where FLASHCL_BACKWARD_PATH=blocked: each
  * tile's products as register-blocked GEMMs) or "portable" (any OpenCL device; also where

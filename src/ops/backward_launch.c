@@ -221,19 +221,31 @@ static int mma_applies(fcl_context ctx, fcl_dtype dtype, int hdp, int packed, fc
 }
 
 /* The wgmma form of the tensor-core kernels (-DWGMMA_BACKWARD) applies to tiles t at padded head
- * dim hdp: asked for (FLASHCL_BACKWARD_PATH=nvidia-wgmma: an opt-in until its whole test grid has
- * passed on a GPU, history "v0.40.0"), compute capability 9.0, no refused sm_90a promotion,
- * padded head dims 64 and 128 with dS recomputed (ds_keys 0) and whole columns, 64-key dK/dV and
- * 64-row dQ blocks (a warpgroup each) with 32- or 64-row (key) tiles (the packed form's 32-key
- * blocks keep the mma.sync kernels). Its tiles fit local memory wherever t does
- * (fcl_tune_backward_mma sizes them for the padded rows of the mma.sync form, which are longer). */
+ * dim hdp: FLASHCL_BACKWARD_PATH is not "nvidia-mma" (which keeps the mma.sync form), compute
+ * capability 9.0, no refused sm_90a promotion, padded head dims 64 and 128 with dS recomputed
+ * (ds_keys 0) and whole columns, 64-key dK/dV and 64-row dQ blocks (a warpgroup each; the packed
+ * form's 32-key blocks keep the mma.sync kernels). It then runs wgmma_tiles. */
 static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles *t, long ds_keys)
 {
     const char *env = getenv("FLASHCL_BACKWARD_PATH");
-    return env && strcmp(env, "nvidia-wgmma") == 0 && !ctx->wgmma_refused && ctx->info.nv_cc_major == 9 &&
+    return !(env && strcmp(env, "nvidia-mma") == 0) && !ctx->wgmma_refused && ctx->info.nv_cc_major == 9 &&
            ctx->info.nv_cc_minor == 0 && (hdp == 64 || hdp == 128) && ds_keys == 0 && t->dkdv_cols >= hdp &&
-           t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64 &&
-           (t->dkdv_block_m == 32 || t->dkdv_block_m == 64) && (t->dq_block_n == 32 || t->dq_block_n == 64);
+           t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64;
+}
+
+/* The wgmma form's tiles from t: its blocks, with 32-row query tiles in the dK/dV kernel and
+ * 32-key tiles in the dQ kernel whatever t says, and no fragments in local memory. 64-row dK/dV
+ * tiles at padded head dim 64 gave wrong dK and dV on an H100 under NVIDIA's compiler wherever a
+ * work-group saw two or more of them, and 32-row ones passed the whole test grid (history
+ * "v0.41.0"). They fit local memory wherever t does (fcl_tune_backward_mma sizes t for the mma.sync
+ * form's padded rows, which are longer). */
+static fcl_backward_mma_tiles wgmma_tiles(const fcl_backward_mma_tiles *t)
+{
+    fcl_backward_mma_tiles w = *t;
+    w.dkdv_block_m = 32;
+    w.dq_block_n = 32;
+    w.kv_local = 0;
+    return w;
 }
 
 const char *fcl_attention_backward_path(fcl_context ctx, fcl_dtype dtype, int64_t head_dim)
@@ -273,7 +285,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     const long ds_keys = hdp >= MMA_STORED_DS_DIM ? stored_ds_keys(ctx, f, t_in->dkdv_block_n) : 0;
     const fcl_backward_mma_tiles stored =
         ds_keys > 0 ? fcl_tune_backward_mma(ctx, hdp, 1, f->layout == FCL_LAYOUT_PACKED) : *t_in;
-    const fcl_backward_mma_tiles *t = &stored;
+    const fcl_backward_mma_tiles *t = &stored, wgmma_t = wgmma_tiles(&stored); /* the same blocks */
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
                         fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
     const int pairs = f->D % 2 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 2) && fcl_rows_aligned(f->K, f->k_dims, 2) &&
@@ -283,14 +295,15 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     const int dkdv_slices = hdp / t->dkdv_cols, dq_slices = hdp / t->dq_cols; /* work-groups per block */
     size_t wg[2] = {0, 0};
     for (int wgmma = wgmma_applies(ctx, hdp, t, ds_keys);; wgmma = 0) {
+        const fcl_backward_mma_tiles *k = wgmma ? &wgmma_t : t; /* the kernels' tiles */
         char opts[384];
         snprintf(opts, sizeof opts,
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DDKDV_BLOCK_N=%d -DDKDV_BLOCK_M=%d -DDQ_BLOCK_M=%d -DDQ_BLOCK_N=%d "
                  "-DKV_LOCAL_STEPS=%d -DDKDV_SLICES=%d -DDQ_SLICES=%d -DDS_STORED=%d -DASYNC_COPY=%d -DPAIRS=%d "
                  "-DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d -DWGMMA_BACKWARD=%d "
                  "-DSWIZZLED_TILES=%d",
-                 (int)f->dtype, hdp, t->dkdv_block_n, t->dkdv_block_m, t->dq_block_m, t->dq_block_n,
-                 wgmma ? 0 : t->kv_local, dkdv_slices, dq_slices, ds_keys > 0, aligned, pairs, f->layout,
+                 (int)f->dtype, hdp, k->dkdv_block_n, k->dkdv_block_m, k->dq_block_m, k->dq_block_n, k->kv_local,
+                 dkdv_slices, dq_slices, ds_keys > 0, aligned, pairs, f->layout,
                  f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx), wgmma,
                  wgmma);
         int refused = 0;
