@@ -17,7 +17,7 @@
 # packings, the same sequences in both forms (bench-varlen.jsonl).
 # Output under $OUT (default ./gpu-out): ctest-<path>.txt, ptx-hazards.txt (scripts/ptx-wgmma-hazards.py on
 # NVIDIA's PTX of the wgmma kernels, from the program cache), bench.jsonl, peer.jsonl, table.md.
-# A wgmma path that fails its grid is then triaged (triage.txt): flashcl-bench --op backward with its
+# A wgmma path that fails its grid is then triaged (triage.jsonl, triage.txt): flashcl-bench --op backward with its
 # float64 check, F16 and BF16 at head dims 64 and 128, MHA and GQA, one and several query tiles per
 # dK/dV work-group, to say which of those the failures follow.
 # Knobs: SEQS, DIMS, REPS, TEST_PATHS ("mma wgmma blocked portable"), BENCH_PATHS, SKIP_TESTS=1, TESTS
@@ -32,6 +32,19 @@ bench=build/tools/flashcl-bench
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 path_env() { [[ $1 == portable || $1 == blocked ]] && echo "$1" || echo "nvidia-$1"; }
+# One line per flashcl-bench JSON line of file $1: its "label" field, the kernels, the case, the
+# rate and the float64 check.
+case_lines() {
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        check = "err %.3g bound %.3g" % (r["max_err"], r["err_bound"]) if r.get("rows_checked") else "unchecked"
+        print(r["label"], r["backward_path"], r["dtype"], "D", r["d"], "S", r["sq"], "H", r["hq"], "/", r["hkv"],
+              "causal" if r["causal"] else "full", "%.1f TF/s" % r["tflops"], check, "ok" if r["ok"] else "FAILED")
+' "$1"
+}
 source scripts/gpu-grid.sh
 
 passed=""
@@ -41,25 +54,20 @@ for path in ${TEST_PATHS:-mma wgmma blocked portable}; do
 done
 echo "paths that passed the grid:${passed:- none}"
 # the wgmma path, if it failed: which dtypes, head dims, head groupings and tile counts fail
-for path in ${TEST_PATHS:-mma wgmma blocked portable}; do
-  [[ $path == wgmma && " $passed " != *" $path "* ]] || continue
+: > "$out/triage.jsonl"
+if [[ " ${TEST_PATHS:-mma wgmma blocked portable} " == *" wgmma "* && " $passed " != *" wgmma "* ]]; then
   for dt in f16 bf16; do
     for d in 64 128; do
       for shape in "24 2 2" "200 2 2" "24 4 1" "200 4 1"; do # one or seven 32-row query tiles per head
         read -r s hq hkv <<< "$shape"
-        FLASHCL_BACKWARD_PATH=nvidia-wgmma "$bench" --op backward --dtype $dt --b 1 \
-          --sq "$s" --hq "$hq" --hkv "$hkv" --d $d --reps 1 --warmup 0 --json 2>>"$out/errors.log" |
-          python3 -c 'import json, sys
-for line in sys.stdin:
-    if line.startswith("{"):
-        r = json.loads(line)
-        print(sys.argv[1], r["backward_path"], r["dtype"], "D", r["d"], "S", r["sq"], "H", r["hq"], "/", r["hkv"],
-              "err %.3g bound %.3g" % (r["max_err"], r["err_bound"]), "ok" if r["ok"] else "FAILED")' "$path"
+        FLASHCL_BACKWARD_PATH=nvidia-wgmma "$bench" --op backward --dtype $dt --b 1 --sq "$s" --hq "$hq" \
+          --hkv "$hkv" --d $d --reps 1 --warmup 0 --json 2>>"$out/errors.log" |
+          sed 's/^{/{"label":"triage",/' >> "$out/triage.jsonl"
       done
     done
   done
-done > "$out/triage.txt"
-[[ -s $out/triage.txt ]] && cat "$out/triage.txt"
+  case_lines "$out/triage.jsonl" | tee "$out/triage.txt"
+fi
 # NVIDIA's own PTX of the wgmma backward (the program cache keeps it): wgmma register hazards
 for f in $(grep -l -a "attention_backward_dkdv" "$FLASHCL_CACHE_DIR"/* 2>/dev/null); do
   grep -q -a "wgmma.mma_async" "$f" && { echo "== $f"; python3 scripts/ptx-wgmma-hazards.py "$f" | tail -20; }
@@ -104,15 +112,9 @@ if [[ -n "${SWEEP:-}" ]]; then
       h=$((2048 / d))
       for causal in "" "--causal"; do
         FLASHCL_BACKWARD_MMA_TILES=$t "$bench" --op backward --dtype f16 --b 4 --sq 4096 --sk 4096 --hq $h --hkv $h \
-          --d $d $causal --reps 3 --warmup 1 --json 2>>"$out/errors.log" | sed "s/^{/{\"tiles\":\"$t\",/" >> "$out/sweep.jsonl"
+          --d $d $causal --reps 3 --warmup 1 --json 2>>"$out/errors.log" | sed "s/^{/{\"label\":\"$t\",/" >> "$out/sweep.jsonl"
       done
     done
   done
-  python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        r = json.loads(line)
-        print(r["tiles"], "D", r["d"], "causal" if r["causal"] else "full", "%.1f TF/s" % r["tflops"], "ok" if r["ok"] else "FAILED")
-' "$out/sweep.jsonl"
+  case_lines "$out/sweep.jsonl"
 fi
