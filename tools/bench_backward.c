@@ -164,14 +164,15 @@ static void compare(const float *got, const double *ref, const float *naive, siz
     }
 }
 
-/* Batch 0, KV head 0 and its query heads: every gradient element of that sub-problem. */
-static void check(const bench_case *c, const bwd_data *f, bench_result *r)
+/* Batch 0, KV head 0 and its query heads: every gradient element of that sub-problem; nothing
+ * with --check-rows 0 (check_rows). */
+static void check(const bench_case *c, const bwd_data *f, int check_rows, bench_result *r)
 {
     const int g = c->hq / c->hkv;
     r->max_err = r->err_bound = NAN;
     r->rows_total = (long)c->b * c->sq * c->hq;
     r->rows_checked = 0;
-    if ((double)g * c->sq * c->sk * c->d > CHECK_MAX_WORK)
+    if (check_rows == 0 || (double)g * c->sq * c->sk * c->d > CHECK_MAX_WORK)
         return;
     ref_attn_problem p = {.B = 1, .Sq = c->sq, .Sk = c->sk, .Hq = g, .Hkv = 1, .D = c->d, .causal = c->causal,
                           .window_left = c->window_left, .window_right = c->window_right, .softcap = c->softcap};
@@ -262,7 +263,7 @@ static int run_backward(const bench_env *env, const bench_case *c, bwd_data *f, 
             first.b = 1;
             first.sq = first.sk = f->pk.cu[1];
         }
-        check(&first, f, r);
+        check(&first, f, env->check_rows, r);
         r->rows_total = (long)rows_q * c->hq;
         r->has_nan = any_nan(f->h.o, nq) || any_nan(f->dk, nk) || any_nan(f->dv, nk);
         r->ok = !r->has_nan && (r->rows_checked == 0 || r->max_err <= r->err_bound);
