@@ -16,7 +16,9 @@
 # Then flashcl-bench --op varlen_backward and --op packed_qkv_backward on three encoder-sized
 # packings, the same sequences in both forms (bench-varlen.jsonl).
 # Output under $OUT (default ./gpu-out): ctest-<path>.txt, ptx-hazards.txt (scripts/ptx-wgmma-hazards.py on
-# NVIDIA's PTX of the wgmma kernels, from the program cache), bench.jsonl, peer.jsonl, table.md.
+# NVIDIA's PTX of the wgmma kernels, from the program cache), sass-fragments.txt
+# (scripts/sass-fragment-check.py on the same, where ptxas and cuobjdump are on PATH), bench.jsonl,
+# peer.jsonl, table.md.
 # A wgmma path that fails its grid is then triaged (triage.jsonl, triage.txt): flashcl-bench --op backward with its
 # float64 check, F16 and BF16 at head dims 64 and 128, MHA and GQA, one and several query tiles per
 # dK/dV work-group, to say which of those the failures follow.
@@ -72,6 +74,13 @@ fi
 for f in $(grep -l -a "attention_backward_dkdv" "$FLASHCL_CACHE_DIR"/* 2>/dev/null); do
   grep -q -a "wgmma.mma_async" "$f" && { echo "== $f"; python3 scripts/ptx-wgmma-hazards.py "$f" | tail -20; }
 done > "$out/ptx-hazards.txt" 2>&1
+# and its machine code, where ptxas and cuobjdump are on PATH: the K/V (Q/dO) fragments' registers
+# apart from the gradient products' (scripts/sass-fragment-check.py)
+if command -v ptxas > /dev/null && command -v cuobjdump > /dev/null; then
+  python3 scripts/sass-fragment-check.py "$FLASHCL_CACHE_DIR"/* > "$out/sass-fragments.txt" 2>&1
+else
+  echo "no ptxas or cuobjdump on PATH: not checked" > "$out/sass-fragments.txt"
+fi
 
 : > "$out/bench.jsonl"
 : > "$out/peer.jsonl"
