@@ -58,9 +58,12 @@
  * the ring are stored as swizzled atoms (SWIZZLED_TILES) and read by descriptor: K-major for
  * S = Q K^T and dP = dO V^T, transposed for dV += P^T dO, dK += dS^T Q and dQ += dS K, whose A
  * is P or dS from registers. A work-group is one warpgroup: DKDV_BLOCK_N and DQ_BLOCK_M 64,
- * DKDV_BLOCK_M and DQ_BLOCK_N 32 (64-row dK/dV tiles gave wrong dK and dV on an H100 under
- * NVIDIA's compiler wherever a work-group saw two or more of them), HEAD_DIM_PAD 64 or 128, no
- * column slices, no fragments in local memory, DS_STORED 0. The products after the per-warp
+ * DKDV_BLOCK_M 32 or 64, DQ_BLOCK_N 32, HEAD_DIM_PAD 64 or 128, no column slices, no fragments in
+ * local memory, DS_STORED 0. With 64-row dK/dV tiles the K and V fragments, read by every tile's
+ * products, are kept live past each tile's last product (wgmma_keep_fragments): NVIDIA's ptxas
+ * gave their registers to the P and dS fragments, which have their shape there, and every tile
+ * after a work-group's first got wrong dK and dV (32-row tiles keep them apart without it; the
+ * host runs 64-row tiles only on request, FLASHCL_BACKWARD_MMA_TILES, until a GPU has run them). The products after the per-warp
  * branches of the gradients follow a barrier (the warpgroup issues them as one instruction
  * stream); every A fragment of a group's products is built before the group's one fence, so no
  * register is written while a product is in flight (the dK/dV kernel's dV and dK products share
@@ -90,8 +93,8 @@
 #define WGMMA_BACKWARD 0
 #endif
 #if WGMMA_BACKWARD &&                                                                              \
-    (DKDV_BLOCK_N != 64 || DQ_BLOCK_M != 64 || DKDV_BLOCK_M != 32 || DQ_BLOCK_N != 32 ||                 \
-     (HEAD_DIM_PAD != 64 && HEAD_DIM_PAD != 128) || KV_LOCAL_STEPS || DKDV_SLICES != 1 || DQ_SLICES != 1 || \
+    (DKDV_BLOCK_N != 64 || DQ_BLOCK_M != 64 || (DKDV_BLOCK_M != 32 && DKDV_BLOCK_M != 64) || DQ_BLOCK_N != 32 || \
+     (HEAD_DIM_PAD != 64 && HEAD_DIM_PAD != 128) || KV_LOCAL_STEPS || DKDV_SLICES != 1 || DQ_SLICES != 1 ||      \
      DS_STORED || !SWIZZLED_TILES)
 #error "WGMMA_BACKWARD: unsupported tiles"
 #endif
@@ -182,14 +185,19 @@ MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, 
 }
 
 #if WGMMA_BACKWARD
-/* acc (the warpgroup's 64 x 32 accumulators) = A x tile^T: A the 64 x HEAD_DIM_PAD rows in this
- * work-item's fragments af, tile 32 K-major rows of swizzled atoms at local address addr. Issued
- * inside the caller's fence and group, not waited for. */
-MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr)
+/* acc (the warpgroup's 64 x n accumulators, n 32 or 64) = A x tile^T: A the 64 x HEAD_DIM_PAD
+ * rows in this work-item's fragments af, tile n K-major rows of swizzled atoms at local address
+ * addr. Issued inside the caller's fence and group, not waited for. */
+MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr, int n)
 {
     #pragma unroll
-    for (int ks = 0; ks < KSTEPS; ks++)
-        wgmma_rsk_n32(acc, af[ks], STEP_DESC(addr, 32 * 64, ks), ks > 0);
+    for (int ks = 0; ks < KSTEPS; ks++) {
+        const ulong b = STEP_DESC(addr, n * 64, ks);
+        if (n == 64)
+            wgmma_rsk_n64(acc, af[ks], b, ks > 0);
+        else
+            wgmma_rsk_n32(acc, af[ks], b, ks > 0);
+    }
 }
 
 /* The A fragments xa (and with `split` the rests xr) of k_rows / 16 k steps of X x tile: X the
@@ -226,8 +234,8 @@ MMA_INLINE void scores_products(float (*s)[4], float (*dp)[4], uint (*a1)[4], ui
 #if WGMMA_BACKWARD
     (void)stash1, (void)stash2, (void)first, (void)lid;
     wgmma_fence();
-    wgmma_rows_tile(&s[0][0], a1, local_address(tile1));
-    wgmma_rows_tile(&dp[0][0], a2, local_address(tile2));
+    wgmma_rows_tile(&s[0][0], a1, local_address(tile1), n);
+    wgmma_rows_tile(&dp[0][0], a2, local_address(tile2), n);
     wgmma_commit();
     wgmma_wait_all();
     wgmma_hold(&s[0][0], n / 2);
@@ -534,6 +542,10 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         wgmma_wait_all();
         wgmma_hold(&dv[0][0], NT_DKDV * 4);
         wgmma_hold(&dk[0][0], NT_DKDV * 4);
+#if DKDV_BLOCK_M == 64 /* four k steps of P and dS, the K and V fragments' shape (above) */
+        wgmma_keep_fragments(kf, KSTEPS, (uint)head_dim >> 31); /* read again by the next tile's products */
+        wgmma_keep_fragments(vf, KSTEPS, (uint)head_dim >> 31);
+#endif
 #else
         mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);
         mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, DS_SPLIT);

@@ -88,6 +88,24 @@ MMA_INLINE void wgmma_hold(float *d, int n)
         __asm__ __volatile__("" : "+f"(d[i])::"memory");
 }
 
+/* Keeps the A fragments f (steps k steps of 4 registers, read by products from registers in every
+ * pass of a loop) live up to this point in NVIDIA's register allocation: each register is XORed
+ * with `zero`, a value the compiler cannot see to be 0 (one instruction per register). Called
+ * after the last product of a pass that builds other A fragments of the same shape. CUDA 13.0's
+ * ptxas gave the 64-row dK/dV kernel's P and dS fragments (four k steps each, the shape of its K
+ * and V fragments) the K and V fragments' registers, which the next tile's products read again,
+ * and the H100's driver 580 computed wrong dK and dV on every tile after a work-group's first.
+ * With such a use after the products (NVIDIA's PTX of that kernel edited so) ptxas allocates
+ * them apart (history "v0.41.1"). */
+MMA_INLINE void wgmma_keep_fragments(uint (*f)[4], int steps, uint zero)
+{
+    #pragma unroll
+    for (int ks = 0; ks < steps; ks++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++)
+            __asm__ __volatile__("xor.b32 %0, %0, %1;" : "+r"(f[ks][e]) : "r"(zero));
+}
+
 /* The operand lists of the products: an accumulator of 32 or 64 floats (d[0 ..]) as operands 0 ..
  * 31 or 0 .. 63, and the matching register lists of the instruction text. PTX takes no arrays,
  * so every element is named. */

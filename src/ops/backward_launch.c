@@ -233,16 +233,18 @@ static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles 
            t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64;
 }
 
-/* The wgmma form's tiles from t: its blocks, with 32-row query tiles in the dK/dV kernel and
- * 32-key tiles in the dQ kernel whatever t says, and no fragments in local memory. 64-row dK/dV
- * tiles at padded head dim 64 gave wrong dK and dV on an H100 under NVIDIA's compiler wherever a
- * work-group saw two or more of them, and 32-row ones passed the whole test grid (history
- * "v0.41.0"). They fit local memory wherever t does (fcl_tune_backward_mma sizes t for the mma.sync
- * form's padded rows, which are longer). */
+/* The wgmma form's tiles from t: its blocks, 32-row query tiles in the dK/dV kernel (64 where
+ * FLASHCL_BACKWARD_MMA_TILES asks for them: an opt-in), 32-key tiles in the dQ kernel whatever t
+ * says, and no fragments in local memory. The table's 64-row dK/dV tiles at padded head dim 64
+ * gave wrong dK and dV on an H100 wherever a work-group saw two or more of them: NVIDIA's ptxas
+ * gave the K and V fragments' registers to the P and dS fragments. The kernel's
+ * wgmma_keep_fragments keeps them apart in the machine code; no GPU has run that yet (history
+ * "v0.41.0", "v0.41.1"). 32-row tiles pass the whole test grid. They fit local memory wherever t
+ * does (fcl_tune_backward_mma sizes t for the mma.sync form's padded rows, which are longer). */
 static fcl_backward_mma_tiles wgmma_tiles(const fcl_backward_mma_tiles *t)
 {
     fcl_backward_mma_tiles w = *t;
-    w.dkdv_block_m = 32;
+    w.dkdv_block_m = t->dkdv_block_m == 64 && getenv("FLASHCL_BACKWARD_MMA_TILES") ? 64 : 32;
     w.dq_block_n = 32;
     w.kv_local = 0;
     return w;
