@@ -53,9 +53,9 @@ extern "C" {
 
 #define FCL_VERSION_MAJOR 0
 #define FCL_VERSION_MINOR 41
-#define FCL_VERSION_PATCH 0
+#define FCL_VERSION_PATCH 1
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.41.0"
+#define FCL_VERSION_STRING "0.41.1"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
