@@ -62,8 +62,8 @@
  * local memory, DS_STORED 0. With 64-row dK/dV tiles the K and V fragments, read by every tile's
  * products, are kept live past each tile's last product (wgmma_keep_fragments): NVIDIA's ptxas
  * gave their registers to the P and dS fragments, which have their shape there, and every tile
- * after a work-group's first got wrong dK and dV (32-row tiles keep them apart without it; the
- * host runs 64-row tiles only on request, FLASHCL_BACKWARD_MMA_TILES, until a GPU has run them). The products after the per-warp
+ * after a work-group's first got wrong dK and dV (32-row tiles keep them apart without it). The
+ * host runs 64-row tiles on the dense layout at padded head dim 64 (wgmma_tiles). The products after the per-warp
  * branches of the gradients follow a barrier (the warpgroup issues them as one instruction
  * stream); every A fragment of a group's products is built before the group's one fence, so no
  * register is written while a product is in flight (the dK/dV kernel's dV and dK products share

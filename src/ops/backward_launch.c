@@ -233,18 +233,21 @@ static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles 
            t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64;
 }
 
-/* The wgmma form's tiles from t: its blocks, 32-row query tiles in the dK/dV kernel (64 where
- * FLASHCL_BACKWARD_MMA_TILES asks for them: an opt-in), 32-key tiles in the dQ kernel whatever t
- * says, and no fragments in local memory. The table's 64-row dK/dV tiles at padded head dim 64
- * gave wrong dK and dV on an H100 wherever a work-group saw two or more of them: NVIDIA's ptxas
- * gave the K and V fragments' registers to the P and dS fragments. The kernel's
- * wgmma_keep_fragments keeps them apart in the machine code; no GPU has run that yet (history
- * "v0.41.0", "v0.41.1"). 32-row tiles pass the whole test grid. They fit local memory wherever t
- * does (fcl_tune_backward_mma sizes t for the mma.sync form's padded rows, which are longer). */
-static fcl_backward_mma_tiles wgmma_tiles(const fcl_backward_mma_tiles *t)
+/* The wgmma form's tiles from t for layout `layout`: its blocks, its dK/dV query tiles where t has
+ * 64 rows (the table's at padded head dim 64) for the dense layout or where
+ * FLASHCL_BACKWARD_MMA_TILES asks for them, else 32, 32-key tiles in the dQ kernel whatever t says,
+ * and no fragments in local memory. H100, F16 D 64 (history "v0.41.1"): dense 1.05-1.13x faster
+ * with 64 rows; varlen 64 sequences of up to 2048 1.03x, but up to 512 0.95x and 512 of up to 128
+ * 0.90x (short sequences fill less of a 64-row tile). 64-row tiles need the kernel's
+ * wgmma_keep_fragments: without it NVIDIA's ptxas gave the K and V fragments' registers to the P
+ * and dS fragments, and every tile after a work-group's first got wrong dK and dV (history
+ * "v0.41.0"). They fit local memory wherever t does (fcl_tune_backward_mma sizes t for the
+ * mma.sync form's padded rows, which are longer). */
+static fcl_backward_mma_tiles wgmma_tiles(const fcl_backward_mma_tiles *t, int layout)
 {
     fcl_backward_mma_tiles w = *t;
-    w.dkdv_block_m = t->dkdv_block_m == 64 && getenv("FLASHCL_BACKWARD_MMA_TILES") ? 64 : 32;
+    const int rows64 = layout == FCL_LAYOUT_DENSE || getenv("FLASHCL_BACKWARD_MMA_TILES");
+    w.dkdv_block_m = t->dkdv_block_m == 64 && rows64 ? 64 : 32;
     w.dq_block_n = 32;
     w.kv_local = 0;
     return w;
@@ -287,7 +290,7 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
     const long ds_keys = hdp >= MMA_STORED_DS_DIM ? stored_ds_keys(ctx, f, t_in->dkdv_block_n) : 0;
     const fcl_backward_mma_tiles stored =
         ds_keys > 0 ? fcl_tune_backward_mma(ctx, hdp, 1, f->layout == FCL_LAYOUT_PACKED) : *t_in;
-    const fcl_backward_mma_tiles *t = &stored, wgmma_t = wgmma_tiles(&stored); /* the same blocks */
+    const fcl_backward_mma_tiles *t = &stored, wgmma_t = wgmma_tiles(&stored, f->layout); /* the same blocks */
     const int aligned = fcl_rows_aligned(f->Q, f->q_dims, 8) && fcl_rows_aligned(f->K, f->k_dims, 8) &&
                         fcl_rows_aligned(f->V, f->v_dims, 8) && fcl_rows_aligned(job->dO, job->do_dims, 8);
     const int pairs = f->D % 2 == 0 && fcl_rows_aligned(f->Q, f->q_dims, 2) && fcl_rows_aligned(f->K, f->k_dims, 2) &&
