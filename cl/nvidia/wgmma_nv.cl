@@ -95,8 +95,8 @@ MMA_INLINE void wgmma_hold(float *d, int n)
  * ptxas gave the 64-row dK/dV kernel's P and dS fragments (four k steps each, the shape of its K
  * and V fragments) the K and V fragments' registers, which the next tile's products read again,
  * and the H100's driver 580 computed wrong dK and dV on every tile after a work-group's first.
- * With such a use after the products (NVIDIA's PTX of that kernel edited so) ptxas allocates
- * them apart (history "v0.41.1"). */
+ * With such a use after the products ptxas allocates them apart (NVIDIA's own compile on an H100,
+ * whose test grid then passes; history "v0.42.0"). */
 MMA_INLINE void wgmma_keep_fragments(uint (*f)[4], int steps, uint zero)
 {
     #pragma unroll

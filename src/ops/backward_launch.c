@@ -236,7 +236,7 @@ static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles 
 /* The wgmma form's tiles from t for layout `layout`: its blocks, its dK/dV query tiles where t has
  * 64 rows (the table's at padded head dim 64) for the dense layout or where
  * FLASHCL_BACKWARD_MMA_TILES asks for them, else 32, 32-key tiles in the dQ kernel whatever t says,
- * and no fragments in local memory. H100, F16 D 64 (history "v0.41.1"): dense 1.05-1.13x faster
+ * and no fragments in local memory. H100, F16 D 64 (history "v0.42.0"): dense 1.05-1.13x faster
  * with 64 rows; varlen 64 sequences of up to 2048 1.03x, but up to 512 0.95x and 512 of up to 128
  * 0.90x (short sequences fill less of a 64-row tile). 64-row tiles need the kernel's
  * wgmma_keep_fragments: without it NVIDIA's ptxas gave the K and V fragments' registers to the P
