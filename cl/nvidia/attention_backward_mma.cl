@@ -63,8 +63,8 @@
  * products, are kept live past each tile's last product (wgmma_keep_fragments): NVIDIA's ptxas
  * gave their registers to the P and dS fragments, which have their shape there, and every tile
  * after a work-group's first got wrong dK and dV (32-row tiles keep them apart without it). The
- * host runs 64-row tiles on the dense layout at padded head dim 64 (wgmma_tiles). The products after the per-warp
- * branches of the gradients follow a barrier (the warpgroup issues them as one instruction
+ * host runs 64-row tiles on the dense layout at padded head dim 64 (wgmma_tiles). The products
+ * after the per-warp branches of the gradients follow a barrier (the warpgroup issues them as one instruction
  * stream); every A fragment of a group's products is built before the group's one fence, so no
  * register is written while a product is in flight (the dK/dV kernel's dV and dK products share
  * a fence and a group). The accumulators are held (wgmma_hold) right after each wait, and those
