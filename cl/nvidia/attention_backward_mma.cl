@@ -543,8 +543,9 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         wgmma_hold(&dv[0][0], NT_DKDV * 4);
         wgmma_hold(&dk[0][0], NT_DKDV * 4);
 #if DKDV_BLOCK_M == 64 /* four k steps of P and dS, the K and V fragments' shape (above) */
-        wgmma_keep_fragments(kf, KSTEPS, (uint)head_dim >> 31); /* read again by the next tile's products */
-        wgmma_keep_fragments(vf, KSTEPS, (uint)head_dim >> 31);
+        const uint hidden_zero = (uint)head_dim >> 31; /* head_dim >= 1 */
+        wgmma_keep_fragments(kf, KSTEPS, hidden_zero); /* read again by the next tile's products */
+        wgmma_keep_fragments(vf, KSTEPS, hidden_zero);
 #endif
 #else
         mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);

@@ -233,21 +233,19 @@ static int wgmma_applies(fcl_context ctx, int hdp, const fcl_backward_mma_tiles 
            t->dq_cols >= hdp && t->dkdv_block_n == 64 && t->dq_block_m == 64;
 }
 
-/* The wgmma form's tiles from t for layout `layout`: its blocks, its dK/dV query tiles where t has
- * 64 rows (the table's at padded head dim 64) for the dense layout or where
- * FLASHCL_BACKWARD_MMA_TILES asks for them, else 32, 32-key tiles in the dQ kernel whatever t says,
- * and no fragments in local memory. H100, F16 D 64 (history "v0.42.0"): dense 1.05-1.13x faster
- * with 64 rows; varlen 64 sequences of up to 2048 1.03x, but up to 512 0.95x and 512 of up to 128
- * 0.90x (short sequences fill less of a 64-row tile). 64-row tiles need the kernel's
- * wgmma_keep_fragments: without it NVIDIA's ptxas gave the K and V fragments' registers to the P
- * and dS fragments, and every tile after a work-group's first got wrong dK and dV (history
- * "v0.41.0"). They fit local memory wherever t does (fcl_tune_backward_mma sizes t for the
- * mma.sync form's padded rows, which are longer). */
+/* The wgmma form's tiles from t for layout `layout`: its blocks, its dK/dV query tiles (t's 64 rows
+ * for the dense layout, the table's at padded head dim 64; else 32), 32-key tiles in the dQ kernel
+ * whatever t says, and no fragments in local memory. H100, F16 D 64 (history "v0.42.0"): dense
+ * 1.05-1.13x faster with 64 rows; varlen 64 sequences of up to 2048 1.03x, but up to 512 0.95x and
+ * 512 of up to 128 0.90x (short sequences fill less of a 64-row tile). 64-row tiles need the
+ * kernel's wgmma_keep_fragments: without it NVIDIA's ptxas gave the K and V fragments' registers
+ * to the P and dS fragments, and every tile after a work-group's first got wrong dK and dV
+ * (history "v0.41.0"). They fit local memory wherever t does (fcl_tune_backward_mma sizes t for
+ * the mma.sync form's padded rows, which are longer). */
 static fcl_backward_mma_tiles wgmma_tiles(const fcl_backward_mma_tiles *t, int layout)
 {
     fcl_backward_mma_tiles w = *t;
-    const int rows64 = layout == FCL_LAYOUT_DENSE || getenv("FLASHCL_BACKWARD_MMA_TILES");
-    w.dkdv_block_m = t->dkdv_block_m == 64 && rows64 ? 64 : 32;
+    w.dkdv_block_m = t->dkdv_block_m == 64 && layout == FCL_LAYOUT_DENSE ? 64 : 32;
     w.dq_block_n = 32;
     w.kv_local = 0;
     return w;
