@@ -147,7 +147,7 @@ static int run_qkvo(const bench_env *env, const bench_opts *o, int mode)
         return usage_error("qkvo: --hq must divide --d");
     bench_result r;
     memset(&r, 0, sizeof r);
-    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : FCL_F16, mode, &r), &r);
+    return report(env, bench_qkvo(env, &c, o->weights >= 0 ? (fcl_dtype)o->weights : c.dtype, mode, &r), &r);
 }
 
 static int op_qkvo(const bench_env *env, const bench_opts *o)

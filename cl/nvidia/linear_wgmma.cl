@@ -174,6 +174,49 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
 #define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
 #endif
 
+/* A 16-bit operand's 16-byte chunks of a slice that this work-item copies: CHUNKS_PER of them,
+ * WG_SIZE chunks apart. Where that is a whole number of rows of the slice and of its swizzle
+ * pattern (STEADY), and the slice lies inside M, N and K, the copies take the first chunk's offsets,
+ * computed once (chunk_offsets), and constant steps from there (issue_inside): the index arithmetic
+ * redone per slice and chunk held the tensor cores back (history v0.43.0). */
+#define CHUNKS_PER(rows) ((rows * TK / 8 + WG_SIZE - 1) / WG_SIZE)
+#define A_PER CHUNKS_PER(TM)
+#define B_PER CHUNKS_PER(TN)
+/* slice rows from one of a work-item's chunks to the next: K-contiguous, MN-contiguous (a row of
+ * 8-chunk swizzle atoms: steady when a multiple of 8) */
+#define K_ROWS_APART (WG_SIZE / ROW_CHUNKS)
+#define MN_ROWS_APART(rows) (WG_SIZE / (rows / 8))
+#define STEADY(rows, mn) ((rows * TK / 8) % WG_SIZE == 0 && (!(mn) || MN_ROWS_APART(rows) % 8 == 0))
+#define A_STEADY STEADY(TM, WGMMA_SS_A_MN)
+#define B_STEADY STEADY(TN, WGMMA_SS_B_MN)
+
+/* This work-item's first chunk of a slice (chunk lid) of a 16-bit operand of `rows` rows (m or n)
+ * from r0 on, element (r, k) at off + r * stride + k (K-contiguous) or off + k * stride + r (mn):
+ * *g its element offset at slice 0, *l its halves offset in a stage. */
+MMA_INLINE void chunk_offsets(const int rows, const int mn, long off, long stride, int r0, int lid, long *g, int *l)
+{
+    if (mn) {
+        const int r = lid / (rows / 8), c = 8 * (lid % (rows / 8));
+        *g = off + (long)r * stride + r0 + c;
+        *l = swizzled_offset(r, c, MN_ATOM_BYTES / 2);
+    } else {
+        const int r = lid / ROW_CHUNKS, c = lid % ROW_CHUNKS;
+        *g = off + (long)(r0 + r) * stride + 8 * c;
+        *l = slice_chunk(r, c);
+    }
+}
+
+/* Starts the copies of a slice inside M, N and K into `tile`: `per` chunks, the first at src + g
+ * into tile + l, each next `rows_apart` rows further (`stride` elements in the operand; a row of
+ * the stage's layout in local memory, the same place in its swizzle: STEADY). */
+MMA_INLINE void issue_inside(__local ushort *tile, const int per, const int rows_apart, const int mn,
+                             __global const ushort *src, long g, int l, long stride)
+{
+    #pragma unroll
+    for (int i = 0; i < per; i++)
+        async_copy16_l2(tile + l + i * rows_apart * (mn ? 64 : ROW_BYTES / 2), src + g + i * rows_apart * stride, 16);
+}
+
 #if B_I8
 /* A raw I8 slice in local memory: RAW_ROWS rows of RAW_COLS bytes along B's unit-stride
  * dimension (K-contiguous: TN rows of TK; N-contiguous: TK rows of TN), unswizzled; CONVERTED(r,
@@ -318,10 +361,32 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
         ISSUE_RAW_B(kt);                                                                           \
     } while (0)
 #else
+    /* this work-item's first chunks, and whether the block lies inside M and N */
+    const long a_s = WGMMA_SS_A_MN ? a_sk : a_sm, b_s = WGMMA_SS_B_MN ? b_sk : b_sn;
+    long a_g, b_g;
+    int a_l, b_l;
+    chunk_offsets(TM, WGMMA_SS_A_MN, a_off, a_s, m0, lid, &a_g, &a_l);
+    chunk_offsets(TN, WGMMA_SS_B_MN, b_off, b_s, n0, lid, &b_g, &b_l);
+    const bool inside = m0 + TM <= M && n0 + TN <= N;
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        ISSUE_A(kt);                                                                               \
-        ISSUE_B(kt);                                                                               \
+        if (inside && ((kt) + 1) * TK <= K) {                                                      \
+            if (A_STEADY)                                                                          \
+                issue_inside(A_STAGE((kt) % STAGES), A_PER,                                        \
+                             WGMMA_SS_A_MN ? MN_ROWS_APART(TM) : K_ROWS_APART, WGMMA_SS_A_MN, A,    \
+                             a_g + (kt) * (WGMMA_SS_A_MN ? TK * a_s : TK), a_l, a_s);              \
+            else                                                                                   \
+                ISSUE_A(kt);                                                                       \
+            if (B_STEADY)                                                                          \
+                issue_inside(B_READ(kt), B_PER, WGMMA_SS_B_MN ? MN_ROWS_APART(TN) : K_ROWS_APART,  \
+                             WGMMA_SS_B_MN, B, b_g + (kt) * (WGMMA_SS_B_MN ? TK * b_s : TK), b_l,   \
+                             b_s);                                                                 \
+            else                                                                                   \
+                ISSUE_B(kt);                                                                       \
+        } else {                                                                                   \
+            ISSUE_A(kt);                                                                           \
+            ISSUE_B(kt);                                                                           \
+        }                                                                                          \
     } while (0)
 #endif
 
