@@ -127,6 +127,30 @@ MMA_INLINE void fetch16(const bool async, __local ushort *tile, uint4 *raw, cons
     }
 }
 
+/* The cp.async copies of a slice inside M, N and K (history v0.43.0: the index arithmetic and
+ * bounds of fetch16, redone per slice and chunk, held the tensor cores back). Where a work-item's
+ * chunks, WG_SIZE apart, are a fixed number of tile rows apart (STEADY), its first chunk's offsets
+ * are computed once (first_chunk: *g elements from the operand's start at slice 0, *l halves in a
+ * stage) and copy_inside steps from there: `per` chunks, each `rows_apart` rows further (`stride`
+ * elements in the operand, `pitch` halves in the tile). */
+#define STEADY(chunks, cols) ((chunks) % WG_SIZE == 0 && WG_SIZE % ((cols) / 8) == 0)
+
+MMA_INLINE void first_chunk(const int cols, const int pitch, long off, long stride, int r0, int c0, int lid, long *g,
+                            int *l)
+{
+    const int r = lid / (cols / 8), c = lid % (cols / 8) * 8;
+    *g = off + (long)(r0 + r) * stride + c0 + c;
+    *l = r * pitch + c;
+}
+
+MMA_INLINE void copy_inside(__local ushort *tile, const int per, const int rows_apart, const int pitch,
+                            __global const ushort *src, long g, int l, long stride)
+{
+    #pragma unroll
+    for (int i = 0; i < per; i++)
+        async_copy16_l2(tile + l + i * rows_apart * pitch, src + g + i * rows_apart * stride, 16);
+}
+
 #if B_I8
 /* The first n (0 to 8) I8 values at src[at] as 8 bytes, zeros after (B_VEC: all 8 as one load). */
 MMA_INLINE uint2 chunk8(__global const char *src, long at, int n)
@@ -209,11 +233,39 @@ void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
 #endif
     uint4 ra[A_PER];
     b_raw rb[B_PER];
-    /* Slice kt: the async operands' copies into stage st, the others into registers. */
+    /* Slice kt: the async operands' copies into stage st (inside M, N and K from the first chunks'
+     * offsets, where STEADY), the others into registers. */
+    const bool inside = m0 + TM <= M && n0 + TN <= N;
+#if A_ASYNC && STEADY(A_CHUNKS, A_COLS)
+    long a_g;
+    int a_l;
+    first_chunk(A_COLS, A_PITCH, a_off, A_K1 ? a_sm : a_sk, A_K1 ? m0 : 0, A_K1 ? 0 : m0, lid, &a_g, &a_l);
+#define FETCH_A(kt, st)                                                                            \
+    do {                                                                                           \
+        if (inside && ((kt) + 1) * TK <= K)                                                        \
+            copy_inside(As[st], A_PER, WG_SIZE / (A_COLS / 8), A_PITCH, A,                         \
+                        a_g + (kt) * (A_K1 ? TK : TK * a_sk), a_l, A_K1 ? a_sm : a_sk);             \
+        else                                                                                       \
+            fetch16(A_ASYNC, As[st], ra, A_CHUNKS, A_COLS, A_PITCH, A, a_off, A_SLICE((kt) * TK), lid); \
+    } while (0)
+#else
 #define FETCH_A(kt, st) \
     fetch16(A_ASYNC, As[st], ra, A_CHUNKS, A_COLS, A_PITCH, A, a_off, A_SLICE((kt) * TK), lid)
+#endif
 #if B_I8
 #define FETCH_B(kt, st) fetch8(rb, B_CHUNKS, B_COLS, B, b_off, B_SLICE((kt) * TK), lid)
+#elif B_ASYNC && STEADY(B_CHUNKS, B_COLS)
+    long b_g;
+    int b_l;
+    first_chunk(B_COLS, B_PITCH, b_off, B_K1 ? b_sn : b_sk, B_K1 ? n0 : 0, B_K1 ? 0 : n0, lid, &b_g, &b_l);
+#define FETCH_B(kt, st)                                                                            \
+    do {                                                                                           \
+        if (inside && ((kt) + 1) * TK <= K)                                                        \
+            copy_inside(Bs[st], B_PER, WG_SIZE / (B_COLS / 8), B_PITCH, B,                         \
+                        b_g + (kt) * (B_K1 ? TK : TK * b_sk), b_l, B_K1 ? b_sn : b_sk);             \
+        else                                                                                       \
+            fetch16(B_ASYNC, Bs[st], rb, B_CHUNKS, B_COLS, B_PITCH, B, b_off, B_SLICE((kt) * TK), lid); \
+    } while (0)
 #else
 #define FETCH_B(kt, st) \
     fetch16(B_ASYNC, Bs[st], rb, B_CHUNKS, B_COLS, B_PITCH, B, b_off, B_SLICE((kt) * TK), lid)
@@ -365,6 +417,9 @@ void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
 #endif
             }
         }
+    /* per row: its results, with ACCUMULATE C's values loaded first, then its stores (the
+     * compiler cannot tell C's loads from its stores apart: a load behind each store would wait out
+     * the memory's latency per element; history v0.43.0) */
     #pragma unroll
     for (int mt = 0; mt < MT; mt++)
         #pragma unroll
@@ -377,14 +432,20 @@ void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
                 #pragma unroll
                 for (int c = 0; c < 2; c++) {
                     const int n = n0 + wn * WTN + nt * 8 + 2 * t + c;
-                    if (n >= N)
-                        continue;
-                    const long at = c_off + m * c_sm + n * c_sn;
                     float x = fma(acc[mt][nt][2 * hr + c], post_mul[nt][c], post_add[nt][c]);
 #if ACCUMULATE
-                    x += LOADC(C, at);
+                    if (n < N)
+                        x += LOADC(C, c_off + m * c_sm + n * c_sn);
 #endif
-                    STOREC(C, at, x);
+                    acc[mt][nt][2 * hr + c] = x;
+                }
+            #pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                #pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int n = n0 + wn * WTN + nt * 8 + 2 * t + c;
+                    if (n < N)
+                        STOREC(C, c_off + m * c_sm + n * c_sn, acc[mt][nt][2 * hr + c]);
                 }
         }
 }
