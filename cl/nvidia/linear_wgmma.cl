@@ -353,40 +353,38 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
     const int n_k = (K + TK - 1) / TK;
 
-    /* Slice kt's copies into its stage (I8 B: its raw slot). */
-#if B_I8
-#define ISSUE(kt)                                                                                  \
-    do {                                                                                           \
-        ISSUE_A(kt);                                                                               \
-        ISSUE_RAW_B(kt);                                                                           \
-    } while (0)
-#else
-    /* this work-item's first chunks, and whether the block lies inside M and N */
+    /* Slice kt's copies into its stage (I8 B: its raw slot): inside M, N and K from this work-item's
+     * first chunks (STEADY operands), else through the bounds. */
     const long a_s = WGMMA_SS_A_MN ? a_sk : a_sm, b_s = WGMMA_SS_B_MN ? b_sk : b_sn;
     long a_g, b_g;
     int a_l, b_l;
     chunk_offsets(TM, WGMMA_SS_A_MN, a_off, a_s, m0, lid, &a_g, &a_l);
     chunk_offsets(TN, WGMMA_SS_B_MN, b_off, b_s, n0, lid, &b_g, &b_l);
     const bool inside = m0 + TM <= M && n0 + TN <= N;
+#define SLICE_INSIDE(kt) (inside && ((kt) + 1) * TK <= K)
+#define ISSUE_A_ANY(kt)                                                                            \
+    do {                                                                                           \
+        if (A_STEADY && SLICE_INSIDE(kt))                                                          \
+            issue_inside(A_STAGE((kt) % STAGES), A_PER, WGMMA_SS_A_MN ? MN_ROWS_APART(TM) : K_ROWS_APART, \
+                         WGMMA_SS_A_MN, A, a_g + (kt) * (WGMMA_SS_A_MN ? TK * a_s : TK), a_l, a_s); \
+        else                                                                                       \
+            ISSUE_A(kt);                                                                           \
+    } while (0)
+#if B_I8
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        if (inside && ((kt) + 1) * TK <= K) {                                                      \
-            if (A_STEADY)                                                                          \
-                issue_inside(A_STAGE((kt) % STAGES), A_PER,                                        \
-                             WGMMA_SS_A_MN ? MN_ROWS_APART(TM) : K_ROWS_APART, WGMMA_SS_A_MN, A,    \
-                             a_g + (kt) * (WGMMA_SS_A_MN ? TK * a_s : TK), a_l, a_s);              \
-            else                                                                                   \
-                ISSUE_A(kt);                                                                       \
-            if (B_STEADY)                                                                          \
-                issue_inside(B_READ(kt), B_PER, WGMMA_SS_B_MN ? MN_ROWS_APART(TN) : K_ROWS_APART,  \
-                             WGMMA_SS_B_MN, B, b_g + (kt) * (WGMMA_SS_B_MN ? TK * b_s : TK), b_l,   \
-                             b_s);                                                                 \
-            else                                                                                   \
-                ISSUE_B(kt);                                                                       \
-        } else {                                                                                   \
-            ISSUE_A(kt);                                                                           \
+        ISSUE_A_ANY(kt);                                                                           \
+        ISSUE_RAW_B(kt);                                                                           \
+    } while (0)
+#else
+#define ISSUE(kt)                                                                                  \
+    do {                                                                                           \
+        ISSUE_A_ANY(kt);                                                                           \
+        if (B_STEADY && SLICE_INSIDE(kt))                                                          \
+            issue_inside(B_READ(kt), B_PER, WGMMA_SS_B_MN ? MN_ROWS_APART(TN) : K_ROWS_APART,      \
+                         WGMMA_SS_B_MN, B, b_g + (kt) * (WGMMA_SS_B_MN ? TK * b_s : TK), b_l, b_s); \
+        else                                                                                       \
             ISSUE_B(kt);                                                                           \
-        }                                                                                          \
     } while (0)
 #endif
 
