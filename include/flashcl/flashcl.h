@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 42
+#define FCL_VERSION_MINOR 43
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.42.0"
+#define FCL_VERSION_STRING "0.43.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -694,8 +694,8 @@ typedef struct fcl_weight {
 /*
  * Which GEMM runs a projection with activations `act` and weights `weight` on ctx's device:
  * "nvidia-wgmma" (Hopper's warpgroup tensor cores, compute capability 9.0, for the GEMMs whose
- * operands are K-contiguous with 16-byte aligned rows: the forward projections; the others run
- * "nvidia-mma"), "nvidia-mma" (NVIDIA tensor cores, compute capability >= 8.0: F16 or BF16
+ * operands have 16-byte aligned rows along their unit-stride dimension: the forward projections,
+ * the input and the weight gradients of aligned tensors; the others run "nvidia-mma"), "nvidia-mma" (NVIDIA tensor cores, compute capability >= 8.0: F16 or BF16
  * activations with weights of the same dtype or I8), "clblast-sgemm" (F32 / F32 where CLBlast is built in) or
  * "flashcl" (flashcl's own portable kernel: other dtype pairs, loop-capped devices such as
  * llvmpipe, or FLASHCL_GEMM=own, which also rules out the tensor cores; FLASHCL_GEMM=mma rules out
