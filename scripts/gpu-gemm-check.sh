@@ -17,7 +17,9 @@
 #     f16/i8, bf16/bf16 and bf16/i8; also --op qkvo_backward_saved: from
 #     fcl_attention_qkvo_forward_save's activations)
 #     against autograd's (layer_peer.py --backward); a table of the ratios; the
-#     backward's device time per kernel (build/tools/libflashcl-kernel-profile.so preloaded).
+#     backward's device time per kernel (build/tools/libflashcl-kernel-profile.so preloaded), and
+#     each GEMM layout of that layer alone (flashcl-gemm-bench: forward, input gradient plain and
+#     accumulating, weight gradient into F16 and F32) on the default path and FLASHCL_GEMM=mma.
 #  3. A small sweep of FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" (SWEEP=... to change it,
 #     SWEEP= to skip) on the layer with f16 and i8 weights.
 # Output under $OUT (default ./gpu-out), at most 8 files: summary.txt (also on stdout), gpu.txt
@@ -146,6 +148,21 @@ if [[ -f $profile ]]; then
   say "== qkvo_backward f16, device time per kernel (every launch of the bench run)"
   LD_PRELOAD=$PWD/$profile run_for 90 "$bench" --op qkvo_backward --dtype f16 --weights f16 "${layer[@]}" 2>&1 \
     > /dev/null | grep "^kernel-profile" | tee -a "$sum"
+fi
+
+# Each GEMM layout of the layer alone (tools/gemm_bench.c), M 2048 (L), N and K 4096 (D)
+gemm_bench=$build/tools/flashcl-gemm-bench
+if [[ -x $gemm_bench ]]; then
+  say "== the layer's GEMM layouts alone (flashcl-gemm-bench, M 2048 N 4096 K 4096)"
+  for gemm in default mma; do
+    for layout in fwd gin gina gw gw32; do
+      if [[ $gemm == default ]]; then
+        run_for 60 "$gemm_bench" $layout 2048 4096 4096 2>> "$out/errors.log" | tee -a "$sum"
+      else
+        FLASHCL_GEMM=$gemm run_for 60 "$gemm_bench" $layout 2048 4096 4096 2>> "$out/errors.log" | tee -a "$sum"
+      fi
+    done
+  done
 fi
 
 # ---------------------------------------------------------------- 3. tile sweep
