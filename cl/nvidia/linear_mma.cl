@@ -233,42 +233,29 @@ void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
 #endif
     uint4 ra[A_PER];
     b_raw rb[B_PER];
-    /* Slice kt: the async operands' copies into stage st (inside M, N and K from the first chunks'
-     * offsets, where STEADY), the others into registers. */
+    /* Slice kt: the async operands' copies into stage st (inside M, N and K from this work-item's
+     * first chunks, where STEADY), the others into registers. */
+    const long a_s = A_K1 ? a_sm : a_sk, b_s = B_K1 ? b_sn : b_sk;
+    long a_g, b_g;
+    int a_l, b_l;
+    first_chunk(A_COLS, A_PITCH, a_off, a_s, A_K1 ? m0 : 0, A_K1 ? 0 : m0, lid, &a_g, &a_l);
+    first_chunk(B_COLS, B_PITCH, b_off, b_s, B_K1 ? n0 : 0, B_K1 ? 0 : n0, lid, &b_g, &b_l);
     const bool inside = m0 + TM <= M && n0 + TN <= N;
-#if A_ASYNC && STEADY(A_CHUNKS, A_COLS)
-    long a_g;
-    int a_l;
-    first_chunk(A_COLS, A_PITCH, a_off, A_K1 ? a_sm : a_sk, A_K1 ? m0 : 0, A_K1 ? 0 : m0, lid, &a_g, &a_l);
-#define FETCH_A(kt, st)                                                                            \
+/* Slice kt of the 16-bit operand X (x: its arguments' prefix) into stage st of Xs, or into rx. */
+#define FETCH16(X, x, kt, st)                                                                      \
     do {                                                                                           \
-        if (inside && ((kt) + 1) * TK <= K)                                                        \
-            copy_inside(As[st], A_PER, WG_SIZE / (A_COLS / 8), A_PITCH, A,                         \
-                        a_g + (kt) * (A_K1 ? TK : TK * a_sk), a_l, A_K1 ? a_sm : a_sk);             \
+        if (X##_ASYNC && STEADY(X##_CHUNKS, X##_COLS) && inside && ((kt) + 1) * TK <= K)           \
+            copy_inside(X##s[st], X##_PER, WG_SIZE / (X##_COLS / 8), X##_PITCH, X,                 \
+                        x##_g + (kt) * (X##_K1 ? TK : TK * x##_s), x##_l, x##_s);                  \
         else                                                                                       \
-            fetch16(A_ASYNC, As[st], ra, A_CHUNKS, A_COLS, A_PITCH, A, a_off, A_SLICE((kt) * TK), lid); \
+            fetch16(X##_ASYNC, X##s[st], r##x, X##_CHUNKS, X##_COLS, X##_PITCH, X, x##_off,        \
+                    X##_SLICE((kt) * TK), lid);                                                    \
     } while (0)
-#else
-#define FETCH_A(kt, st) \
-    fetch16(A_ASYNC, As[st], ra, A_CHUNKS, A_COLS, A_PITCH, A, a_off, A_SLICE((kt) * TK), lid)
-#endif
+#define FETCH_A(kt, st) FETCH16(A, a, kt, st)
 #if B_I8
 #define FETCH_B(kt, st) fetch8(rb, B_CHUNKS, B_COLS, B, b_off, B_SLICE((kt) * TK), lid)
-#elif B_ASYNC && STEADY(B_CHUNKS, B_COLS)
-    long b_g;
-    int b_l;
-    first_chunk(B_COLS, B_PITCH, b_off, B_K1 ? b_sn : b_sk, B_K1 ? n0 : 0, B_K1 ? 0 : n0, lid, &b_g, &b_l);
-#define FETCH_B(kt, st)                                                                            \
-    do {                                                                                           \
-        if (inside && ((kt) + 1) * TK <= K)                                                        \
-            copy_inside(Bs[st], B_PER, WG_SIZE / (B_COLS / 8), B_PITCH, B,                         \
-                        b_g + (kt) * (B_K1 ? TK : TK * b_sk), b_l, B_K1 ? b_sn : b_sk);             \
-        else                                                                                       \
-            fetch16(B_ASYNC, Bs[st], rb, B_CHUNKS, B_COLS, B_PITCH, B, b_off, B_SLICE((kt) * TK), lid); \
-    } while (0)
 #else
-#define FETCH_B(kt, st) \
-    fetch16(B_ASYNC, Bs[st], rb, B_CHUNKS, B_COLS, B_PITCH, B, b_off, B_SLICE((kt) * TK), lid)
+#define FETCH_B(kt, st) FETCH16(B, b, kt, st)
 #endif
 #if SPLIT_A
 #define FETCH_S(kt)                                                                                \
