@@ -2,7 +2,7 @@
 /*
  * flashcl-gemm-bench: times one projection GEMM layout through the library's internal entry
  * points (src/gemm/linear.h; a measuring aid, not installed) on the FLASHCL_DEVICE device, on F16
- * operands of random values, whichever kernel runs it there (FLASHCL_GEMM, FLASHCL_GEMM_*_TILES
+ * operands of random values (bench_util.c), whichever kernel runs it there (FLASHCL_GEMM, FLASHCL_GEMM_*_TILES
  * apply). Prints the best of ROUNDS rounds (default 20, after 2 warm-up rounds) of 5 calls each,
  * in microseconds per call, and TFLOP/s (2 M N K per call).
  *   flashcl-gemm-bench LAYOUT M N K [ROUNDS]
@@ -13,20 +13,12 @@
  *   gw    dW [N, K] += G [M, N]^T X [M, K], dW F16     A and B MN-contiguous (fcl_linear_grad_weight)
  *   gw32  the same with dW F32
  */
+#include "bench.h"
 #include "gemm/linear.h"
 
-#include <flashcl/flashcl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 /* A [rows, cols] tensor of dtype dt holding `values` (NULL: left as allocated); NULL on failure. */
 static fcl_tensor make(fcl_context ctx, fcl_dtype dt, int64_t rows, int64_t cols, const float *values)
@@ -80,9 +72,7 @@ int main(int argc, char **argv)
     fcl_tensor t[3] = {NULL, NULL, NULL};
     if (!values)
         goto done;
-    srand(1);
-    for (size_t i = 0; i < most; i++)
-        values[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    bench_fill_random(values, most, 1, FCL_F16);
     for (int i = 0; i < 3; i++) {
         const fcl_dtype dt = i == 2 && !strcmp(layout, "gw32") ? FCL_F32 : FCL_F16;
         if (!(t[i] = make(ctx, dt, shapes[i][0], shapes[i][1], i < 2 || !fwd ? values : NULL)))
@@ -91,13 +81,13 @@ int main(int argc, char **argv)
     double best = 1e30;
     for (int r = 0; r < rounds + 2; r++) {
         fcl_finish(ctx);
-        const double t0 = now_ms();
+        const double t0 = bench_now_ms();
         for (int i = 0; i < 5; i++)
             if (call(ctx, layout, t[0], t[1], t[2]) != FCL_SUCCESS || (i == 4 && fcl_finish(ctx) != FCL_SUCCESS)) {
                 fprintf(stderr, "flashcl-gemm-bench: %s\n", fcl_last_error(ctx));
                 goto done;
             }
-        const double ms = (now_ms() - t0) / 5;
+        const double ms = (bench_now_ms() - t0) / 5;
         if (r >= 2 && ms < best)
             best = ms;
     }

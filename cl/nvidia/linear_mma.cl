@@ -131,8 +131,7 @@ MMA_INLINE void fetch16(const bool async, __local ushort *tile, uint4 *raw, cons
  * bounds of fetch16, redone per slice and chunk, held the tensor cores back). Where a work-item's
  * chunks, WG_SIZE apart, are a fixed number of tile rows apart (STEADY), its first chunk's offsets
  * are computed once (first_chunk: *g elements from the operand's start at slice 0, *l halves in a
- * stage) and copy_inside steps from there: `per` chunks, each `rows_apart` rows further (`stride`
- * elements in the operand, `pitch` halves in the tile). */
+ * stage) and copy16_rows (mma_nv.cl) steps from there, WG_SIZE / (cols / 8) rows at a time. */
 #define STEADY(chunks, cols) ((chunks) % WG_SIZE == 0 && WG_SIZE % ((cols) / 8) == 0)
 
 MMA_INLINE void first_chunk(const int cols, const int pitch, long off, long stride, int r0, int c0, int lid, long *g,
@@ -141,14 +140,6 @@ MMA_INLINE void first_chunk(const int cols, const int pitch, long off, long stri
     const int r = lid / (cols / 8), c = lid % (cols / 8) * 8;
     *g = off + (long)(r0 + r) * stride + c0 + c;
     *l = r * pitch + c;
-}
-
-MMA_INLINE void copy_inside(__local ushort *tile, const int per, const int rows_apart, const int pitch,
-                            __global const ushort *src, long g, int l, long stride)
-{
-    #pragma unroll
-    for (int i = 0; i < per; i++)
-        async_copy16_l2(tile + l + i * rows_apart * pitch, src + g + i * rows_apart * stride, 16);
 }
 
 #if B_I8
@@ -245,8 +236,8 @@ void gemm_mma(GEMM_KERNEL_ARGS(ushort, b_t))
 #define FETCH16(X, x, kt, st)                                                                      \
     do {                                                                                           \
         if (X##_ASYNC && STEADY(X##_CHUNKS, X##_COLS) && inside && ((kt) + 1) * TK <= K)           \
-            copy_inside(X##s[st], X##_PER, WG_SIZE / (X##_COLS / 8), X##_PITCH, X,                 \
-                        x##_g + (kt) * (X##_K1 ? TK : TK * x##_s), x##_l, x##_s);                  \
+            copy16_rows(X##s[st], x##_l, X##_PITCH, X, x##_g + (kt) * (X##_K1 ? TK : TK * x##_s),    \
+                        x##_s, WG_SIZE / (X##_COLS / 8), X##_PER);                                 \
         else                                                                                       \
             fetch16(X##_ASYNC, X##s[st], r##x, X##_CHUNKS, X##_COLS, X##_PITCH, X, x##_off,        \
                     X##_SLICE((kt) * TK), lid);                                                    \

@@ -177,7 +177,8 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
 /* A 16-bit operand's 16-byte chunks of a slice that this work-item copies: CHUNKS_PER of them,
  * WG_SIZE chunks apart. Where that is a whole number of rows of the slice and of its swizzle
  * pattern (STEADY), and the slice lies inside M, N and K, the copies take the first chunk's offsets,
- * computed once (chunk_offsets), and constant steps from there (issue_inside): the index arithmetic
+ * computed once (chunk_offsets), and constant steps from there (copy16_rows, mma_nv.cl): a row of
+ * the operand, a row of the stage's layout at the same place in its swizzle. The index arithmetic
  * redone per slice and chunk held the tensor cores back (history v0.43.0). */
 #define CHUNKS_PER(rows) ((rows * TK / 8 + WG_SIZE - 1) / WG_SIZE)
 #define A_PER CHUNKS_PER(TM)
@@ -189,6 +190,8 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
 #define STEADY(rows, mn) ((rows * TK / 8) % WG_SIZE == 0 && (!(mn) || MN_ROWS_APART(rows) % 8 == 0))
 #define A_STEADY STEADY(TM, WGMMA_SS_A_MN)
 #define B_STEADY STEADY(TN, WGMMA_SS_B_MN)
+#define A_ROWS_APART (WGMMA_SS_A_MN ? MN_ROWS_APART(TM) : K_ROWS_APART)
+#define B_ROWS_APART (WGMMA_SS_B_MN ? MN_ROWS_APART(TN) : K_ROWS_APART)
 
 /* This work-item's first chunk of a slice (chunk lid) of a 16-bit operand of `rows` rows (m or n)
  * from r0 on, element (r, k) at off + r * stride + k (K-contiguous) or off + k * stride + r (mn):
@@ -204,17 +207,6 @@ MMA_INLINE void chunk_offsets(const int rows, const int mn, long off, long strid
         *g = off + (long)(r0 + r) * stride + 8 * c;
         *l = slice_chunk(r, c);
     }
-}
-
-/* Starts the copies of a slice inside M, N and K into `tile`: `per` chunks, the first at src + g
- * into tile + l, each next `rows_apart` rows further (`stride` elements in the operand; a row of
- * the stage's layout in local memory, the same place in its swizzle: STEADY). */
-MMA_INLINE void issue_inside(__local ushort *tile, const int per, const int rows_apart, const int mn,
-                             __global const ushort *src, long g, int l, long stride)
-{
-    #pragma unroll
-    for (int i = 0; i < per; i++)
-        async_copy16_l2(tile + l + i * rows_apart * (mn ? 64 : ROW_BYTES / 2), src + g + i * rows_apart * stride, 16);
 }
 
 #if B_I8
@@ -365,8 +357,8 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
 #define ISSUE_A_ANY(kt)                                                                            \
     do {                                                                                           \
         if (A_STEADY && SLICE_INSIDE(kt))                                                          \
-            issue_inside(A_STAGE((kt) % STAGES), A_PER, WGMMA_SS_A_MN ? MN_ROWS_APART(TM) : K_ROWS_APART, \
-                         WGMMA_SS_A_MN, A, a_g + (kt) * (WGMMA_SS_A_MN ? TK * a_s : TK), a_l, a_s); \
+            copy16_rows(A_STAGE((kt) % STAGES), a_l, WGMMA_SS_A_MN ? 64 : ROW_BYTES / 2, A,          \
+                        a_g + (kt) * (WGMMA_SS_A_MN ? TK * a_s : TK), a_s, A_ROWS_APART, A_PER);       \
         else                                                                                       \
             ISSUE_A(kt);                                                                           \
     } while (0)
@@ -381,8 +373,8 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     do {                                                                                           \
         ISSUE_A_ANY(kt);                                                                           \
         if (B_STEADY && SLICE_INSIDE(kt))                                                          \
-            issue_inside(B_READ(kt), B_PER, WGMMA_SS_B_MN ? MN_ROWS_APART(TN) : K_ROWS_APART,      \
-                         WGMMA_SS_B_MN, B, b_g + (kt) * (WGMMA_SS_B_MN ? TK * b_s : TK), b_l, b_s); \
+            copy16_rows(B_READ(kt), b_l, WGMMA_SS_B_MN ? 64 : ROW_BYTES / 2, B,                      \
+                        b_g + (kt) * (WGMMA_SS_B_MN ? TK * b_s : TK), b_s, B_ROWS_APART, B_PER);       \
         else                                                                                       \
             ISSUE_B(kt);                                                                           \
     } while (0)

@@ -280,6 +280,18 @@ inline void copy_chunk(__local ushort *dst, __global const ushort *src, int byte
 #endif
 }
 
+/* n whole 16-byte chunks copied by cp.async through L2 (async_copy16_l2), each `rows` rows after
+ * the one before: chunk i from src + g + i rows stride elements into tile + l + i rows row_halves
+ * halves. The projection GEMMs' slices that lie inside their matrices, from offsets a work-item
+ * computes once (history v0.43.0). */
+MMA_INLINE void copy16_rows(__local ushort *tile, int l, const int row_halves, __global const ushort *src, long g,
+                            long stride, const int rows, const int n)
+{
+    #pragma unroll
+    for (int i = 0; i < n; i++)
+        async_copy16_l2(tile + l + i * rows * row_halves, src + g + i * rows * stride, 16);
+}
+
 /* Makes this work-item's ordinary writes to local memory visible to later wgmma reads
  * (the generic-to-async proxy fence, compute capability 9.0; a barrier after it covers the whole
  * work-group). Used by the wgmma kernels (wgmma_nv.cl) and copies_landed's swizzled tiles. */
