@@ -99,6 +99,8 @@ typedef struct decode_plan {
     fcl_decode_tiles t;
     fcl_decode_shape s; /* of t */
     int hdp, group, n_rows, row_blocks, n_splits, split_keys;
+    int aim_splits;     /* the splits plan_splits aims at for a long cache (before the cap by the
+                         * keys): what the combine's lanes are sized for, the same at every length */
     int kv_heads;       /* Hkv of the call (1 where no call is planned: fcl_attention_decode_path) */
     int wg, batch;      /* work-items per work-group, keys per work-group and batch */
     int combine_lanes;  /* decode_combine: lanes of splits ... */
@@ -271,6 +273,7 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
                 break;
             }
         }
+    p->aim_splits = (int)(splits < 1 ? 1 : splits);
     splits = splits < 1 ? 1 : splits > most ? most : splits;
     long split_batches = ((keys + splits - 1) / splits + batch - 1) / batch;
     long per_batch, fixed;
@@ -281,10 +284,10 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
     p->n_splits = (int)((keys + p->split_keys - 1) / p->split_keys);
 }
 
-/* Builds (or finds) the program; while a kernel cannot run its work-group, halves the partial
- * kernel's work-group (the tensor-core form's warps; past one warp, the team-shuffle or portable
- * form), else the combine's lanes of splits, else its lanes of dims. With p->direct, k[2] (the
- * combine) is NULL. */
+/* Builds (or finds) the program, with the combine's lanes of splits raised for many splits; while
+ * a kernel cannot run its work-group, halves the partial kernel's work-group (the tensor-core
+ * form's warps; past one warp, the team-shuffle or portable form), else the combine's lanes of
+ * splits, else its lanes of dims. With p->direct, k[2] (the combine) is NULL. */
 static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_resolved *r, int len_device, int mask,
                               int paged, decode_plan *p, cl_kernel k[3])
 {
@@ -294,6 +297,16 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
     static const char *const mma_sources[] = {"common", "warp_nv", "mma_nv", "attention_decode", "attention_decode_mma"};
     static const char *const cpu_sources[] = {"common", "attention_decode", "attention_decode_cpu"};
     static const char *const keys_sources[] = {"common", "attention_decode", "attention_decode_keys"};
+    /* the combine's lanes of splits doubled (up to 16 lanes, 512 work-items) while a lane would
+     * take more than one round of its four loads in flight at the plan's aim (a long cache; the
+     * same lanes at every length, so a generation loop builds no new program as its cache grows):
+     * the combine is one work-group per row, so its time is rounds of latency (not on CPUs'
+     * one-item form: there lanes are loops) */
+    const long slots = (long)p->aim_splits * (p->warps > 0 ? p->warps : 1);
+    while (!p->cpu && !p->direct && p->combine_lanes < 16 && 4L * p->combine_lanes < slots &&
+           2 * p->combine_lanes * p->combine_dl <= 512 &&
+           (size_t)(2 * p->combine_lanes * p->combine_dl) <= ctx->info.max_work_group_size)
+        p->combine_lanes *= 2;
     for (;;) {
         const char *const names[3] = {"decode_mask_len",
                                       p->warps       ? "decode_partial_mma"
