@@ -22,7 +22,8 @@
  * fcl_kv_cache_append; 16-byte row loads (unpadded caches, rows aligned) and element-wise ones
  * (padded caches, head dims not a multiple of 8); the kernel's work-group shapes (teams of
  * several items and merges of several teams, one item per team) and different split counts
- * (FLASHCL_DECODE_TILES, FLASHCL_LOOP_LIMIT); fcl_kv_cache_append bit for bit (host and device
+ * (FLASHCL_DECODE_TILES, FLASHCL_LOOP_LIMIT); host lengths that build no program past the
+ * lengths L_max and 1; fcl_kv_cache_append bit for bit (host and device
  * positions, positions outside the cache, paged); the NVIDIA tensor-core form's work-group shapes
  * and ring stages where it runs; a 200-step generation loop against the
  * causal forward over the whole sequence; bad arguments (status, message, outputs untouched,
@@ -845,6 +846,52 @@ Test(decode, split_counts)
     }
     fcl_context_release(ctx);
     cr_assert(ok, "decode with different split counts disagrees");
+}
+
+/* Programs this context has built or loaded so far (compiles and disk loads). */
+static unsigned long long programs_built(fcl_context ctx)
+{
+    fcl_cache_stats st;
+    cr_assert(fcl_context_cache_stats(ctx, &st) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    return (unsigned long long)(st.compiles + st.disk_hits);
+}
+
+/*
+ * A generation loop over host lengths builds nothing past its first two calls: after the lengths
+ * L_max (the split form) and 1 (one split, O written by the partial kernel), every length in
+ * between runs on the same programs, as fcl_precompile promises (it warms decode with exactly
+ * those two), with the device's tiles and with dozens of splits (16,4,32,64,1: the combine's lanes
+ * sized for the plan's aim, not the call's split count). Every call must match the reference. On
+ * llvmpipe (slow compiles) with the device's tiles only.
+ */
+Test(decode, host_lengths_build_once)
+{
+    static const dcase c = {FCL_F16, 2, 8, 2, 64, 700, 1, F_HOST, 0, {700, 0, 0, 0}, U, 0, 0, AL_NONE, 0, 0, 0, 2};
+    static const char *const tiles[] = {NULL, "16,4,32,64,1"};
+    static const int lengths[] = {2, 3, 17, 64, 100, 255, 256, 300, 511, 699};
+    fcl_context ctx = support_context();
+    fcl_device_info info;
+    cr_assert(fcl_context_device_info(ctx, &info) == FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    const int llvmpipe = strstr(info.name, "llvmpipe") != NULL;
+    int ok = 1;
+    for (size_t t = 0; t < (llvmpipe ? 1 : sizeof tiles / sizeof tiles[0]); t++) {
+        const char *what = tiles[t] ? tiles[t] : "default";
+        if (tiles[t])
+            setenv("FLASHCL_DECODE_TILES", tiles[t], 1);
+        ok &= decode_case(ctx, &c, c.Lmax, 9500 + t, NULL, NULL, NULL);
+        ok &= decode_case(ctx, &c, 1, 9510 + t, NULL, NULL, NULL);
+        const unsigned long long warm = programs_built(ctx);
+        for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+            ok &= decode_case(ctx, &c, lengths[i], 9520 + 10 * t + i, NULL, NULL, NULL);
+            const unsigned long long now = programs_built(ctx);
+            cr_expect(now == warm, "tiles %s: host length %d built %llu more programs after lengths %d and 1", what,
+                      lengths[i], now - warm, c.Lmax);
+            ok &= now == warm;
+        }
+        unsetenv("FLASHCL_DECODE_TILES");
+    }
+    fcl_context_release(ctx);
+    cr_assert(ok, "a host length missed the reference or built a program of its own");
 }
 
 /* ---------------------------------------------------------------- work-group shapes */
