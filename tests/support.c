@@ -194,6 +194,13 @@ void support_assert_sentence(const char *msg)
     cr_assert(letters >= 5, "error message is not a sentence: \"%s\"", msg);
 }
 
+fcl_cache_stats support_cache_stats(fcl_context ctx)
+{
+    fcl_cache_stats s;
+    cr_assert_eq(fcl_context_cache_stats(ctx, &s), FCL_SUCCESS, "%s", fcl_last_error(ctx));
+    return s;
+}
+
 void *support_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);

@@ -34,6 +34,15 @@ double support_max_err_f(const float *a, const double *ref, size_t n);
 /* The DESIGN.md rule: err <= factor * naive_err + 1e-5. */
 int support_within(double err, double naive_err, double factor);
 
+/* The context's program-cache counters (fcl_context_cache_stats; fails the test on error), and a
+ * printf format with its arguments for all five. */
+fcl_cache_stats support_cache_stats(fcl_context ctx);
+#define STATS_FMT "compiles %llu, memory_hits %llu, disk_hits %llu, disk_writes %llu, disk_rejects %llu"
+#define STATS_ARGS(s)                                                                                    \
+    (unsigned long long)(s).compiles, (unsigned long long)(s).memory_hits,                               \
+        (unsigned long long)(s).disk_hits, (unsigned long long)(s).disk_writes,                          \
+        (unsigned long long)(s).disk_rejects
+
 /* malloc that fails the test instead of returning NULL (n = 0 allowed). */
 void *support_xmalloc(size_t n);
 

@@ -263,19 +263,6 @@ static fcl_context new_context_with_dir(const char *dir)
     return ctx;
 }
 
-static fcl_cache_stats stats(fcl_context ctx)
-{
-    fcl_cache_stats s;
-    cr_assert_eq(fcl_context_cache_stats(ctx, &s), FCL_SUCCESS);
-    return s;
-}
-
-#define STATS_FMT "compiles %llu, memory_hits %llu, disk_hits %llu, disk_writes %llu, disk_rejects %llu"
-#define STATS_ARGS(s)                                                                           \
-    (unsigned long long)(s).compiles, (unsigned long long)(s).memory_hits,                      \
-        (unsigned long long)(s).disk_hits, (unsigned long long)(s).disk_writes,                 \
-        (unsigned long long)(s).disk_rejects
-
 /* Whether the context's device returns a program binary for a tiny program it built. */
 static int device_gives_binaries(fcl_context ctx)
 {
@@ -320,7 +307,7 @@ static int populate(const char *dir, result *first)
     fcl_context ctx = new_context_with_dir(dir);
     assert_dir_is(ctx, dir);
     *first = run_forward(ctx, 16);
-    fcl_cache_stats s = stats(ctx);
+    fcl_cache_stats s = support_cache_stats(ctx);
     int bins = device_gives_binaries(ctx);
     cr_assert(s.compiles >= 1, "first context: " STATS_FMT, STATS_ARGS(s));
     cr_assert(s.disk_hits == 0 && s.disk_rejects == 0, "first context: " STATS_FMT, STATS_ARGS(s));
@@ -361,7 +348,7 @@ Test(cache, first_context_compiles_then_memory_hits)
     fcl_context ctx = new_context_with_dir(dir);
     assert_dir_is(ctx, dir);
     result r1 = run_forward(ctx, 16);
-    fcl_cache_stats s1 = stats(ctx);
+    fcl_cache_stats s1 = support_cache_stats(ctx);
     cr_assert(s1.compiles >= 1, STATS_FMT, STATS_ARGS(s1));
     cr_assert_eq(s1.disk_hits, 0);
     cr_assert_eq(s1.disk_rejects, 0);
@@ -371,7 +358,7 @@ Test(cache, first_context_compiles_then_memory_hits)
         cr_assert_eq(s1.disk_writes, 0, "no binaries from %s but " STATS_FMT, device_name(ctx), STATS_ARGS(s1));
 
     result r2 = run_forward(ctx, 16);
-    fcl_cache_stats s2 = stats(ctx);
+    fcl_cache_stats s2 = support_cache_stats(ctx);
     cr_assert(s2.memory_hits > s1.memory_hits, "second call: memory_hits %llu -> %llu",
               (unsigned long long)s1.memory_hits, (unsigned long long)s2.memory_hits);
     cr_assert_eq(s2.compiles, s1.compiles, "second call compiled again: " STATS_FMT, STATS_ARGS(s2));
@@ -391,13 +378,13 @@ Test(cache, variants_are_cached_separately)
     make_dir(dir);
     fcl_context ctx = new_context_with_dir(dir);
     result a1 = run_forward(ctx, 16);
-    fcl_cache_stats s1 = stats(ctx);
+    fcl_cache_stats s1 = support_cache_stats(ctx);
     result b1 = run_forward(ctx, 32); /* another head dim is another compiled variant */
-    fcl_cache_stats s2 = stats(ctx);
+    fcl_cache_stats s2 = support_cache_stats(ctx);
     cr_assert(s2.compiles > s1.compiles, "D 32 after D 16 did not compile: " STATS_FMT, STATS_ARGS(s2));
     result a2 = run_forward(ctx, 16);
     result b2 = run_forward(ctx, 32);
-    fcl_cache_stats s3 = stats(ctx);
+    fcl_cache_stats s3 = support_cache_stats(ctx);
     cr_assert_eq(s3.compiles, s2.compiles, "re-running both variants compiled: " STATS_FMT, STATS_ARGS(s3));
     cr_assert(s3.memory_hits >= s2.memory_hits + 2, "memory hits %llu -> %llu",
               (unsigned long long)s2.memory_hits, (unsigned long long)s3.memory_hits);
@@ -416,7 +403,7 @@ Test(cache, second_context_hits_disk)
     int files_before = count_files(dir);
     fcl_context ctx = new_context_with_dir(dir);
     result r = run_forward(ctx, 16);
-    fcl_cache_stats s = stats(ctx);
+    fcl_cache_stats s = support_cache_stats(ctx);
     cr_assert_eq(s.compiles, 0, "second context compiled: " STATS_FMT, STATS_ARGS(s));
     cr_assert(s.disk_hits >= 1, "second context: " STATS_FMT, STATS_ARGS(s));
     cr_assert_eq(s.disk_rejects, 0, STATS_FMT, STATS_ARGS(s));
@@ -425,7 +412,7 @@ Test(cache, second_context_hits_disk)
     assert_same(&first, &r, "second context from disk");
     /* and from memory after that */
     result r2 = run_forward(ctx, 16);
-    fcl_cache_stats s2 = stats(ctx);
+    fcl_cache_stats s2 = support_cache_stats(ctx);
     cr_assert(s2.memory_hits > s.memory_hits && s2.disk_hits == s.disk_hits && s2.compiles == 0,
               STATS_FMT, STATS_ARGS(s2));
     assert_same(&first, &r2, "second context, second call");
@@ -446,7 +433,7 @@ static void damaged_files_case(mutation m, const char *what)
 
     fcl_context c2 = new_context_with_dir(dir);
     result r2 = run_forward(c2, 16);
-    fcl_cache_stats s2 = stats(c2);
+    fcl_cache_stats s2 = support_cache_stats(c2);
     cr_assert(s2.compiles >= 1, "%s: no recompile: " STATS_FMT, what, STATS_ARGS(s2));
     cr_assert(s2.disk_rejects >= 1, "%s: not rejected: " STATS_FMT, what, STATS_ARGS(s2));
     cr_assert_eq(s2.disk_hits, 0, "%s: a damaged file counted as a hit: " STATS_FMT, what, STATS_ARGS(s2));
@@ -458,7 +445,7 @@ static void damaged_files_case(mutation m, const char *what)
 
     fcl_context c3 = new_context_with_dir(dir);
     result r3 = run_forward(c3, 16);
-    fcl_cache_stats s3 = stats(c3);
+    fcl_cache_stats s3 = support_cache_stats(c3);
     cr_assert_eq(s3.compiles, 0, "%s: the replaced file was not used: " STATS_FMT, what, STATS_ARGS(s3));
     cr_assert(s3.disk_hits >= 1 && s3.disk_rejects == 0, "%s, third context: " STATS_FMT, what, STATS_ARGS(s3));
     assert_same(&first, &r3, what);
@@ -481,7 +468,7 @@ Test(cache, dir_read_at_context_creation)
     result r = run_forward(ctx, 16);
     assert_dir_is(ctx, a);
     cr_assert_eq(count_files(b), 0, "files were written to the folder set after creation");
-    cr_assert_eq((uint64_t)count_files(a), stats(ctx).disk_writes);
+    cr_assert_eq((uint64_t)count_files(a), support_cache_stats(ctx).disk_writes);
     fcl_context_release(ctx);
     result_free(&r);
 }
@@ -495,7 +482,7 @@ Test(cache, missing_nested_dir_is_created)
     cr_assert(stat(nested, &st) == 0 && S_ISDIR(st.st_mode), "%s was not created", nested);
     assert_dir_is(ctx, nested);
     result r = run_forward(ctx, 16);
-    cr_assert_eq((uint64_t)count_files(nested), stats(ctx).disk_writes);
+    cr_assert_eq((uint64_t)count_files(nested), support_cache_stats(ctx).disk_writes);
     fcl_context_release(ctx);
     result_free(&r);
 }
@@ -514,7 +501,7 @@ Test(cache, off_disables_disk)
         cr_assert(fcl_context_cache_dir(ctx) == NULL, "FLASHCL_CACHE_DIR=off gave cache dir %s",
                   fcl_context_cache_dir(ctx));
         result r = run_forward(ctx, 16);
-        fcl_cache_stats s = stats(ctx);
+        fcl_cache_stats s = support_cache_stats(ctx);
         cr_assert(s.compiles >= 1, "round %d: " STATS_FMT, round, STATS_ARGS(s));
         cr_assert(s.disk_hits == 0 && s.disk_writes == 0 && s.disk_rejects == 0, "round %d: " STATS_FMT, round,
                   STATS_ARGS(s));
@@ -564,7 +551,7 @@ Test(cache, programs_policy)
         const int pocl = strstr(info.platform_name, "Portable Computing Language") != NULL;
         const int want = !runs[i].programs && !(pocl && !runs[i].pocl_cache) && device_gives_binaries(ctx);
         result r = run_forward(ctx, 16);
-        const fcl_cache_stats s = stats(ctx);
+        const fcl_cache_stats s = support_cache_stats(ctx);
         cr_assert(s.compiles >= 1 && s.disk_hits == 0 && s.disk_rejects == 0, "run %zu: " STATS_FMT, i,
                   STATS_ARGS(s));
         if (want)
@@ -602,7 +589,7 @@ Test(cache, unwritable_dir_disables_disk)
     fcl_context ctx = new_context_with_dir(bad);
     cr_assert(fcl_context_cache_dir(ctx) == NULL, "an unusable folder gave cache dir %s", fcl_context_cache_dir(ctx));
     result r = run_forward(ctx, 16);
-    fcl_cache_stats s = stats(ctx);
+    fcl_cache_stats s = support_cache_stats(ctx);
     cr_assert(s.compiles >= 1 && s.disk_hits == 0 && s.disk_writes == 0, STATS_FMT, STATS_ARGS(s));
     result r2 = run_forward(ctx, 16);
     assert_same(&r, &r2, "unwritable dir, second call");
@@ -624,7 +611,7 @@ Test(cache, xdg_cache_home_fallback)
     snprintf(want, sizeof want, "%s/flashcl", xdg);
     assert_dir_is(ctx, want);
     result r = run_forward(ctx, 16);
-    cr_assert_eq((uint64_t)count_files(want), stats(ctx).disk_writes);
+    cr_assert_eq((uint64_t)count_files(want), support_cache_stats(ctx).disk_writes);
     fcl_context_release(ctx);
     result_free(&r);
 }
@@ -640,7 +627,7 @@ Test(cache, home_fallback)
     snprintf(want, sizeof want, "%s/.cache/flashcl", home);
     assert_dir_is(ctx, want);
     result r = run_forward(ctx, 16);
-    cr_assert_eq((uint64_t)count_files(want), stats(ctx).disk_writes);
+    cr_assert_eq((uint64_t)count_files(want), support_cache_stats(ctx).disk_writes);
     fcl_context_release(ctx);
     result_free(&r);
 }

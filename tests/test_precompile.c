@@ -53,19 +53,6 @@ static void sandbox_fini(void)
 
 TestSuite(precompile, .init = sandbox_init, .fini = sandbox_fini);
 
-static fcl_cache_stats stats(fcl_context ctx)
-{
-    fcl_cache_stats s;
-    cr_assert_eq(fcl_context_cache_stats(ctx, &s), FCL_SUCCESS);
-    return s;
-}
-
-#define STATS_FMT "compiles %llu, memory_hits %llu, disk_hits %llu, disk_writes %llu, disk_rejects %llu"
-#define STATS_ARGS(s)                                                                                  \
-    (unsigned long long)(s).compiles, (unsigned long long)(s).memory_hits,                             \
-        (unsigned long long)(s).disk_hits, (unsigned long long)(s).disk_writes,                        \
-        (unsigned long long)(s).disk_rejects
-
 /* ---------------------------------------------------------------- the deployment */
 
 /* A small deployment: F16, head dim 32, Hq 2 over Hkv 1, causal. Prefill: forward at B 2,
@@ -196,7 +183,7 @@ static int device_gives_binaries(fcl_context ctx)
 static fcl_context new_context(void)
 {
     fcl_context ctx = support_context();
-    const fcl_cache_stats s = stats(ctx);
+    const fcl_cache_stats s = support_cache_stats(ctx);
     cr_assert(s.compiles == 0 && s.disk_hits == 0, "a new context has non-zero cache counters");
     return ctx;
 }
@@ -205,10 +192,10 @@ Test(precompile, same_context_compiles_nothing_after)
 {
     fcl_context ctx = new_context();
     warm(ctx);
-    const fcl_cache_stats w = stats(ctx);
+    const fcl_cache_stats w = support_cache_stats(ctx);
     cr_assert(w.compiles + w.disk_hits > 0, "fcl_precompile built nothing: " STATS_FMT, STATS_ARGS(w));
     deployment_calls(ctx);
-    const fcl_cache_stats d = stats(ctx);
+    const fcl_cache_stats d = support_cache_stats(ctx);
     cr_expect(d.compiles == w.compiles && d.disk_hits == w.disk_hits && d.memory_hits > w.memory_hits,
               "the deployment's calls built programs after fcl_precompile: before " STATS_FMT ", after " STATS_FMT,
               STATS_ARGS(w), STATS_ARGS(d));
@@ -219,7 +206,7 @@ Test(precompile, new_context_loads_everything_from_disk)
 {
     fcl_context ctx = new_context();
     warm(ctx);
-    const fcl_cache_stats w = stats(ctx);
+    const fcl_cache_stats w = support_cache_stats(ctx);
     const int binaries = device_gives_binaries(ctx);
     fcl_context_release(ctx);
     if (!binaries) {
@@ -229,7 +216,7 @@ Test(precompile, new_context_loads_everything_from_disk)
     cr_assert(w.disk_writes > 0 && w.disk_writes == w.compiles, "fcl_precompile stored " STATS_FMT, STATS_ARGS(w));
     ctx = new_context();
     deployment_calls(ctx);
-    const fcl_cache_stats d = stats(ctx);
+    const fcl_cache_stats d = support_cache_stats(ctx);
     cr_expect(d.compiles == 0 && d.disk_hits > 0 && d.disk_rejects == 0,
               "a new context compiled after fcl_precompile: " STATS_FMT, STATS_ARGS(d));
     fcl_context_release(ctx);
@@ -273,7 +260,7 @@ Test(precompile, entries_under_another_key_refused)
     cr_assert(rename(tmp, names[n - 1]) == 0);
     ctx = new_context();
     deployment_calls(ctx);
-    const fcl_cache_stats d = stats(ctx);
+    const fcl_cache_stats d = support_cache_stats(ctx);
     cr_expect(d.disk_hits == 0 && d.disk_rejects > 0 && d.compiles > 0,
               "entries under another key were not refused: " STATS_FMT, STATS_ARGS(d));
     fcl_context_release(ctx);
@@ -311,7 +298,7 @@ Test(precompile, folder_of_another_device_unused)
     if (!other)
         cr_skip("no OpenCL device of another platform on this machine");
     deployment_calls(other);
-    const fcl_cache_stats d = stats(other);
+    const fcl_cache_stats d = support_cache_stats(other);
     cr_expect(d.disk_hits == 0 && d.compiles > 0, "another device used the warmed folder: " STATS_FMT,
               STATS_ARGS(d));
     fcl_context_release(other);
@@ -328,7 +315,7 @@ static void bad_spec(const fcl_precompile_spec *spec, fcl_status want, const cha
     cr_expect_eq(s, want, "got %s (%s), want %s", fcl_status_string(s), msg, fcl_status_string(want));
     support_assert_sentence(msg);
     cr_expect(strstr(msg, token) != NULL, "message \"%s\" does not name \"%s\"", msg, token);
-    const fcl_cache_stats st = stats(ctx);
+    const fcl_cache_stats st = support_cache_stats(ctx);
     cr_expect(st.compiles == 0 && st.disk_hits == 0, "a refused spec built programs: " STATS_FMT, STATS_ARGS(st));
     fcl_context_release(ctx);
 }

@@ -354,29 +354,27 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     chunk_offsets(TN, WGMMA_SS_B_MN, b_off, b_s, n0, lid, &b_g, &b_l);
     const bool inside = m0 + TM <= M && n0 + TN <= N;
 #define SLICE_INSIDE(kt) (inside && ((kt) + 1) * TK <= K)
-#define ISSUE_A_ANY(kt)                                                                            \
+/* Slice kt of the 16-bit operand X (x: the prefix of its offsets) into `tile`. */
+#define ISSUE16(X, x, tile, kt)                                                                    \
     do {                                                                                           \
-        if (A_STEADY && SLICE_INSIDE(kt))                                                          \
-            copy16_rows(A_STAGE((kt) % STAGES), a_l, WGMMA_SS_A_MN ? 64 : ROW_BYTES / 2, A,          \
-                        a_g + (kt) * (WGMMA_SS_A_MN ? TK * a_s : TK), a_s, A_ROWS_APART, A_PER);       \
+        if (X##_STEADY && SLICE_INSIDE(kt))                                                        \
+            copy16_rows(tile, x##_l, WGMMA_SS_##X##_MN ? 64 : ROW_BYTES / 2, X,                      \
+                        x##_g + (kt) * (WGMMA_SS_##X##_MN ? TK * x##_s : TK), x##_s, X##_ROWS_APART,   \
+                        X##_PER);                                                                  \
         else                                                                                       \
-            ISSUE_A(kt);                                                                           \
+            ISSUE_##X(kt);                                                                         \
     } while (0)
 #if B_I8
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        ISSUE_A_ANY(kt);                                                                           \
+        ISSUE16(A, a, A_STAGE((kt) % STAGES), kt);                                                 \
         ISSUE_RAW_B(kt);                                                                           \
     } while (0)
 #else
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        ISSUE_A_ANY(kt);                                                                           \
-        if (B_STEADY && SLICE_INSIDE(kt))                                                          \
-            copy16_rows(B_READ(kt), b_l, WGMMA_SS_B_MN ? 64 : ROW_BYTES / 2, B,                      \
-                        b_g + (kt) * (WGMMA_SS_B_MN ? TK * b_s : TK), b_s, B_ROWS_APART, B_PER);       \
-        else                                                                                       \
-            ISSUE_B(kt);                                                                           \
+        ISSUE16(A, a, A_STAGE((kt) % STAGES), kt);                                                 \
+        ISSUE16(B, b, B_READ(kt), kt);                                                             \
     } while (0)
 #endif
 

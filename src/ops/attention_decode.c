@@ -129,7 +129,8 @@ static int power_of_two(int x)
 }
 
 /* The combine's work-group: lanes of dims (a float4 each, or more past `items` lanes), times 1
- * to 8 lanes of splits while that stays within `items` work-items. */
+ * to 8 lanes of splits while that stays within `items` work-items (raise_combine_lanes may take
+ * the lanes further once the splits are planned). */
 static void combine_shape(decode_plan *p, int items)
 {
     p->combine_dl = p->hdp / 4;
@@ -137,6 +138,20 @@ static void combine_shape(decode_plan *p, int items)
         p->combine_dl /= 2;
     p->combine_lanes = 1;
     while (p->combine_lanes < 8 && p->combine_lanes * 2 * p->combine_dl <= items)
+        p->combine_lanes *= 2;
+}
+
+/* Once the splits are planned: the combine's lanes of splits doubled (up to 16 lanes, 512
+ * work-items) while a lane would take more than one round of its four loads in flight at the
+ * plan's aim (a long cache; the same lanes at every length, so a generation loop builds no new
+ * program as its cache grows). The combine is one work-group per row, so its time is rounds of
+ * latency. Not on CPUs' one-item form (there lanes are loops), nor with one split (no combine). */
+static void raise_combine_lanes(fcl_context ctx, decode_plan *p)
+{
+    const long slots = (long)p->aim_splits * (p->warps > 0 ? p->warps : 1);
+    while (!p->cpu && !p->direct && p->combine_lanes < 16 && 4L * p->combine_lanes < slots &&
+           2 * p->combine_lanes * p->combine_dl <= 512 &&
+           (size_t)(2 * p->combine_lanes * p->combine_dl) <= ctx->info.max_work_group_size)
         p->combine_lanes *= 2;
 }
 
@@ -284,7 +299,7 @@ static void plan_splits(fcl_context ctx, int64_t B, int64_t Hkv, int64_t bound, 
     p->n_splits = (int)((keys + p->split_keys - 1) / p->split_keys);
 }
 
-/* Builds (or finds) the program, with the combine's lanes of splits raised for many splits; while
+/* Builds (or finds) the program, with the combine's lanes raised (raise_combine_lanes); while
  * a kernel cannot run its work-group, halves the partial kernel's work-group (the tensor-core
  * form's warps; past one warp, the team-shuffle or portable form), else the combine's lanes of
  * splits, else its lanes of dims. With p->direct, k[2] (the combine) is NULL. */
@@ -297,16 +312,7 @@ static fcl_status get_kernels(fcl_context ctx, fcl_dtype dt, const fcl_attn_reso
     static const char *const mma_sources[] = {"common", "warp_nv", "mma_nv", "attention_decode", "attention_decode_mma"};
     static const char *const cpu_sources[] = {"common", "attention_decode", "attention_decode_cpu"};
     static const char *const keys_sources[] = {"common", "attention_decode", "attention_decode_keys"};
-    /* the combine's lanes of splits doubled (up to 16 lanes, 512 work-items) while a lane would
-     * take more than one round of its four loads in flight at the plan's aim (a long cache; the
-     * same lanes at every length, so a generation loop builds no new program as its cache grows):
-     * the combine is one work-group per row, so its time is rounds of latency (not on CPUs'
-     * one-item form: there lanes are loops) */
-    const long slots = (long)p->aim_splits * (p->warps > 0 ? p->warps : 1);
-    while (!p->cpu && !p->direct && p->combine_lanes < 16 && 4L * p->combine_lanes < slots &&
-           2 * p->combine_lanes * p->combine_dl <= 512 &&
-           (size_t)(2 * p->combine_lanes * p->combine_dl) <= ctx->info.max_work_group_size)
-        p->combine_lanes *= 2;
+    raise_combine_lanes(ctx, p);
     for (;;) {
         const char *const names[3] = {"decode_mask_len",
                                       p->warps       ? "decode_partial_mma"
