@@ -8,10 +8,10 @@
  * sequence's rows for each LAYOUT (0 dense, 1 varlen, 2 packed, as in
  * attention_forward_rows.cl), the scratch row index, the stored dS indices, the packed bounds, the
  * score transform, and the preprocessing kernel attention_backward_delta (delta[h, i] =
- * rowsum(dO * O), 32 work-items per query row).
+ * rowsum(dO * O), up to 32 work-items per query row).
  *
- * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (32,
- * 1 on CPUs, 0 in the CPU kernels' program: SIMD and DELTA_CPU_ROWS defined).
+ * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (GPUs:
+ * HEAD_DIM_PAD / 4 up to 32; 1 on CPUs, 0 in the CPU kernels' program: SIMD and DELTA_CPU_ROWS defined).
  */
 
 #define BACKWARD_ARGS                                                                              \
@@ -203,11 +203,27 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_backward_
     }
 }
 #else
-/* Work-groups of DELTA_LANES x (1 to 8) work-items along dimension 0: DELTA_LANES per query row
- * i, each summing the row's elements lane, lane + DELTA_LANES, ... (on GPUs 32: consecutive
- * work-items read consecutive elements); lane 0 then adds the partial sums in order
- * (deterministic). DELTA_LANES 1 on CPUs: a work-item per row, as their SIMD lanes want. */
-#define DELTA_MAX_ROWS 8
+/* Four elements of row `row` from element d (zeros from head_dim on): one vector load where the
+ * row's start and head_dim are multiples of 4 elements (`aligned`), else element by element. */
+inline float4 delta_chunk(__global const store_t *p, long row, int d, int head_dim, bool aligned)
+{
+    if (aligned)
+        return load4_aligned(p, row + d);
+    float4 x;
+    x.s0 = d < head_dim ? LOAD(p, row + d) : 0.0f;
+    x.s1 = d + 1 < head_dim ? LOAD(p, row + d + 1) : 0.0f;
+    x.s2 = d + 2 < head_dim ? LOAD(p, row + d + 2) : 0.0f;
+    x.s3 = d + 3 < head_dim ? LOAD(p, row + d + 3) : 0.0f;
+    return x;
+}
+
+/* Work-groups of DELTA_LANES x (1 to DELTA_MAX_ROWS) work-items along dimension 0: DELTA_LANES
+ * per query row i (on GPUs HEAD_DIM_PAD / 4 up to 32, from the host), each summing the row's
+ * 4-element chunks lane, lane + DELTA_LANES, ... (consecutive work-items read consecutive
+ * chunks, one vector load each where the rows allow); the lanes' partial sums then meet in a
+ * fixed tree (deterministic). DELTA_LANES 1 on CPUs: a work-item per row, as their SIMD lanes
+ * want. */
+#define DELTA_MAX_ROWS (256 / DELTA_LANES)
 __kernel void attention_backward_delta(BACKWARD_ARGS)
 {
 #if DELTA_LANES > 1
@@ -220,16 +236,24 @@ __kernel void attention_backward_delta(BACKWARD_ARGS)
     if (i < r.sq) {
         const long orow = o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh;
         const long drow = do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh;
-        for (int d = lane; d < head_dim; d += DELTA_LANES)
-            sum = fma(LOAD(dO, drow + d), LOAD(O, orow + d), sum);
+        const bool aligned = head_dim % 4 == 0 && orow % 4 == 0 && drow % 4 == 0;
+        for (int d = 4 * lane; d < head_dim; d += 4 * DELTA_LANES) {
+            const float4 g = delta_chunk(dO, drow, d, head_dim, aligned), o = delta_chunk(O, orow, d, head_dim, aligned);
+            sum = fma(g.s3, o.s3, fma(g.s2, o.s2, fma(g.s1, o.s1, fma(g.s0, o.s0, sum))));
+        }
     }
 #if DELTA_LANES > 1
     part[slot][lane] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    /* pairs at distance `gap` (powers of two from the widest below DELTA_LANES) add up */
+    for (int gap = DELTA_LANES > 16 ? 16 : DELTA_LANES > 8 ? 8 : DELTA_LANES > 4 ? 4 : DELTA_LANES > 2 ? 2 : 1; gap > 0;
+         gap /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane < gap && lane + gap < DELTA_LANES)
+            part[slot][lane] += part[slot][lane + gap];
+    }
     if (lane != 0 || i >= r.sq)
         return;
-    for (int k = 1; k < DELTA_LANES; k++)
-        sum += part[slot][k];
+    sum = part[slot][0];
 #else
     (void)slot;
     if (i >= r.sq)

@@ -58,6 +58,20 @@ inline ushort float_to_bf16(float f)
 #error "unknown FCL_DTYPE"
 #endif
 
+/* Four consecutive elements p[i .. i + 3] as floats, i a multiple of 4: one vector load (a
+ * cl_mem's base is at least 16-byte aligned). */
+inline float4 load4_aligned(__global const store_t *p, long i)
+{
+#if FCL_DTYPE == 0
+    return *(__global const float4 *)(p + i);
+#elif FCL_DTYPE == 1
+    const ushort4 u = *(__global const ushort4 *)((__global const ushort *)p + i);
+    return vload_half4(0, (const __private half *)&u);
+#else
+    return as_float4(convert_uint4(*(__global const ushort4 *)(p + i)) << 16);
+#endif
+}
+
 #ifdef C_F32
 /* The GEMM kernels' output C (-D C_F32: F32, else the storage dtype). */
 #if C_F32
@@ -110,13 +124,8 @@ typedef union {
  * head_dim is one), else element by element, zeros from head dim `head_dim` on. */
 BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int head_dim)
 {
-#if VEC_LOAD && FCL_DTYPE == 0
-    return *(__global const float4 *)(p + i);
-#elif VEC_LOAD && FCL_DTYPE == 1
-    const ushort4 u = *(__global const ushort4 *)((__global const ushort *)p + i);
-    return vload_half4(0, (const __private half *)&u);
-#elif VEC_LOAD && FCL_DTYPE == 2
-    return as_float4(convert_uint4(*(__global const ushort4 *)(p + i)) << 16);
+#if VEC_LOAD
+    return load4_aligned(p, i);
 #else
     float4 x;
     x.s0 = d < head_dim ? LOAD(p, i) : 0.0f;

@@ -27,13 +27,18 @@ typedef struct backward_variant {
     size_t delta_rows;       /* query rows per work-group of the delta kernel */
 } backward_variant;
 
-/* Work-items per query row of the delta kernel: 32 on GPUs (reads along the row), 1 on CPUs (a
- * row per SIMD lane; Intel's CPU compiler also crashes on the 32-lane form). The CPU kernels'
+/* Work-items per query row of the delta kernel at padded head dim hdp: on GPUs one per 4-element
+ * chunk up to 32 (reads along the row), 1 on CPUs (a row per SIMD lane; Intel's CPU runtime also
+ * crashes running the form with lanes, which PoCL and oclgrind run clean). The CPU kernels'
  * program builds it with 0 instead (get_cpu_kernels). */
-static int delta_lanes(fcl_context ctx)
+static int delta_lanes(fcl_context ctx, int hdp)
 {
-    return ctx->info.type == FCL_DEVICE_CPU ? 1 : 32;
+    return ctx->info.type == FCL_DEVICE_CPU ? 1 : hdp / 4 < 32 ? hdp / 4 : 32;
 }
+
+/* Work-items of the delta kernel's work-groups with several lanes per row, at most (as its
+ * DELTA_MAX_ROWS rows of DELTA_LANES). */
+#define DELTA_GROUP_ITEMS 256
 
 /* Query rows per work-group of the delta kernel on CPUs: one work-item each with 1 lane, one
  * work-item for all of them with 0 (-DDELTA_CPU_ROWS in the CPU kernels' program). */
@@ -41,7 +46,7 @@ static int delta_lanes(fcl_context ctx)
 
 /* The three kernels of the program of `sources` built with `opts` (whose -DDELTA_LANES is
  * `lanes`) into v->kern, the shape of its delta kernel (v->delta_lanes = lanes; v->delta_rows: up
- * to 8 on GPUs, as many as it can run; DELTA_CPU_ROWS on CPUs), and the most work-items each of
+ * to DELTA_GROUP_ITEMS / lanes on GPUs, as many as it can run; DELTA_CPU_ROWS on CPUs), and the most work-items each of
  * dkdv and dq can run per work-group (wg). */
 static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
                                 int lanes, backward_variant *v, size_t wg[2])
@@ -63,7 +68,8 @@ static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int
     v->dkdv_slices = v->dq_slices = 1;
     const size_t fit = lanes > 0 ? most[K_DELTA] / (size_t)lanes : 0;
     v->delta_lanes = (size_t)lanes;
-    v->delta_rows = lanes <= 1 ? DELTA_CPU_ROWS : fit >= 8 ? 8 : fit >= 1 ? fit : 1;
+    const size_t most_rows = DELTA_GROUP_ITEMS / (size_t)(lanes > 1 ? lanes : 1);
+    v->delta_rows = lanes <= 1 ? DELTA_CPU_ROWS : fit >= most_rows ? most_rows : fit >= 1 ? fit : 1;
     return FCL_SUCCESS;
 }
 
@@ -82,9 +88,9 @@ static fcl_status get_portable_kernels(fcl_context ctx, const fcl_forward_job *f
                  "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_M=%d -DBLOCK_N=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d "
                  "-DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
                  (int)f->dtype, hdp, t->block_m, t->block_n, f->layout, f->params.softcap > 0.0f,
-                 f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
+                 f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx, hdp));
         size_t wg[2] = {0, 0};
-        fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx), v, wg);
+        fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx, hdp), v, wg);
         if (s != FCL_SUCCESS)
             return s;
         if (wg[0] >= (size_t)t->block_n && wg[1] >= (size_t)t->block_m) {
@@ -160,9 +166,9 @@ static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *j
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_A=%d -DBLOCK_B=%d -DWA=%d -DWB=%d -DDK=%d -DNK=%d -DVW=%d "
              "-DVEC_LOAD=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, ds_keys > 0,
-             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx));
+             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx, hdp));
     size_t wg[2] = {0, 0};
-    fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx), v, wg);
+    fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx, hdp), v, wg);
     if (s != FCL_SUCCESS)
         return s;
     v->mma = 0;
@@ -307,11 +313,11 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
                  "-DSWIZZLED_TILES=%d",
                  (int)f->dtype, hdp, k->dkdv_block_n, k->dkdv_block_m, k->dq_block_m, k->dq_block_n, k->kv_local,
                  dkdv_slices, dq_slices, ds_keys > 0, aligned, pairs, f->layout,
-                 f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx), wgmma,
+                 f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx, hdp), wgmma,
                  wgmma);
         int refused = 0;
-        fcl_status s = wgmma ? build_kernels(ctx, wgmma_sources, 6, opts, delta_lanes(ctx), v, wg)
-                             : build_kernels(ctx, sources, 5, opts, delta_lanes(ctx), v, wg);
+        fcl_status s = wgmma ? build_kernels(ctx, wgmma_sources, 6, opts, delta_lanes(ctx, hdp), v, wg)
+                             : build_kernels(ctx, sources, 5, opts, delta_lanes(ctx, hdp), v, wg);
         if (wgmma)
             s = fcl_wgmma_build_outcome(ctx, s, &refused);
         if (s != FCL_SUCCESS)
@@ -521,8 +527,8 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
         err = set_shared_args(kern[k], job, O, lse, mem[0], k == K_DKDV ? mem[1] : k == K_DQ ? mem[2] : NULL,
                               k == K_DELTA ? NULL : mem[5], ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
-    /* delta: delta_lanes work-items per row, up to 8 rows per work-group on GPUs (what the kernel
-     * can run), 32 on CPUs (with no lanes: one work-item for them); an explicit work-group so that
+    /* delta: delta_lanes work-items per row, up to DELTA_GROUP_ITEMS / delta_lanes rows per
+     * work-group on GPUs (what the kernel can run), 32 on CPUs (with no lanes: one work-item for them); an explicit work-group so that
      * PoCL compiles one delta kernel for every shape */
     const size_t lanes = v.delta_lanes, delta_rows = v.delta_rows;
     const size_t delta_blocks = ((size_t)f->sq + delta_rows - 1) / delta_rows;
