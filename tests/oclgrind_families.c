@@ -5,8 +5,10 @@
  * the forward's rows, blocked and chunked (loop-capped) kernels, varlen, packed, the backward
  * (and the packed one), decode with split keys and direct (the team form, and the three-phase
  * form with K in its batch and one batch ahead), decode over a paged cache with device lengths,
- * kv-cache append (contiguous and paged), flashcl's GEMM with float and int8 weights. Each
- * family poisons its outputs with NaN first and must leave none: every output element written.
+ * kv-cache append (contiguous and paged), flashcl's GEMM with float and int8 weights, the layer's
+ * backward from kept activations (the weight and bias gradients). Each family poisons its
+ * outputs with NaN first and must leave none: every output element written (the layer's
+ * accumulated gradients start at zero instead, so only their kernels' accesses are checked).
  * `oclgrind_families` runs all; `oclgrind_families NAME` one. Exits non-zero on a failed call or
  * an unwritten output. Not a Criterion test: Criterion's runner forks per test, which the checker
  * does not need.
@@ -232,6 +234,51 @@ static void gemm(const char *family, fcl_dtype wdt)
     unsetenv("FLASHCL_GEMM");
 }
 
+/* fcl_attention_qkvo_backward_saved through flashcl's GEMM (FLASHCL_GEMM=own): self-attention,
+ * L 3, D 8, 2 heads, causal, F32 weights [8, 8] with biases; dX poisoned, dw and db (accumulated)
+ * zeroed; after fcl_attention_qkvo_forward_save. */
+static void layer_backward(void)
+{
+    setenv("FLASHCL_GEMM", "own", 1);
+    enum { L = 3, D = 8 };
+    fcl_tensor x = tensor(FCL_F32, 2, L, D, 0, 0), o = tensor(FCL_F32, 2, L, D, 0, 0);
+    fcl_tensor dout = tensor(FCL_F32, 2, L, D, 0, 0), dx = tensor(FCL_F32, 2, L, D, 0, 0);
+    fcl_tensor act[4], lse = tensor(FCL_F32, 2, 2, L, 0, 0), w[4], b[4], dw[4], db[4];
+    fcl_weight wt[4];
+    fcl_weight_grad g[4];
+    float zeros[D * D] = {0};
+    for (int i = 0; i < 4; i++) {
+        act[i] = tensor(FCL_F32, 2, L, D, 0, 0);
+        w[i] = tensor(FCL_F32, 2, D, D, 0, 0);
+        b[i] = tensor(FCL_F32, 1, D, 0, 0, 0);
+        dw[i] = tensor(FCL_F32, 2, D, D, 0, 0);
+        db[i] = tensor(FCL_F32, 1, D, 0, 0, 0);
+        fcl_tensor_write_f32(dw[i], zeros, D * D);
+        fcl_tensor_write_f32(db[i], zeros, D);
+        wt[i] = (fcl_weight){w[i], NULL, b[i]};
+        g[i] = (fcl_weight_grad){dw[i], db[i]};
+    }
+    fcl_attn_params p = FCL_ATTN_PARAMS_INIT;
+    p.causal = 1;
+    const fcl_qkvo_saved saved = {act[0], act[1], act[2], act[3], lse};
+    poison(dx);
+    fcl_status st = fcl_attention_qkvo_forward_save(ctx, &p, 2, x, NULL, &wt[0], &wt[1], &wt[2], &wt[3], o, &saved,
+                                                    NULL);
+    if (st == FCL_SUCCESS)
+        st = fcl_attention_qkvo_backward_saved(ctx, &p, 2, x, NULL, &wt[0], &wt[1], &wt[2], &wt[3], &saved, dout, dx,
+                                               NULL, &g[0], &g[1], &g[2], &g[3], NULL);
+    fcl_tensor outs[9] = {dx, dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3]};
+    check("layer backward (kept activations)", st, outs, 9);
+    fcl_tensor rest[5] = {x, o, dout, lse, dx};
+    release(rest, 5);
+    release(act, 4);
+    release(w, 4);
+    release(b, 4);
+    release(dw, 4);
+    release(db, 4);
+    unsetenv("FLASHCL_GEMM");
+}
+
 static void chunked(void)
 {
     setenv("FLASHCL_FORWARD_PATH", "rows", 1);
@@ -273,7 +320,7 @@ int main(int argc, char **argv)
         {"packed", packed},      {"backward", backward},         {"decode-split", decode_split},
         {"decode-direct", decode_direct}, {"decode-keys-split", decode_keys_split},
         {"decode-keys-direct", decode_keys_direct}, {"paged", paged}, {"append", append}, {"gemm", gemm_f32},
-        {"gemm-i8", gemm_i8},
+        {"gemm-i8", gemm_i8}, {"layer-backward", layer_backward},
     };
     if (fcl_context_create(NULL, &ctx) != FCL_SUCCESS) {
         fprintf(stderr, "fcl_context_create: %s\n", fcl_last_error(NULL));
