@@ -278,61 +278,6 @@ void column_sums(__global const store_t *G, __global c_t *db, const int M, const
     STOREC(db, db_off + n * db_s, s);
 }
 
-/* The GPUs' column sums in two passes, so that a few thousand columns still fill the device:
- * column_sums_part sums rows chunk * rows_per .. (chunk + 1) * rows_per - 1 (chunk: the group's
- * dimension 1) of 128 columns per work-group of 32 x CS_ROWS work-items, work-item (c, r) 4
- * consecutive columns (one vector load per row where `aligned`: N, g_off and g_sm multiples of 4)
- * over rows r, r + CS_ROWS, ... of the chunk; row 0 adds the CS_ROWS partial sums in order into
- * part[chunk * N + n] (F32). column_sums_finish then adds a column's `chunks` partial sums in
- * order into db (deterministic). */
-__kernel __attribute__((reqd_work_group_size(32, CS_ROWS, 1)))
-void column_sums_part(__global const store_t *G, __global float *part, const int M, const int N, const long g_off,
-                      const long g_sm, const long rows_per, const long aligned)
-{
-    const int c = get_local_id(0), r = get_local_id(1), n = (get_group_id(0) * 32 + c) * 4;
-    const long chunk = get_group_id(1), m_end = min((long)M, (chunk + 1) * rows_per);
-    float4 s = (float4)(0.0f);
-    if (n < N && aligned)
-        for (long m = chunk * rows_per + r; m < m_end; m += CS_ROWS)
-            s += load4_aligned(G, g_off + m * g_sm + n);
-    else if (n < N)
-        for (long m = chunk * rows_per + r; m < m_end; m += CS_ROWS) {
-            const long row = g_off + m * g_sm + n;
-            s.s0 += LOAD(G, row);
-            s.s1 += n + 1 < N ? LOAD(G, row + 1) : 0.0f;
-            s.s2 += n + 2 < N ? LOAD(G, row + 2) : 0.0f;
-            s.s3 += n + 3 < N ? LOAD(G, row + 3) : 0.0f;
-        }
-#if CS_ROWS > 1
-    __local float4 rows[CS_ROWS][32];
-    rows[r][c] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (r > 0)
-        return;
-    for (int i = 1; i < CS_ROWS; i++)
-        s += rows[i][c];
-#endif
-    __global float *out = part + chunk * N + n;
-    const float v[4] = {s.s0, s.s1, s.s2, s.s3};
-    for (int i = 0; i < 4 && n + i < N; i++)
-        out[i] = v[i];
-}
-
-__kernel void column_sums_finish(__global const float *part, __global c_t *db, const int chunks, const int N,
-                                 const long db_off, const long db_s)
-{
-    const int n = get_global_id(0);
-    if (n >= N)
-        return;
-    float s = 0.0f;
-    for (int k = 0; k < chunks; k++)
-        s += part[(long)k * N + n];
-#if ACCUMULATE
-    s += LOADC(db, db_off + n * db_s);
-#endif
-    STOREC(db, db_off + n * db_s, s);
-}
-
 /* dst[n * d_sn + k] = W[n, k] (I8, at w_off + n * w_sn + k) in the activations' dtype, exactly
  * (every I8 value is an F16 and a BF16): the weights of a GEMM with many rows, converted once for
  * the 16-bit tensor-core GEMM, which applies their scale. Eight values of a row per work-item,

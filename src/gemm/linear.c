@@ -427,45 +427,6 @@ static fcl_status column_sums_launch(fcl_context ctx, fcl_tensor G, int64_t m0, 
     return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the bias-gradient kernel");
 }
 
-/* Work-groups of column_sums_part per compute unit that the two-pass column sums aim at. */
-#define COLUMN_SUM_GROUPS_PER_CU 4
-
-/* The GPUs' column sums (column_sums_part, column_sums_finish): db (+)= the column sums of G
- * [M >= 1, N], from partial sums over chunks of rows in an F32 scratch buffer. */
-static fcl_status column_sums_two_pass(fcl_context ctx, fcl_tensor G, fcl_tensor db)
-{
-    const int64_t M = G->shape[0], N = G->shape[1], rows = column_sum_rows(ctx), col_groups = (N + 127) / 128;
-    int64_t chunks = ((int64_t)COLUMN_SUM_GROUPS_PER_CU * ctx->info.compute_units + col_groups - 1) / col_groups;
-    const int64_t most = (M + rows - 1) / rows; /* at least a row per work-item */
-    chunks = chunks > most ? most : chunks < 1 ? 1 : chunks;
-    const int64_t rows_per = (M + chunks - 1) / chunks;
-    chunks = (M + rows_per - 1) / rows_per;
-    fcl_status s;
-    cl_mem T = fcl_scratch_buffer(ctx, FCL_SCRATCH_BIAS_PARTIAL, (uint64_t)(chunks * N) * sizeof(float), &s);
-    if (!T)
-        return s;
-    const gemm_job prog = {.a_dtype = G->dtype, .b_dtype = G->dtype, .c_dtype = db->dtype, .accumulate = 1};
-    const fcl_gemm_tiles t = fcl_tune_gemm(ctx);
-    cl_kernel part, finish;
-    if ((s = linear_kernel(ctx, &prog, &t, "column_sums_part", &part)) ||
-        (s = linear_kernel(ctx, &prog, &t, "column_sums_finish", &finish)))
-        return s;
-    const int aligned = N % 4 == 0 && G->offset % 4 == 0 && G->strides[0] % 4 == 0;
-    const cl_int part_ints[2] = {(cl_int)M, (cl_int)N}, finish_ints[2] = {(cl_int)chunks, (cl_int)N};
-    const cl_long part_longs[4] = {G->offset, G->strides[0], rows_per, aligned};
-    const cl_long finish_longs[2] = {db->offset, db->strides[0]};
-    const size_t g_part[2] = {(size_t)col_groups * 32, (size_t)(chunks * rows)}, l_part[2] = {32, (size_t)rows};
-    const size_t g_finish = ((size_t)N + 63) / 64 * 64, l_finish = 64;
-    cl_int err = set_pass_args(part, G->buffer, T, part_ints, part_longs, 4);
-    if (err == CL_SUCCESS)
-        err = set_pass_args(finish, T, db->buffer, finish_ints, finish_longs, 2);
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, part, 2, NULL, g_part, l_part, 0, NULL, NULL);
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, finish, 1, NULL, &g_finish, &l_finish, 0, NULL, NULL);
-    return err == CL_SUCCESS ? FCL_SUCCESS : fcl_fail_cl(ctx, err, "enqueueing the bias-gradient kernels");
-}
-
 fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
 {
     /* a work-item loops over every rows-th row: under a loop cap, launches over chunks of rows,
@@ -473,8 +434,6 @@ fcl_status fcl_column_sums(fcl_context ctx, fcl_tensor G, fcl_tensor db)
     const int rows = column_sum_rows(ctx);
     const long cap = fcl_tiles_under_loop_cap(ctx, 1, 4 + rows);
     const int64_t M = G->shape[0], N = G->shape[1], chunk = cap > 0 && cap * rows < M ? cap * rows : M;
-    if (fcl_gemm_tiled(ctx) && cap <= 0 && M > 0)
-        return column_sums_two_pass(ctx, G, db);
     if (chunk == M || db->dtype == FCL_F32) {
         fcl_status s = FCL_SUCCESS;
         for (int64_t m0 = 0; m0 < M && s == FCL_SUCCESS; m0 += chunk)
