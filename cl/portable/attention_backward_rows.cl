@@ -11,7 +11,8 @@
  * rowsum(dO * O), up to 32 work-items per query row).
  *
  * Specialisation (-D): FCL_DTYPE (common.cl); HAS_SOFTCAP, HAS_ALIBI; LAYOUT; DELTA_LANES (GPUs:
- * HEAD_DIM_PAD / 4 up to 32; 1 on CPUs, 0 in the CPU kernels' program: SIMD and DELTA_CPU_ROWS defined).
+ * HEAD_DIM_PAD / 8 up to 32; 1 on CPUs, 0 in the CPU kernels' program: SIMD and DELTA_CPU_ROWS
+ * defined).
  */
 
 #define BACKWARD_ARGS                                                                              \
@@ -218,7 +219,7 @@ inline float4 delta_chunk(__global const store_t *p, long row, int d, int head_d
 }
 
 /* Work-groups of DELTA_LANES x (1 to DELTA_MAX_ROWS) work-items along dimension 0: DELTA_LANES
- * per query row i (on GPUs HEAD_DIM_PAD / 4 up to 32, from the host), each summing the row's
+ * per query row i (on GPUs HEAD_DIM_PAD / 8 up to 32, from the host), each summing the row's
  * 4-element chunks lane, lane + DELTA_LANES, ... (consecutive work-items read consecutive
  * chunks, one vector load each where the rows allow); the lanes' partial sums then meet in a
  * fixed tree (deterministic). DELTA_LANES 1 on CPUs: a work-item per row, as their SIMD lanes
@@ -237,7 +238,10 @@ __kernel void attention_backward_delta(BACKWARD_ARGS)
         const long orow = o_off + b * o_sb + (long)(r.q_first + i) * o_ss + h * o_sh;
         const long drow = do_off + b * do_sb + (long)(r.q_first + i) * do_ss + h * do_sh;
         const bool aligned = head_dim % 4 == 0 && orow % 4 == 0 && drow % 4 == 0;
-        for (int d = 4 * lane; d < head_dim; d += 4 * DELTA_LANES) {
+        FCL_UNROLL_LOOP
+        for (int d = 4 * lane; d < HEAD_DIM_PAD; d += 4 * DELTA_LANES) {
+            if (d >= head_dim)
+                break;
             const float4 g = delta_chunk(dO, drow, d, head_dim, aligned), o = delta_chunk(O, orow, d, head_dim, aligned);
             sum = fma(g.s3, o.s3, fma(g.s2, o.s2, fma(g.s1, o.s1, fma(g.s0, o.s0, sum))));
         }

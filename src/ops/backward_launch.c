@@ -27,13 +27,14 @@ typedef struct backward_variant {
     size_t delta_rows;       /* query rows per work-group of the delta kernel */
 } backward_variant;
 
-/* Work-items per query row of the delta kernel at padded head dim hdp: on GPUs one per 4-element
- * chunk up to 32 (reads along the row), 1 on CPUs (a row per SIMD lane; Intel's CPU runtime also
- * crashes running the form with lanes, which PoCL and oclgrind run clean). The CPU kernels'
- * program builds it with 0 instead (get_cpu_kernels). */
+/* Work-items per query row of the delta kernel at padded head dim hdp: on GPUs one per two
+ * 4-element chunks, up to 32 (reads along the row; H100, F16: D 64 34.4 us with 8 lanes against
+ * 42.8-44.2 with 4 or 16 and 63.8 with 32; D 128 61.1 us with 16 against 74.2 with 8). 1 on CPUs
+ * (a row per SIMD lane; Intel's CPU runtime also crashes running the form with lanes, which PoCL
+ * and oclgrind run clean). The CPU kernels' program builds it with 0 instead (get_cpu_kernels). */
 static int delta_lanes(fcl_context ctx, int hdp)
 {
-    return ctx->info.type == FCL_DEVICE_CPU ? 1 : hdp / 4 < 32 ? hdp / 4 : 32;
+    return ctx->info.type == FCL_DEVICE_CPU ? 1 : hdp / 8 < 32 ? hdp / 8 : 32;
 }
 
 /* Work-items of the delta kernel's work-groups with several lanes per row, at most (as its
