@@ -242,7 +242,8 @@ __kernel void attention_backward_delta(BACKWARD_ARGS)
         for (int d = 4 * lane; d < HEAD_DIM_PAD; d += 4 * DELTA_LANES) {
             if (d >= head_dim)
                 break;
-            const float4 g = delta_chunk(dO, drow, d, head_dim, aligned), o = delta_chunk(O, orow, d, head_dim, aligned);
+            const float4 g = delta_chunk(dO, drow, d, head_dim, aligned);
+            const float4 o = delta_chunk(O, orow, d, head_dim, aligned);
             sum = fma(g.s3, o.s3, fma(g.s2, o.s2, fma(g.s1, o.s1, fma(g.s0, o.s0, sum))));
         }
     }

@@ -47,8 +47,8 @@ static int delta_lanes(fcl_context ctx, int hdp)
 
 /* The three kernels of the program of `sources` built with `opts` (whose -DDELTA_LANES is
  * `lanes`) into v->kern, the shape of its delta kernel (v->delta_lanes = lanes; v->delta_rows: up
- * to DELTA_GROUP_ITEMS / lanes on GPUs, as many as it can run; DELTA_CPU_ROWS on CPUs), and the most work-items each of
- * dkdv and dq can run per work-group (wg). */
+ * to DELTA_GROUP_ITEMS / lanes on GPUs, as many as it can run; DELTA_CPU_ROWS on CPUs), and the
+ * most work-items each of dkdv and dq can run per work-group (wg). */
 static fcl_status build_kernels(fcl_context ctx, const char *const *sources, int n_sources, const char *opts,
                                 int lanes, backward_variant *v, size_t wg[2])
 {
@@ -167,7 +167,8 @@ static fcl_status get_blocked_kernels(fcl_context ctx, const fcl_backward_job *j
              "-DFCL_DTYPE=%d -DHEAD_DIM_PAD=%d -DBLOCK_A=%d -DBLOCK_B=%d -DWA=%d -DWB=%d -DDK=%d -DNK=%d -DVW=%d "
              "-DVEC_LOAD=%d -DDS_STORED=%d -DLAYOUT=%d -DHAS_SOFTCAP=%d -DHAS_MASK=%d -DHAS_ALIBI=%d -DDELTA_LANES=%d",
              (int)f->dtype, hdp, t->block_a, t->block_b, t->wa, t->wb, t->dk, t->nk, t->vw, vec, ds_keys > 0,
-             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx, hdp));
+             f->layout, f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL,
+             delta_lanes(ctx, hdp));
     size_t wg[2] = {0, 0};
     fcl_status s = build_kernels(ctx, sources, 3, opts, delta_lanes(ctx, hdp), v, wg);
     if (s != FCL_SUCCESS)
@@ -314,8 +315,8 @@ static fcl_status get_mma_kernels(fcl_context ctx, const fcl_backward_job *job, 
                  "-DSWIZZLED_TILES=%d",
                  (int)f->dtype, hdp, k->dkdv_block_n, k->dkdv_block_m, k->dq_block_m, k->dq_block_n, k->kv_local,
                  dkdv_slices, dq_slices, ds_keys > 0, aligned, pairs, f->layout,
-                 f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx, hdp), wgmma,
-                 wgmma);
+                 f->params.softcap > 0.0f, f->params.mask != NULL, f->params.alibi != NULL, delta_lanes(ctx, hdp),
+                 wgmma, wgmma);
         int refused = 0;
         fcl_status s = wgmma ? build_kernels(ctx, wgmma_sources, 6, opts, delta_lanes(ctx, hdp), v, wg)
                              : build_kernels(ctx, sources, 5, opts, delta_lanes(ctx, hdp), v, wg);
@@ -529,8 +530,8 @@ fcl_status fcl_backward_launch(fcl_context ctx, const fcl_backward_job *job, cl_
                               k == K_DELTA ? NULL : mem[5], ints, floats);
     const size_t q_groups = (size_t)((f->sq + bm - 1) / bm), k_groups = (size_t)((f->sk + bn - 1) / bn);
     /* delta: delta_lanes work-items per row, up to DELTA_GROUP_ITEMS / delta_lanes rows per
-     * work-group on GPUs (what the kernel can run), 32 on CPUs (with no lanes: one work-item for them); an explicit work-group so that
-     * PoCL compiles one delta kernel for every shape */
+     * work-group on GPUs (what the kernel can run), 32 on CPUs (with no lanes: one work-item for
+     * them); an explicit work-group so that PoCL compiles one delta kernel for every shape */
     const size_t lanes = v.delta_lanes, delta_rows = v.delta_rows;
     const size_t delta_blocks = ((size_t)f->sq + delta_rows - 1) / delta_rows;
     const size_t g_delta[3] = {lanes ? delta_blocks * delta_rows * lanes : delta_blocks, (size_t)f->Hq,
