@@ -204,26 +204,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_backward_
     }
 }
 #else
-/* Four elements of row `row` from element d (zeros from head_dim on): one vector load where the
- * row's start and head_dim are multiples of 4 elements (`aligned`), else element by element. */
-inline float4 delta_chunk(__global const store_t *p, long row, int d, int head_dim, bool aligned)
-{
-    if (aligned)
-        return load4_aligned(p, row + d);
-    float4 x;
-    x.s0 = d < head_dim ? LOAD(p, row + d) : 0.0f;
-    x.s1 = d + 1 < head_dim ? LOAD(p, row + d + 1) : 0.0f;
-    x.s2 = d + 2 < head_dim ? LOAD(p, row + d + 2) : 0.0f;
-    x.s3 = d + 3 < head_dim ? LOAD(p, row + d + 3) : 0.0f;
-    return x;
-}
-
 /* Work-groups of DELTA_LANES x (1 to DELTA_MAX_ROWS) work-items along dimension 0: DELTA_LANES
  * per query row i (on GPUs HEAD_DIM_PAD / 8 up to 32, from the host), each summing the row's
  * 4-element chunks lane, lane + DELTA_LANES, ... (consecutive work-items read consecutive
- * chunks, one vector load each where the rows allow); the lanes' partial sums then meet in a
- * fixed tree (deterministic). DELTA_LANES 1 on CPUs: a work-item per row, as their SIMD lanes
- * want. */
+ * chunks, one vector load each where the row's start and head_dim are multiples of 4 elements,
+ * else element by element); the lanes' partial sums then meet in a fixed tree (deterministic).
+ * DELTA_LANES 1 on CPUs: a work-item per row, as their SIMD lanes want. The 256 work-items are
+ * the host's DELTA_GROUP_ITEMS (src/ops/backward_launch.c). */
 #define DELTA_MAX_ROWS (256 / DELTA_LANES)
 __kernel void attention_backward_delta(BACKWARD_ARGS)
 {
@@ -242,8 +229,8 @@ __kernel void attention_backward_delta(BACKWARD_ARGS)
         for (int d = 4 * lane; d < HEAD_DIM_PAD; d += 4 * DELTA_LANES) {
             if (d >= head_dim)
                 break;
-            const float4 g = delta_chunk(dO, drow, d, head_dim, aligned);
-            const float4 o = delta_chunk(O, orow, d, head_dim, aligned);
+            const float4 g = aligned ? load4_aligned(dO, drow + d) : load4_bounded(dO, drow + d, d, head_dim);
+            const float4 o = aligned ? load4_aligned(O, orow + d) : load4_bounded(O, orow + d, d, head_dim);
             sum = fma(g.s3, o.s3, fma(g.s2, o.s2, fma(g.s1, o.s1, fma(g.s0, o.s0, sum))));
         }
     }

@@ -72,6 +72,18 @@ inline float4 load4_aligned(__global const store_t *p, long i)
 #endif
 }
 
+/* Four consecutive elements p[i .. i + 3] of a row as floats, element by element, zeros from
+ * head dim `head_dim` on (d: the head dim of p[i]). */
+inline float4 load4_bounded(__global const store_t *p, long i, int d, int head_dim)
+{
+    float4 x;
+    x.s0 = d < head_dim ? LOAD(p, i) : 0.0f;
+    x.s1 = d + 1 < head_dim ? LOAD(p, i + 1) : 0.0f;
+    x.s2 = d + 2 < head_dim ? LOAD(p, i + 2) : 0.0f;
+    x.s3 = d + 3 < head_dim ? LOAD(p, i + 3) : 0.0f;
+    return x;
+}
+
 #ifdef C_F32
 /* The GEMM kernels' output C (-D C_F32: F32, else the storage dtype). */
 #if C_F32
@@ -127,12 +139,7 @@ BLOCKED_INLINE float4 load_chunk(__global const store_t *p, long i, int d, int h
 #if VEC_LOAD
     return load4_aligned(p, i);
 #else
-    float4 x;
-    x.s0 = d < head_dim ? LOAD(p, i) : 0.0f;
-    x.s1 = d + 1 < head_dim ? LOAD(p, i + 1) : 0.0f;
-    x.s2 = d + 2 < head_dim ? LOAD(p, i + 2) : 0.0f;
-    x.s3 = d + 3 < head_dim ? LOAD(p, i + 3) : 0.0f;
-    return x;
+    return load4_bounded(p, i, d, head_dim);
 #endif
 }
 #endif
