@@ -7,10 +7,9 @@
  * N-contiguous (WGMMA_SS_B_MN: the weights of the input gradients, the activations of the weight
  * gradients). The same arguments and result as linear_mma.cl's gemm_mma:
  *   C[m, n] = (ACCUMULATE ? C[m, n] : 0) + sum_k A[m, k] B[k, n] (* scale[n]) (+ bias[n]),
- * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE); B is of A's dtype, or I8 (B_I8), converted
- * exactly to the mma dtype in local memory: K-contiguous and scaled per output column (SCALE_ON 1:
- * the forward's weights), or N-contiguous and scaled per k (SCALE_ON 2: the input gradients'
- * weights). With SCALE_ON 2 the scale multiplies A in FP32 on its way into the products: each
+ * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE), or I8 (A_I8, below); B is of A's dtype, or I8
+ * (B_I8), N-contiguous, converted exactly to the mma dtype in local memory and scaled per k
+ * (SCALE_ON 2: the input gradients' weights). The scale then multiplies A in FP32 on its way into the products: each
  * warp reads its A fragments from the slice (ldmatrix), scales them and splits them into BF16
  * hi + lo (scale_split, mma_nv.cl), and A enters wgmma from registers, twice (hi, lo) per product,
  * against the BF16 B (MMA_BF16).
@@ -32,12 +31,20 @@
  * each work-item converts the chunks it copied (no barrier) into one of two 16-bit tiles of the
  * operand's layout, slice kt + 1 while slice kt is multiplied.
  *
- * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); B_I8; SCALE_ON 0, 1 (a scale
- * per column: I8 B K-contiguous, or 16-bit B holding I8 weights converted beforehand) or 2 (I8 B
- * N-contiguous, A K-contiguous, MMA_BF16); MMA_BF16;
+ * A_I8 (the forward's I8 weights, W8A16): the host swaps the operands, C^T = W X^T, so that the
+ * weights are A, I8, K-contiguous, M rows of C (C's m stride 1). Their slices arrive raw (rows of
+ * TK bytes, 16-byte chunks swizzled so that a fragment load's 8 rows meet distinct banks) and each
+ * warp reads its A fragments from them and converts them in registers (i8_pair: exact), and A
+ * enters wgmma from registers against the 16-bit activations: no 16-bit copy of the weights
+ * anywhere, and a stage of half the bytes. The scale and the bias are then per row of C
+ * (SCALE_ON 3).
+ *
+ * Specialisation (-D): FCL_DTYPE 1 or 2 (A, bias, and C unless C_F32); A_I8; B_I8; SCALE_ON 0, 1 (a
+ * scale per column: 16-bit B holding I8 weights converted beforehand), 2 (I8 B, A K-contiguous,
+ * MMA_BF16) or 3 (a scale per row: A_I8); MMA_BF16;
  * WGMMA_SS_A_MN, WGMMA_SS_B_MN (wgmma_nv.cl); SWIZZLED_TILES 1;
  * C_F32; HAS_BIAS; ACCUMULATE; TM (64 WGS times 1 or 2), TN (64, 128 or a multiple of 128 up to
- * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1; 0 with B_I8); PAIRS
+ * 256), TK, WGS (1 or 2), STAGES (2 to 4), LAG (0 or 1, below STAGES - 1; 0 with A_I8 or B_I8); PAIRS
  * (C's n stride 1 and pairs of columns 4-byte aligned (16-bit C) or 8-byte aligned (F32): one
  * store per pair).
  */
@@ -62,9 +69,20 @@ typedef char b_t;
 #else
 typedef ushort b_t;
 #endif
+#if A_I8
+typedef char a_t;
+#else
+typedef ushort a_t;
+#endif
+#if A_I8 && (B_I8 || SCALE_ON != 3 || WGMMA_SS_A_MN || WGMMA_SS_B_MN || LAG)
+#error "I8 A: K-contiguous, scaled per row, against K-contiguous 16-bit B, LAG 0"
+#endif
+#if SCALE_ON == 3 && !A_I8
+#error "only I8 A is scaled per row"
+#endif
 #define SPLIT_A (B_I8 && SCALE_ON == 2) /* A scaled along k, from registers as BF16 hi + lo */
-#if B_I8 && (SCALE_ON == 2) != WGMMA_SS_B_MN
-#error "I8 B: K-contiguous scaled along n (SCALE_ON 1), or N-contiguous scaled along k (SCALE_ON 2)"
+#if B_I8 && (SCALE_ON != 2 || !WGMMA_SS_B_MN)
+#error "I8 B: N-contiguous, scaled along k (SCALE_ON 2)"
 #endif
 #if SCALE_ON == 2 && !B_I8
 #error "only I8 B is scaled along k"
@@ -95,6 +113,15 @@ typedef ushort b_t;
 #error "I8 B takes LAG 0 (its converted tiles are reused once the previous slice's products completed)"
 #endif
 
+/* I8 A: waits until slice kt + 1 has landed too (its A fragments are read during slice kt's
+ * products), AHEAD - 2 newer groups may still be in flight. */
+#if A_I8 && AHEAD == 2
+#define WAIT_NEXT() __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory")
+#elif A_I8 && AHEAD == 3
+#define WAIT_NEXT() __asm__ __volatile__("cp.async.wait_group 1;" ::: "memory")
+#elif A_I8
+#error "I8 A takes 3 or 4 stages"
+#endif
 #if AHEAD == 1
 #define WAIT_SLICE() __asm__ __volatile__("cp.async.wait_group 0;" ::: "memory")
 #elif AHEAD == 2
@@ -168,11 +195,7 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
 #else
 #define ISSUE_B(kt) issue_slice(B_READ(kt), TN, B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
 #endif
-#if WGMMA_SS_B_MN
 #define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), B, b_off, b_sk, (kt) * TK, K, n0, N, lid)
-#else
-#define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
-#endif
 
 /* A 16-bit operand's 16-byte chunks of a slice that this work-item copies: CHUNKS_PER of them,
  * WG_SIZE chunks apart. Where that is a whole number of rows of the slice and of its swizzle
@@ -210,18 +233,12 @@ MMA_INLINE void chunk_offsets(const int rows, const int mn, long off, long strid
 }
 
 #if B_I8
-/* A raw I8 slice in local memory: RAW_ROWS rows of RAW_COLS bytes along B's unit-stride
- * dimension (K-contiguous: TN rows of TK; N-contiguous: TK rows of TN), unswizzled; CONVERTED(r,
- * c) is the halves offset of its 8 values at row r, columns c .. c + 7 in the 16-bit tile. */
-#if WGMMA_SS_B_MN
+/* A raw I8 slice of B in local memory: RAW_ROWS (TK) rows of RAW_COLS (TN) bytes along B's
+ * unit-stride dimension, unswizzled; CONVERTED(r, c) is the halves offset of its 8 values at row
+ * r, columns c .. c + 7 in the 16-bit tile. */
 #define RAW_ROWS TK
 #define RAW_COLS TN
 #define CONVERTED(r, c) swizzled_offset(r, c, MN_ATOM_BYTES / 2)
-#else
-#define RAW_ROWS TN
-#define RAW_COLS TK
-#define CONVERTED(r, c) slice_chunk(r, (c) / 8)
-#endif
 #define RAW_CHUNKS (RAW_ROWS * RAW_COLS / 16) /* its 16-byte chunks */
 
 /* Starts the copies of I8 B's rows r0 .. r0 + RAW_ROWS - 1, columns c0 .. c0 + RAW_COLS - 1
@@ -259,6 +276,68 @@ MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, in
             *(__local uint4 *)(tile + CONVERTED(r, c + 8)) = i8_to_mma(v.s23);
         }
     }
+}
+#endif
+
+#if A_I8
+/* A raw I8 slice of A: TM rows of TK bytes, 16-byte chunk c of row r at byte raw_a_chunk(r, c)
+ * (XOR-swizzled by the row's place in 128 bytes, so the 8 rows of a fragment load meet distinct
+ * banks); this work-item copies RAW_A_PER chunks, RAW_A_ROWS_APART rows apart (a multiple of the
+ * swizzle's 8-row period). */
+#define RAW_A_CHUNKS (TM * TK / 16)
+#define RAW_A_PER ((RAW_A_CHUNKS + WG_SIZE - 1) / WG_SIZE)
+#define RAW_A_ROWS_APART (WG_SIZE / (TK / 16))
+inline int raw_a_chunk(int r, int c)
+{
+    return r * TK + 16 * (c ^ ((r * TK / 128) & (TK / 16 - 1)));
+}
+
+/* Starts the copies of I8 A's rows r0 .. r0 + TM - 1, columns k0 .. k0 + TK - 1 (element (r, k)
+ * at src[off + r * stride + k]) into `raw`: zeros at rows >= r_lim and columns >= K. */
+MMA_INLINE void issue_raw_a(__local uchar *raw, __global const char *src, long off, long stride, int r0, int r_lim,
+                            int k0, int K, int lid)
+{
+    #pragma unroll
+    for (int i = 0; i < RAW_A_PER; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
+        if (RAW_A_CHUNKS % WG_SIZE == 0 || e < RAW_A_CHUNKS) {
+            const long at = off + (long)(r0 + r) * stride + k0 + 16 * c;
+            const int n = r0 + r < r_lim ? clamp(K - k0 - 16 * c, 0, 16) : 0;
+            async_copy16_l2(raw + raw_a_chunk(r, c), n > 0 ? src + at : src, n);
+        }
+    }
+}
+
+/* This work-item's RAW_A_PER chunks of a raw slice of A inside M and K, from its first chunk's
+ * place in the slice (`raw`) and in A (`src`) on. */
+MMA_INLINE void copy_raw_a(__local uchar *raw, __global const char *src, long stride)
+{
+    #pragma unroll
+    for (int i = 0; i < RAW_A_PER; i++)
+        async_copy16_l2(raw + i * RAW_A_ROWS_APART * TK, src + i * RAW_A_ROWS_APART * stride, 16);
+}
+
+/* This lane's A fragment (mma_16816's layout: rows r and r + 8, k 2 t, 2 t + 1, 2 t + 8, 2 t + 9
+ * of k step ks) from the raw slice, as values of the mma dtype (exact). */
+MMA_INLINE void raw_a_fragment(uint *a, __local const uchar *raw, int r, int ks, int t)
+{
+    const int w = 4 * (t >> 1), h = t & 1; /* the word of k 2 t in the chunk, and its half */
+    __local const uchar *r0 = raw + raw_a_chunk(r, ks) + w, *r8 = raw + raw_a_chunk(r + 8, ks) + w;
+    a[0] = i8_pair(*(__local const uint *)r0 ^ 0x80808080u, h);
+    a[1] = i8_pair(*(__local const uint *)r8 ^ 0x80808080u, h);
+    a[2] = i8_pair(*(__local const uint *)(r0 + 8) ^ 0x80808080u, h);
+    a[3] = i8_pair(*(__local const uint *)(r8 + 8) ^ 0x80808080u, h);
+}
+
+/* This warp's A fragments of a slice (row: this lane's first row of the warpgroup's 64), every k
+ * step and m64 block. */
+MMA_INLINE void slice_fragments(uint (*f)[MB][4], __local const uchar *raw, int row, int t)
+{
+    #pragma unroll
+    for (int ks = 0; ks < TK / 16; ks++)
+        #pragma unroll
+        for (int mb = 0; mb < MB; mb++)
+            raw_a_fragment(f[ks][mb], raw, row + mb * 64, ks, t);
 }
 #endif
 
@@ -326,12 +405,17 @@ MMA_INLINE void store_c_pair(__global c_t *C, long at, long c_sn, int n, int N, 
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
+void gemm_wgmma(GEMM_KERNEL_ARGS(a_t, b_t))
 {
-    /* A's stages, then B's (I8: two converted tiles, then a raw ring of AHEAD slices: slice kt's
+    /* A's stages, then B's (I8 B: two converted tiles, then a raw ring of AHEAD slices: slice kt's
      * raw values are converted during slice kt - 1, so its slot is free for slice kt + AHEAD
-     * from slice kt's barrier on); every tile starts aligned to its 8-row swizzle groups. */
-#if B_I8
+     * from slice kt's barrier on; I8 A: B's stages first, then A's raw ones); every tile starts
+     * aligned to its 8-row swizzle groups. */
+#if A_I8
+    __local ushort tiles[STAGES * (B_TILE + A_TILE / 2)] __attribute__((aligned(1024)));
+#define B_READ(kt) (tiles + ((kt) % STAGES) * B_TILE)
+#define A_STAGE(st) ((__local uchar *)(tiles + STAGES * B_TILE) + (st) * TM * TK)
+#elif B_I8
     __local ushort tiles[STAGES * A_TILE + 2 * B_TILE + AHEAD * B_TILE / 2] __attribute__((aligned(1024)));
 #define B_READ(kt) (tiles + STAGES * A_TILE + ((kt) & 1) * B_TILE)
 #define B_RAW(kt) ((__local uchar *)(tiles + STAGES * A_TILE + 2 * B_TILE) + ((kt) % AHEAD) * B_TILE)
@@ -339,7 +423,9 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     __local ushort tiles[STAGES * (A_TILE + B_TILE)] __attribute__((aligned(1024)));
 #define B_READ(kt) (tiles + STAGES * A_TILE + ((kt) % STAGES) * B_TILE)
 #endif
+#if !A_I8
 #define A_STAGE(st) (tiles + (st) * A_TILE)
+#endif
     const int lid = get_local_id(0), wg = lid >> 7, warp = (lid >> 5) & 3, lane = lid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
@@ -350,7 +436,12 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     const long a_s = WGMMA_SS_A_MN ? a_sk : a_sm, b_s = WGMMA_SS_B_MN ? b_sk : b_sn;
     long a_g, b_g;
     int a_l, b_l;
+#if A_I8 /* this work-item's first chunk of a raw slice of A */
+    a_g = a_off + (long)(m0 + lid / (TK / 16)) * a_sm + 16 * (lid % (TK / 16));
+    a_l = raw_a_chunk(lid / (TK / 16), lid % (TK / 16));
+#else
     chunk_offsets(TM, WGMMA_SS_A_MN, a_off, a_s, m0, lid, &a_g, &a_l);
+#endif
     chunk_offsets(TN, WGMMA_SS_B_MN, b_off, b_s, n0, lid, &b_g, &b_l);
     const bool inside = m0 + TM <= M && n0 + TN <= N;
 #define SLICE_INSIDE(kt) (inside && ((kt) + 1) * TK <= K)
@@ -364,7 +455,16 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
         else                                                                                       \
             ISSUE_##X(kt);                                                                         \
     } while (0)
-#if B_I8
+#if A_I8
+#define ISSUE(kt)                                                                                  \
+    do {                                                                                           \
+        if (RAW_A_CHUNKS % WG_SIZE == 0 && SLICE_INSIDE(kt))                                       \
+            copy_raw_a(A_STAGE((kt) % STAGES) + a_l, A + a_g + (kt) * TK, a_sm);                   \
+        else                                                                                       \
+            issue_raw_a(A_STAGE((kt) % STAGES), A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
+        ISSUE16(B, b, B_READ(kt), kt);                                                             \
+    } while (0)
+#elif B_I8
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
         ISSUE16(A, a, A_STAGE((kt) % STAGES), kt);                                                 \
@@ -403,8 +503,22 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
     WAIT_SLICE();
     convert_slice(B_READ(0), B_RAW(0), lid);
 #endif
+#if A_I8
+    /* this warp's A fragments of slice 0; those of slice kt + 1 are read while slice kt's products
+     * run, into `next` (kept apart from `frag`, which the products read, by wgmma_keep_fragments) */
+    const int a_row = wg * WG_ROWS + warp * 16 + g;
+    const uint hidden_zero = (uint)K >> 31; /* K >= 0 */
+    uint frag[TK / 16][MB][4], next[TK / 16][MB][4];
+    WAIT_SLICE();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    slice_fragments(frag, A_STAGE(0), a_row, t);
+#endif
     for (int kt = 0; kt < n_k; kt++) {
+#if A_I8
+        WAIT_NEXT();
+#else
         WAIT_SLICE();
+#endif
         fence_async_local();
         barrier(CLK_LOCAL_MEM_FENCE); /* slice kt is in local memory; every warpgroup is done with the
                                        * products of slice kt - 1 - LAG, whose stage is refilled now */
@@ -412,8 +526,10 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
             ISSUE(kt + AHEAD);
         async_commit();
 
-        const uint a_addr = local_address(A_STAGE(kt % STAGES)) + wg * WG_ROWS * ROW_BYTES;
         const uint b_addr = local_address(B_READ(kt));
+#if !A_I8
+        const uint a_addr = local_address(A_STAGE(kt % STAGES)) + wg * WG_ROWS * ROW_BYTES;
+#endif
 #if SPLIT_A
         /* this warp's A fragments of the slice, scaled and split, then the next slice's scales */
         uint hi[TK / 16][MB][4], lo[TK / 16][MB][4];
@@ -435,7 +551,9 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
             for (int mb = 0; mb < MB; mb++)
                 #pragma unroll
                 for (int nb = 0; nb < NB; nb++) {
-#if SPLIT_A
+#if A_I8
+                    WGMMA_RSK_N(NW)(acc[mb][nb], frag[ks][mb], B_DESC(b_addr + nb * NW * ROW_BYTES, ks), 1);
+#elif SPLIT_A
                     WGMMA_RS_N(NW)(acc[mb][nb], hi[ks][mb], B_DESC(b_addr + nb * NW * ROW_BYTES, ks));
                     WGMMA_RS_N(NW)(acc[mb][nb], lo[ks][mb], B_DESC(b_addr + nb * NW * ROW_BYTES, ks));
 #else
@@ -451,16 +569,42 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
             convert_slice(B_READ(kt + 1), B_RAW(kt + 1), lid);
         }
 #endif
+#if A_I8
+        if (kt + 1 < n_k)
+            slice_fragments(next, A_STAGE((kt + 1) % STAGES), a_row, t);
+#endif
 #if LAG
         __asm__ __volatile__(SM90A "wgmma.wait_group.sync.aligned 1;" ::: "memory");
 #else
         wgmma_wait_all();
 #endif
+#if A_I8
+        wgmma_keep_fragments(&frag[0][0], TK / 16 * MB, hidden_zero);
+        #pragma unroll
+        for (int ks = 0; ks < TK / 16; ks++)
+            #pragma unroll
+            for (int mb = 0; mb < MB; mb++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++)
+                    frag[ks][mb][e] = next[ks][mb][e];
+#endif
     }
     wgmma_wait_all();
 
-    /* Epilogue: per column the I8 scale (SCALE_ON 1) and the bias, then the stores inside M x N. */
+    /* Epilogue: the I8 scale, per column (SCALE_ON 1) or per row (3), and the bias, per column (per
+     * row with A_I8), then the stores inside M x N. */
     const int row0 = m0 + wg * WG_ROWS + warp * 16 + g;
+#if A_I8
+    float rmul[MB][2], radd[MB][2];
+    #pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+        #pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int m = row0 + mb * 64 + 8 * hr;
+            rmul[mb][hr] = m < M ? scale[s_off + m * s_s] : 0.0f;
+            radd[mb][hr] = HAS_BIAS && m < M ? LOAD(bias, bias_off + m * bias_s) : 0.0f;
+        }
+#endif
     #pragma unroll
     for (int nb = 0; nb < NB; nb++)
         #pragma unroll
@@ -473,7 +617,7 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
             if (n + 1 < N)
                 mul.y = scale[s_off + (n + 1) * s_s];
 #endif
-#if HAS_BIAS
+#if HAS_BIAS && !A_I8
             if (n < N)
                 add.x = LOAD(bias, bias_off + n * bias_s);
             if (n + 1 < N)
@@ -484,6 +628,10 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(ushort, b_t))
                 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     const int m = row0 + mb * 64 + 8 * hr;
+#if A_I8
+                    mul = (float2)(rmul[mb][hr]);
+                    add = (float2)(radd[mb][hr]);
+#endif
                     if (m < M)
                         store_c_pair(C, c_off + m * c_sm + n * c_sn, c_sn, n, N,
                                      fma(acc[mb][nb][4 * i + 2 * hr], mul.x, add.x),

@@ -180,15 +180,19 @@ inline uint pack_pair(float lo, float hi)
 }
 
 /* Bytes 2 h and 2 h + 1 of u, I8 values biased by 128 (x XOR 0x80), as an mma operand register
- * (lo first), exactly, with no conversion instruction: in F16, the bits 0x6400 | (x + 128) are
- * 1024 + x + 128, from which 1152 is subtracted; in BF16, the F32 bits 0x4B000000 | (x + 128)
- * are 2^23 + x + 128, from which 2^23 + 128 is subtracted, and x's top 16 bits are its BF16. */
+ * (lo first), exactly, with no conversion instruction: in F16, the bits 0x6400 | (x + 128) (a byte
+ * permute) are 1024 + x + 128, from which 1152 is subtracted; in BF16, the F32 bits 0x4B000000 |
+ * (x + 128) (a byte permute each) are 2^23 + x + 128, from which 2^23 + 128 is subtracted, and
+ * x's top 16 bits are its BF16 (a byte permute packs the two). */
 inline uint i8_pair(uint u, int h)
 {
 #if FCL_DTYPE == 2 || MMA_BF16
-    const float lo = as_float(0x4B000000u | ((u >> (16 * h)) & 0xffu)) - 8388736.0f;
-    const float hi = as_float(0x4B000000u | ((u >> (16 * h + 8)) & 0xffu)) - 8388736.0f;
-    return (as_uint(lo) >> 16) | (as_uint(hi) & 0xffff0000u);
+    uint lo, hi, r;
+    __asm__("prmt.b32 %0, %1, 0x4B000000, %2;" : "=r"(lo) : "r"(u), "r"(0x7540u + 2 * h));
+    __asm__("prmt.b32 %0, %1, 0x4B000000, %2;" : "=r"(hi) : "r"(u), "r"(0x7541u + 2 * h));
+    const float x0 = as_float(lo) - 8388736.0f, x1 = as_float(hi) - 8388736.0f;
+    __asm__("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(r) : "r"(as_uint(x0)), "r"(as_uint(x1)));
+    return r;
 #else
     uint r;
     __asm__("{ .reg .b32 t; prmt.b32 t, %1, 0x64, %2; sub.rn.f16x2 %0, t, %3; }"

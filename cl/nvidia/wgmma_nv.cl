@@ -148,7 +148,7 @@ MMA_INLINE void wgmma_keep_fragments(uint (*f)[4], int steps, uint zero)
     SM90A "{ .reg .pred p; setp.ne.b32 p, " acc ", 0; wgmma.mma_async.sync.aligned." shape ".f32." MMA_IN "." MMA_IN \
           " {" regs "}, {" a0 ", " a1 ", " a2 ", " a3 "}, " b ", p, 1, 1, 0; }"
 
-/* wgmma_ss_n32 / n64 / n128, wgmma_rs_n64 / n128 and wgmma_rsk_n32 / n64 by their N. */
+/* wgmma_ss_n32 / n64 / n128, wgmma_rs_n64 / n128 and wgmma_rsk_n32 / n64 / n128 by their N. */
 #define WGMMA_CAT(a, b) a##b
 #define WGMMA_SS_N(n) WGMMA_CAT(wgmma_ss_n, n)
 #define WGMMA_RS_N(n) WGMMA_CAT(wgmma_rs_n, n)
@@ -213,6 +213,14 @@ MMA_INLINE void wgmma_rsk_n64(float *d, const uint *a, ulong b, int accumulate)
 {
     __asm__ __volatile__(WGMMA_RSK_TEXT("m64n64k16", WGMMA_REGS32, "%32", "%33", "%34", "%35", "%36", "%37")
                          : WGMMA_ACC32(d)
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)
+                         : "memory");
+}
+
+MMA_INLINE void wgmma_rsk_n128(float *d, const uint *a, ulong b, int accumulate)
+{
+    __asm__ __volatile__(WGMMA_RSK_TEXT("m64n128k16", WGMMA_REGS64, "%64", "%65", "%66", "%67", "%68", "%69")
+                         : WGMMA_ACC64(d)
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate)
                          : "memory");
 }

@@ -52,10 +52,10 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 45
+#define FCL_VERSION_MINOR 46
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.45.0"
+#define FCL_VERSION_STRING "0.46.0"
 
 /* The library's version as "MAJOR.MINOR.PATCH" (static string; thread-safe). */
 const char *fcl_version_string(void);
@@ -681,9 +681,10 @@ const char *fcl_attention_decode_path(fcl_context ctx, fcl_dtype dtype, int64_t 
  *  scale  F32 [N] with I8 weights; NULL with float weights
  *  bias   [N] in the activations' dtype, or NULL
  * Activations are never quantised. I8 weights are converted on their way into the products (no
- * full-size copy), except on Hopper for GEMMs of many rows (2048 with F16 activations, 1024 with
- * BF16; FLASHCL_GEMM_DEQUANT_ROWS=N, 0 never): there they are first converted, exactly, into a
- * scratch copy of N x K values of the activations' dtype that the context keeps.
+ * full-size copy), except on Hopper for GEMMs of at least 2048 rows with BF16 activations
+ * (FLASHCL_GEMM_DEQUANT_ROWS=N sets the row count for both 16-bit dtypes, 0 never): there they
+ * are first converted, exactly, into a scratch copy of N x K values of the activations' dtype
+ * that the context keeps.
  */
 typedef struct fcl_weight {
     fcl_tensor w;

@@ -375,7 +375,7 @@ fcl_status fcl_linear_enqueue(fcl_context ctx, fcl_tensor X, const fcl_weight *w
                         .scale = w->scale, .scale_on = 1, .bias = w->bias, .c = Y->buffer, .c_dtype = Y->dtype,
                         .c_off = Y->offset, .c_sm = Y->strides[0], .c_sn = 1};
     if (g.b_dtype == FCL_I8 && g.a_dtype != FCL_F32) { /* long GEMMs: the weights converted first */
-        const int64_t rows = fcl_tune_gemm_wgmma(ctx, 1).dequant_rows[g.a_dtype == FCL_BF16];
+        const int64_t rows = fcl_tune_gemm_wgmma(ctx, FCL_WGMMA_I8_REGS).dequant_rows[g.a_dtype == FCL_BF16];
         int done = 0;
         fcl_status s = FCL_SUCCESS;
         if (rows > 0 && g.M >= rows && fcl_gemm_rows_aligned(g.a_off, g.a_sm, 2, 16) &&

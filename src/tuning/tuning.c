@@ -727,17 +727,20 @@ typedef struct gemm_entry {
  * alike). Tensor cores (NVIDIA): 128 x 128 blocks of 8 warps (2 x 4, 64 x 32 each), K slices of
  * 32 in a 2-stage ring (40 KB of the 48 KB of local memory; the fastest of 11 tile sets in the
  * v0.19.0 H200 sweep, 1.23 ms against 1.34-1.94 for the layer above). wgmma (compute capability
- * 9.0): 128 x 128 blocks of two warpgroups, K slices of 32 in a 3-stage ring (48 KB; I8 weights:
- * the same with a raw ring of 2; v0.20.0 H200 sweep of 9 tile sets, the layer above: 0.78 ms
- * against 0.93-1.23; two stages 1.10, slices of 16 1.13-1.23). Its forward GEMMs of I8 weights
- * convert them first from 2048 rows with F16 activations, 1024 with BF16 (v0.39.0 H100, the layer
- * above with I8 weights, ms, converted / not: L 2048 F16 0.885-0.901 / 0.912-0.926, BF16
- * 0.885-0.891 / 1.092-1.093; L 1024 F16 0.481-0.487 / 0.446-0.448, BF16 0.477-0.482 /
- * 0.538-0.544; L 512 0.406 / 0.310-0.349). */
+ * 9.0): 128 x 128 blocks of two warpgroups, K slices of 32 in a 3-stage ring (48 KB; the input
+ * gradients' I8 weights: the same with a raw ring of 2; v0.20.0 H200 sweep of 9 tile sets, the
+ * layer above: 0.78 ms against 0.93-1.23; two stages 1.10, slices of 16 1.13-1.23). The forward's
+ * I8 weights (A in registers) take a fourth stage (v0.46.0 H100, the layer above with I8 weights,
+ * F16 activations, ms: 4 stages 0.825-0.842, 3 stages 1.001, 128 x 64 blocks 1.095, slices of 16
+ * 1.234). They are converted first, and the 16-bit GEMM run, only with BF16 activations from 2048
+ * rows, where the conversion in registers costs more than F16's (same call, converted / in
+ * registers: L 2048 BF16 0.892-0.895 / 0.901-0.909, F16 0.898-0.901 / 0.825-0.842; L 1024 BF16
+ * 0.484-0.485 / 0.440-0.449, F16 0.452-0.456 / 0.409-0.411; L 512 BF16 0.340-0.341 / 0.272-0.277,
+ * F16 0.296-0.303 / 0.264-0.270). */
 static const gemm_entry gemm_table[] = {
     {"llvmpipe", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}, {0}},
     {"NVIDIA", FCL_DEVICE_GPU, {256, 128, 8, 8, 4, 4}, {128, 128, 32, 2, 4, 2, 0},
-     {128, 128, 32, 2, 3, 0, 0, {2048, 1024}}},
+     {128, 128, 32, 2, 3, 0, 0, {0, 2048}}},
     {"", FCL_DEVICE_GPU, {64, 128, 8, 8, 4, 4}, {0}, {0}},
     {"", FCL_DEVICE_OTHER, {32, 32, 16, 2, 2, 2}, {0}, {0}},
 };
@@ -844,14 +847,15 @@ fcl_gemm_mma_tiles fcl_tune_gemm_mma(fcl_context ctx, int scales)
     return t;
 }
 
-/* Bytes of the wgmma GEMM's local array with tiles t (cl/nvidia/linear_wgmma.cl: the stages of
- * A and B, and with `i8` two converted B tiles beside a raw ring of I8 B, one slice per stage
- * ahead). */
-static uint64_t gemm_wgmma_local_bytes(const fcl_gemm_wgmma_tiles *t, int i8)
+/* Bytes of the wgmma GEMM's local array with tiles t in `form` (cl/nvidia/linear_wgmma.cl: the
+ * stages of A and B; with I8 B two converted B tiles beside a raw ring of I8 B, one slice per
+ * stage ahead; with I8 A its stages of a byte per value). */
+static uint64_t gemm_wgmma_local_bytes(const fcl_gemm_wgmma_tiles *t, int form)
 {
     const uint64_t a = (uint64_t)t->tile_m * (uint64_t)t->tile_k * 2, b = (uint64_t)t->tile_n * (uint64_t)t->tile_k;
-    return i8 ? (uint64_t)t->stages * a + (uint64_t)(t->stages - 1 - t->lag) * b + 4 * b
-              : (uint64_t)t->stages * (a + 2 * b);
+    if (form == FCL_WGMMA_I8_TILES)
+        return (uint64_t)t->stages * a + (uint64_t)(t->stages - 1 - t->lag) * b + 4 * b;
+    return (uint64_t)t->stages * ((form == FCL_WGMMA_I8_REGS ? a / 2 : a) + 2 * b);
 }
 
 /* Whether t's values are tiles the wgmma GEMM takes (see fcl_tune_gemm_wgmma). */
@@ -864,27 +868,32 @@ static int gemm_wgmma_valid(const fcl_gemm_wgmma_tiles *t)
            t->stages >= t->lag + 2 && t->stages <= 4 && t->max_regs >= 0 && t->max_regs <= 255;
 }
 
-fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8)
+fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int form)
 {
     fcl_gemm_wgmma_tiles t = gemm_entry_for(ctx)->wgmma;
     if (t.tile_m == 0 || ctx->info.nv_cc_major != 9 || ctx->info.nv_cc_minor != 0)
         return (fcl_gemm_wgmma_tiles){0};
     const char *env = getenv("FLASHCL_GEMM_WGMMA_TILES");
     int v[7] = {t.tile_m, t.tile_n, t.tile_k, t.warpgroups, t.stages, t.lag, t.max_regs};
+    int overridden = 0;
     if (env && parse_values(env, v, 7) >= 6) {
         const fcl_gemm_wgmma_tiles o = {v[0], v[1], v[2], v[3], v[4], v[5], v[6],
                                           {t.dequant_rows[0], t.dequant_rows[1]}};
-        if (gemm_wgmma_valid(&o))
+        if ((overridden = gemm_wgmma_valid(&o)))
             t = o;
     }
     const char *rows = getenv("FLASHCL_GEMM_DEQUANT_ROWS");
     if (rows && parse_values(rows, v, 1) == 1 && v[0] >= 0)
         t.dequant_rows[0] = t.dequant_rows[1] = v[0];
-    if (i8) /* the converted tiles are reused once the previous slice's products have completed */
+    if (form != FCL_WGMMA_W16) /* converted values are reused once the previous slice's products completed */
         t.lag = 0;
-    while (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes && t.stages > t.lag + 2)
+    if (form == FCL_WGMMA_I8_REGS && !overridden && t.stages < 4) /* its stages hold a byte per weight */
+        t.stages++;
+    /* I8 A reads slice kt + 1's fragments during slice kt's products: 3 stages at least */
+    const int least = form == FCL_WGMMA_I8_REGS ? 3 : t.lag + 2;
+    while (gemm_wgmma_local_bytes(&t, form) > ctx->info.local_mem_bytes && t.stages > least)
         t.stages--;
-    if (gemm_wgmma_local_bytes(&t, i8) > ctx->info.local_mem_bytes ||
+    if (gemm_wgmma_local_bytes(&t, form) > ctx->info.local_mem_bytes || t.stages < least ||
         (size_t)(128 * t.warpgroups) > ctx->info.max_work_group_size)
         t.tile_m = 0;
     return t;

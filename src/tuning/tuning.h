@@ -301,13 +301,19 @@ typedef struct fcl_gemm_wgmma_tiles {
                           * the 16-bit GEMM; 0: never */
 } fcl_gemm_wgmma_tiles;
 
-/* Tiles of the wgmma GEMM on ctx's device for B of 16 bits or I8 (`i8`: two converted tiles and
- * a raw ring one slice shorter than the stages, beside A's stages): the GEMM table's entry (tile_m 0 off NVIDIA compute
- * capability 9.0), then FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" if valid (TM 64 G or 128 G,
- * TN 64, 128 or 256, TK 16, 32 or 64, G 1 or 2, S 2 to 4, L 0 or 1 below S - 1, R 0 to 255); lag 0
- * with `i8`; then stages (not below L + 2) lowered until the tiles fit the local memory; tile_m 0
- * when they do not. FLASHCL_GEMM_DEQUANT_ROWS=N (N >= 0) sets both dequant_rows. */
-fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int i8);
+/* The wgmma GEMM's forms, by what its local memory holds: both operands' 16-bit stages; I8 B
+ * (the input gradients' weights) as two converted tiles and a raw ring one slice shorter than the
+ * stages, beside A's stages; I8 A (the forward's weights, converted in registers) as raw stages of
+ * a byte per value beside B's. */
+enum { FCL_WGMMA_W16, FCL_WGMMA_I8_TILES, FCL_WGMMA_I8_REGS };
+
+/* Tiles of the wgmma GEMM of `form` on ctx's device: the GEMM table's entry (tile_m 0 off NVIDIA
+ * compute capability 9.0), then FLASHCL_GEMM_WGMMA_TILES="TM,TN,TK,G,S,L[,R]" if valid (TM 64 G or
+ * 128 G, TN 64, 128 or 256, TK 16, 32 or 64, G 1 or 2, S 2 to 4, L 0 or 1 below S - 1, R 0 to 255);
+ * lag 0 with I8, and the I8 A form takes the entry's stages plus one (not the variable's); then
+ * stages (not below L + 2, nor 3 for I8 A) lowered until the tiles fit the local memory; tile_m
+ * 0 when they do not. FLASHCL_GEMM_DEQUANT_ROWS=N (N >= 0) sets both dequant_rows. */
+fcl_gemm_wgmma_tiles fcl_tune_gemm_wgmma(fcl_context ctx, int form);
 
 /* Bytes of the tensor-core GEMM's local arrays with tiles t, for either layout of each operand
  * (a slice stored as rows along its unit-stride dimension, padded by 8 halves), plus the scales. */
