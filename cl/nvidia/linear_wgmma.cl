@@ -9,10 +9,10 @@
  *   C[m, n] = (ACCUMULATE ? C[m, n] : 0) + sum_k A[m, k] B[k, n] (* scale[n]) (+ bias[n]),
  * FP32 accumulation. A is F16 or BF16 (FCL_DTYPE), or I8 (A_I8, below); B is of A's dtype, or I8
  * (B_I8), N-contiguous, converted exactly to the mma dtype in local memory and scaled per k
- * (SCALE_ON 2: the input gradients' weights). The scale then multiplies A in FP32 on its way into the products: each
- * warp reads its A fragments from the slice (ldmatrix), scales them and splits them into BF16
- * hi + lo (scale_split, mma_nv.cl), and A enters wgmma from registers, twice (hi, lo) per product,
- * against the BF16 B (MMA_BF16).
+ * (SCALE_ON 2: the input gradients' weights). The scale then multiplies A in FP32 on its way
+ * into the products: each warp reads its A fragments from the slice (ldmatrix), scales them and
+ * splits them into BF16 hi + lo (scale_split, mma_nv.cl), and A enters wgmma from registers,
+ * twice (hi, lo) per product, against the BF16 B (MMA_BF16).
  *
  * A work-group of WGS warpgroups computes a TM x TN block of C; warpgroup w owns rows
  * w * TM / WGS .. + TM / WGS - 1, as TM / (64 WGS) x TN / NW products m64nNWk16 per k step
