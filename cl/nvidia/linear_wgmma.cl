@@ -195,7 +195,7 @@ MMA_INLINE void issue_slice_mn(__local ushort *tile, const int cols, __global co
 #else
 #define ISSUE_B(kt) issue_slice(B_READ(kt), TN, B, b_off, b_sn, n0, N, (kt) * TK, K, lid)
 #endif
-#define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), B, b_off, b_sk, (kt) * TK, K, n0, N, lid)
+#define ISSUE_RAW_B(kt) issue_raw_slice(B_RAW(kt), RAW_ROWS, RAW_COLS, 0, B, b_off, b_sk, (kt) * TK, K, n0, N, lid)
 
 /* A 16-bit operand's 16-byte chunks of a slice that this work-item copies: CHUNKS_PER of them,
  * WG_SIZE chunks apart. Where that is a whole number of rows of the slice and of its swizzle
@@ -232,6 +232,39 @@ MMA_INLINE void chunk_offsets(const int rows, const int mn, long off, long strid
     }
 }
 
+#if A_I8 || B_I8
+/* Byte offset of 16-byte chunk c of row r in a raw I8 slice whose rows hold `cols` bytes: in
+ * place, or (`swz`) XOR-swizzled by the row's place in 128 bytes, so that 8 rows read at the same
+ * chunk meet distinct banks. */
+inline int raw_chunk(int r, int c, const int cols, const int swz)
+{
+    return r * cols + 16 * (swz ? c ^ ((r * cols / 128) & (cols / 16 - 1)) : c);
+}
+
+/* Starts the copies of an I8 operand's rows r0 .. r0 + rows - 1, columns c0 .. c0 + cols - 1
+ * (element (r, c) at src[off + r * stride + c]) into `raw` (chunks at raw_chunk(.., swz)): zeros
+ * at rows >= r_lim and columns >= c_lim. */
+MMA_INLINE void issue_raw_slice(__local uchar *raw, const int rows, const int cols, const int swz,
+                                __global const char *src, long off, long stride, int r0, int r_lim, int c0, int c_lim,
+                                int lid)
+{
+    const bool whole = r0 + rows <= r_lim && c0 + cols <= c_lim; /* nothing to zero (uniform) */
+    #pragma unroll
+    for (int i = 0; i < (rows * cols / 16 + WG_SIZE - 1) / WG_SIZE; i++) {
+        const int e = lid + i * WG_SIZE, r = e / (cols / 16), c = e % (cols / 16);
+        if ((rows * cols / 16) % WG_SIZE == 0 || e < rows * cols / 16) {
+            const long at = off + (long)(r0 + r) * stride + c0 + 16 * c;
+            if (whole) {
+                async_copy16_l2(raw + raw_chunk(r, c, cols, swz), src + at, 16);
+            } else {
+                const int n = r0 + r < r_lim ? clamp(c_lim - c0 - 16 * c, 0, 16) : 0;
+                async_copy16_l2(raw + raw_chunk(r, c, cols, swz), n > 0 ? src + at : src, n);
+            }
+        }
+    }
+}
+#endif
+
 #if B_I8
 /* A raw I8 slice of B in local memory: RAW_ROWS (TK) rows of RAW_COLS (TN) bytes along B's
  * unit-stride dimension, unswizzled; CONVERTED(r, c) is the halves offset of its 8 values at row
@@ -241,28 +274,6 @@ MMA_INLINE void chunk_offsets(const int rows, const int mn, long off, long strid
 #define CONVERTED(r, c) swizzled_offset(r, c, MN_ATOM_BYTES / 2)
 #define RAW_CHUNKS (RAW_ROWS * RAW_COLS / 16) /* its 16-byte chunks */
 
-/* Starts the copies of I8 B's rows r0 .. r0 + RAW_ROWS - 1, columns c0 .. c0 + RAW_COLS - 1
- * (element (r, c) at src[off + r * stride + c]) into `raw`: zeros at rows >= r_lim and columns
- * >= c_lim. */
-MMA_INLINE void issue_raw_slice(__local uchar *raw, __global const char *src, long off, long stride, int r0,
-                                int r_lim, int c0, int c_lim, int lid)
-{
-    const bool whole = r0 + RAW_ROWS <= r_lim && c0 + RAW_COLS <= c_lim; /* nothing to zero (uniform) */
-    #pragma unroll
-    for (int i = 0; i < (RAW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
-        const int e = lid + i * WG_SIZE, r = e / (RAW_COLS / 16), c = 16 * (e % (RAW_COLS / 16));
-        if (RAW_CHUNKS % WG_SIZE == 0 || e < RAW_CHUNKS) {
-            const long at = off + (long)(r0 + r) * stride + c0 + c;
-            if (whole) {
-                async_copy16_l2(raw + r * RAW_COLS + c, src + at, 16);
-            } else {
-                const int n = r0 + r < r_lim ? clamp(c_lim - c0 - c, 0, 16) : 0;
-                async_copy16_l2(raw + r * RAW_COLS + c, n > 0 ? src + at : src, n);
-            }
-        }
-    }
-}
-
 /* This work-item's chunks of the raw I8 slice (those that issue_raw_slice copied: its own
  * copies, landed, need no barrier) as values of the mma dtype (exact) into the swizzled `tile`. */
 MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, int lid)
@@ -271,7 +282,7 @@ MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, in
     for (int i = 0; i < (RAW_CHUNKS + WG_SIZE - 1) / WG_SIZE; i++) {
         const int e = lid + i * WG_SIZE, r = e / (RAW_COLS / 16), c = 16 * (e % (RAW_COLS / 16));
         if (RAW_CHUNKS % WG_SIZE == 0 || e < RAW_CHUNKS) {
-            const uint4 v = *(__local const uint4 *)(raw + r * RAW_COLS + c);
+            const uint4 v = *(__local const uint4 *)(raw + raw_chunk(r, c / 16, RAW_COLS, 0));
             *(__local uint4 *)(tile + CONVERTED(r, c)) = i8_to_mma(v.s01);
             *(__local uint4 *)(tile + CONVERTED(r, c + 8)) = i8_to_mma(v.s23);
         }
@@ -280,49 +291,12 @@ MMA_INLINE void convert_slice(__local ushort *tile, __local const uchar *raw, in
 #endif
 
 #if A_I8
-/* A raw I8 slice of A: TM rows of TK bytes, 16-byte chunk c of row r at byte raw_a_chunk(r, c)
- * (XOR-swizzled by the row's place in 128 bytes, so the 8 rows of a fragment load meet distinct
- * banks); this work-item copies RAW_A_PER chunks, RAW_A_ROWS_APART rows apart (a multiple of the
- * swizzle's 8-row period). */
-#define RAW_A_CHUNKS (TM * TK / 16)
-#define RAW_A_PER ((RAW_A_CHUNKS + WG_SIZE - 1) / WG_SIZE)
-#define RAW_A_ROWS_APART (WG_SIZE / (TK / 16))
-inline int raw_a_chunk(int r, int c)
-{
-    return r * TK + 16 * (c ^ ((r * TK / 128) & (TK / 16 - 1)));
-}
-
-/* Starts the copies of I8 A's rows r0 .. r0 + TM - 1, columns k0 .. k0 + TK - 1 (element (r, k)
- * at src[off + r * stride + k]) into `raw`: zeros at rows >= r_lim and columns >= K. */
-MMA_INLINE void issue_raw_a(__local uchar *raw, __global const char *src, long off, long stride, int r0, int r_lim,
-                            int k0, int K, int lid)
-{
-    #pragma unroll
-    for (int i = 0; i < RAW_A_PER; i++) {
-        const int e = lid + i * WG_SIZE, r = e / (TK / 16), c = e % (TK / 16);
-        if (RAW_A_CHUNKS % WG_SIZE == 0 || e < RAW_A_CHUNKS) {
-            const long at = off + (long)(r0 + r) * stride + k0 + 16 * c;
-            const int n = r0 + r < r_lim ? clamp(K - k0 - 16 * c, 0, 16) : 0;
-            async_copy16_l2(raw + raw_a_chunk(r, c), n > 0 ? src + at : src, n);
-        }
-    }
-}
-
-/* This work-item's RAW_A_PER chunks of a raw slice of A inside M and K, from its first chunk's
- * place in the slice (`raw`) and in A (`src`) on. */
-MMA_INLINE void copy_raw_a(__local uchar *raw, __global const char *src, long stride)
-{
-    #pragma unroll
-    for (int i = 0; i < RAW_A_PER; i++)
-        async_copy16_l2(raw + i * RAW_A_ROWS_APART * TK, src + i * RAW_A_ROWS_APART * stride, 16);
-}
-
 /* This lane's A fragment (mma_16816's layout: rows r and r + 8, k 2 t, 2 t + 1, 2 t + 8, 2 t + 9
  * of k step ks) from the raw slice, as values of the mma dtype (exact). */
 MMA_INLINE void raw_a_fragment(uint *a, __local const uchar *raw, int r, int ks, int t)
 {
     const int w = 4 * (t >> 1), h = t & 1; /* the word of k 2 t in the chunk, and its half */
-    __local const uchar *r0 = raw + raw_a_chunk(r, ks) + w, *r8 = raw + raw_a_chunk(r + 8, ks) + w;
+    __local const uchar *r0 = raw + raw_chunk(r, ks, TK, 1) + w, *r8 = raw + raw_chunk(r + 8, ks, TK, 1) + w;
     a[0] = i8_pair(*(__local const uint *)r0 ^ 0x80808080u, h);
     a[1] = i8_pair(*(__local const uint *)r8 ^ 0x80808080u, h);
     a[2] = i8_pair(*(__local const uint *)(r0 + 8) ^ 0x80808080u, h);
@@ -432,14 +406,15 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(a_t, b_t))
     const int n_k = (K + TK - 1) / TK;
 
     /* Slice kt's copies into its stage (I8 B: its raw slot): inside M, N and K from this work-item's
-     * first chunks (STEADY operands), else through the bounds. */
-    const long a_s = WGMMA_SS_A_MN ? a_sk : a_sm, b_s = WGMMA_SS_B_MN ? b_sk : b_sn;
-    long a_g, b_g;
-    int a_l, b_l;
-#if A_I8 /* this work-item's first chunk of a raw slice of A */
-    a_g = a_off + (long)(m0 + lid / (TK / 16)) * a_sm + 16 * (lid % (TK / 16));
-    a_l = raw_a_chunk(lid / (TK / 16), lid % (TK / 16));
-#else
+     * first chunks (STEADY operands), else through the bounds; I8 A's (a chunk or two per
+     * work-item, their places computed once by the compiler) through issue_raw_slice. */
+    const long b_s = WGMMA_SS_B_MN ? b_sk : b_sn;
+    long b_g;
+    int b_l;
+#if !A_I8
+    const long a_s = WGMMA_SS_A_MN ? a_sk : a_sm;
+    long a_g;
+    int a_l;
     chunk_offsets(TM, WGMMA_SS_A_MN, a_off, a_s, m0, lid, &a_g, &a_l);
 #endif
     chunk_offsets(TN, WGMMA_SS_B_MN, b_off, b_s, n0, lid, &b_g, &b_l);
@@ -458,10 +433,7 @@ void gemm_wgmma(GEMM_KERNEL_ARGS(a_t, b_t))
 #if A_I8
 #define ISSUE(kt)                                                                                  \
     do {                                                                                           \
-        if (RAW_A_CHUNKS % WG_SIZE == 0 && SLICE_INSIDE(kt))                                       \
-            copy_raw_a(A_STAGE((kt) % STAGES) + a_l, A + a_g + (kt) * TK, a_sm);                   \
-        else                                                                                       \
-            issue_raw_a(A_STAGE((kt) % STAGES), A, a_off, a_sm, m0, M, (kt) * TK, K, lid);         \
+        issue_raw_slice(A_STAGE((kt) % STAGES), TM, TK, 1, A, a_off, a_sm, m0, M, (kt) * TK, K, lid); \
         ISSUE16(B, b, B_READ(kt), kt);                                                             \
     } while (0)
 #elif B_I8
