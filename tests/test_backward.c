@@ -387,11 +387,19 @@ static zero_stats check_zeros(const bcase *c, const float *mask, const grads *g)
  * Checks one run: the rule for dQ, dK, dV, no NaN, exact zeros, nothing written outside the
  * views, a valid event. Reports a failure with the case's name; returns 1 when all hold.
  */
+/* The largest err / bound of dQ, dK and dV that compare has seen since the last table began
+ * (check_table logs it, so a log shows each table's margin). */
+static double worst_ratio[3];
+
 static int compare(const bcase *c, const char *name, const char *what, const refs *r, const grads *g,
                    const float *mask, size_t nq, size_t nk, zero_stats *zs)
 {
     const double eq = support_max_err_f(g->dq, r->dq, nq), ek = support_max_err_f(g->dk, r->dk, nk);
     const double ev = support_max_err_f(g->dv, r->dv, nk);
+    const double ratio[3] = {eq / (3.0 * r->naive_q + 1e-5), ek / (3.0 * r->naive_k + 1e-5),
+                             ev / (3.0 * r->naive_v + 1e-5)};
+    for (int i = 0; i < 3; i++)
+        worst_ratio[i] = ratio[i] > worst_ratio[i] ? ratio[i] : worst_ratio[i];
     const size_t nan = support_count_nan(g->dq, nq) + support_count_nan(g->dk, nk) + support_count_nan(g->dv, nk);
     const zero_stats z = check_zeros(c, mask, g);
     if (zs)
@@ -554,9 +562,12 @@ static void check_table(fcl_dtype dt, const bcase *cases, size_t n, uint64_t see
 {
     fcl_context ctx = support_context();
     size_t failed = 0;
+    worst_ratio[0] = worst_ratio[1] = worst_ratio[2] = 0.0;
     for (size_t i = 0; i < n; i++)
         failed += !check_case(ctx, dt, &cases[i], seed0 + i, NULL);
     fcl_context_release(ctx);
+    cr_log_info("%s, %zu cases: largest err / bound dQ %.3g, dK %.3g, dV %.3g", fcl_dtype_name(dt), n,
+                worst_ratio[0], worst_ratio[1], worst_ratio[2]);
     cr_assert(failed == 0, "%zu of %zu %s cases failed", failed, n, fcl_dtype_name(dt));
 }
 

@@ -16,13 +16,12 @@
  *      dO as A fragments and the dQ accumulator in registers; key tiles (DQ_BLOCK_N keys of K
  *      and V in a two-stage ring) as in the forward: S = Q K^T, dP = dO V^T, dQ += dS K.
  *
- * P enters dV = P^T dO rounded to the storage dtype (as in FlashAttention); dS enters dK and
- * dQ rounded to F16, or for BF16 as its rounding plus the rounded rest (DS_SPLIT). Tiles
- * whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on a grid from the
- * sequence's first row of Q or K (varlen: each sequence's own, so no partial tile comes before
- * it and its gradients do not depend on its place in the packing; packed: from the block's first
- * visible row or key where that saves a tile, BACKWARD_FIRST_TILE); keys or rows a product
- * cannot see contribute exact zeros. No chunking: the host takes this path only
+ * P enters dV = P^T dO and dS enters dK and dQ rounded to the storage dtype (as in
+ * FlashAttention). Tiles whose sums run over rows (query tiles of dkdv, key tiles of dq) sit on
+ * a grid from the sequence's first row of Q or K (varlen: each sequence's own, so no partial tile
+ * comes before it and its gradients do not depend on its place in the packing; packed: from the
+ * block's first visible row or key where that saves a tile, BACKWARD_FIRST_TILE); keys or rows a
+ * product cannot see contribute exact zeros. No chunking: the host takes this path only
  * on devices without a loop cap (item_lo, item_hi, load_state, save_state, state and scores are unused).
  *
  * Where a warp's fragments and accumulators outgrow the registers (large head dims), each kernel
@@ -85,10 +84,6 @@
 #define KV_FIRST (KSTEPS - KV_LOCAL_STEPS) /* the first k step whose K, V fragments wait in local memory */
 #define NT_DKDV (HEAD_DIM_PAD / DKDV_SLICES / 8) /* 8-column tiles of dK and dV per work-group */
 #define NT_DQ (HEAD_DIM_PAD / DQ_SLICES / 8)     /* 8-column tiles of dQ per work-group */
-/* dS enters dK and dQ as two BF16 parts (BF16's 8-bit mantissa alone costs dK and the bias
- * gradients built from it more than the tolerance allows; F16's 11 bits do not) */
-#define DS_SPLIT (FCL_DTYPE == 2)
-
 #ifndef WGMMA_BACKWARD
 #define WGMMA_BACKWARD 0
 #endif
@@ -139,47 +134,31 @@ MMA_INLINE void mma_rows_tile(float (*acc)[4], uint (*af)[4], __local const uint
     }
 }
 
-/* The low part of two floats whose storage-dtype rounding is `hi` (pack_pair): x - hi, packed
- * the same way. BF16 only (its values are the high 16 bits of the FP32 ones). */
-MMA_INLINE uint pack_rest(float lo, float hi, uint packed)
-{
-    return pack_pair(lo - as_float(packed << 16), hi - as_float(packed & 0xffff0000u));
-}
-
 /* The A fragment of k rows 16 kk .. 16 kk + 15 of X, the accumulator tiles x (tiles 2 kk and
- * 2 kk + 1), into xa rounded to the storage dtype; with `split` the rounded rest into xr (BF16),
- * else zeros there. */
-MMA_INLINE void scores_fragment(uint *xa, uint *xr, float (*x)[4], int kk, int split)
+ * 2 kk + 1), into xa rounded to the storage dtype. */
+MMA_INLINE void scores_fragment(uint *xa, float (*x)[4], int kk)
 {
     #pragma unroll
-    for (int e = 0; e < 4; e++) {
-        const float lo = x[2 * kk + (e >> 1)][2 * (e & 1)], hi = x[2 * kk + (e >> 1)][2 * (e & 1) + 1];
-        xa[e] = pack_pair(lo, hi);
-        xr[e] = split ? pack_rest(lo, hi, xa[e]) : 0u;
-    }
+    for (int e = 0; e < 4; e++)
+        xa[e] = pack_pair(x[2 * kk + (e >> 1)][2 * (e & 1)], x[2 * kk + (e >> 1)][2 * (e & 1) + 1]);
 }
 
 /* acc[0 .. n_out) += X x tile: X the 16 x k_rows accumulator tiles x (tiles 2 kk and 2 kk + 1
  * form the A fragment of k rows 16 kk .. 16 kk + 15), tile the k_rows x 8 n_out local columns
  * addressed through `lane_addr` (cols_lane at the first column). X enters rounded to the
- * storage dtype; with `split` (BF16) as that rounding plus the rounded rest, two products, so
- * that X keeps about 16 bits. */
-MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, int k_rows, int n_out, int split)
+ * storage dtype. */
+MMA_INLINE void mma_scores_tile(float (*acc)[4], float (*x)[4], uint lane_addr, int k_rows, int n_out)
 {
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++) {
-        uint xa[4], xr[4];
-        scores_fragment(xa, xr, x, kk, split);
+        uint xa[4];
+        scores_fragment(xa, x, kk);
         #pragma unroll
         for (int dp = 0; dp < n_out / 2; dp++) {
             uint bf[4]; /* rows +0 / +8 of this k step x columns +0 / +8 of this 16-column pair */
             ldmatrix_x4_trans(bf, lane_addr + 2 * (kk * 16 * ROW_HALVES + dp * 16));
             mma_16816(acc[2 * dp], xa, bf[0], bf[1]);
             mma_16816(acc[2 * dp + 1], xa, bf[2], bf[3]);
-            if (split) {
-                mma_16816(acc[2 * dp], xr, bf[0], bf[1]);
-                mma_16816(acc[2 * dp + 1], xr, bf[2], bf[3]);
-            }
         }
     }
 }
@@ -200,26 +179,23 @@ MMA_INLINE void wgmma_rows_tile(float *acc, uint (*af)[4], uint addr, int n)
     }
 }
 
-/* The A fragments xa (and with `split` the rests xr) of k_rows / 16 k steps of X x tile: X the
- * 64 x k_rows accumulator tiles x, rounded as in mma_scores_tile. */
-MMA_INLINE void wgmma_scores_fragments(uint (*xa)[4], uint (*xr)[4], float (*x)[4], int k_rows, int split)
+/* The A fragments xa of k_rows / 16 k steps of X x tile: X the 64 x k_rows accumulator tiles x,
+ * rounded as in mma_scores_tile. */
+MMA_INLINE void wgmma_scores_fragments(uint (*xa)[4], float (*x)[4], int k_rows)
 {
     #pragma unroll
     for (int kk = 0; kk < k_rows / 16; kk++)
-        scores_fragment(xa[kk], xr[kk], x, kk, split);
+        scores_fragment(xa[kk], x, kk);
 }
 
-/* acc (the warpgroup's 64 x HEAD_DIM_PAD accumulators) += X x tile: X's A fragments xa, xr
+/* acc (the warpgroup's 64 x HEAD_DIM_PAD accumulators) += X x tile: X's A fragments xa
  * (wgmma_scores_fragments), tile k_rows rows of swizzled atoms at local address addr read as the
  * transposed B operand. Issued inside the caller's fence and group, not waited for. */
-MMA_INLINE void wgmma_scores_tile(float *acc, uint (*xa)[4], uint (*xr)[4], uint addr, int k_rows, int split)
+MMA_INLINE void wgmma_scores_tile(float *acc, uint (*xa)[4], uint addr, int k_rows)
 {
     #pragma unroll
-    for (int kk = 0; kk < k_rows / 16; kk++) {
+    for (int kk = 0; kk < k_rows / 16; kk++)
         WGMMA_RS_N(HEAD_DIM_PAD)(acc, xa[kk], ROWS_STEP_DESC(addr, k_rows * 64, kk));
-        if (split)
-            WGMMA_RS_N(HEAD_DIM_PAD)(acc, xr[kk], ROWS_STEP_DESC(addr, k_rows * 64, kk));
-    }
 }
 #endif
 
@@ -529,15 +505,15 @@ void attention_backward_dkdv(BACKWARD_ARGS)
                          dp, g, t);
 #endif
 #if WGMMA_BACKWARD
-        uint pa[DKDV_BLOCK_M / 16][4], pr[DKDV_BLOCK_M / 16][4], da[DKDV_BLOCK_M / 16][4], dr[DKDV_BLOCK_M / 16][4];
-        wgmma_scores_fragments(pa, pr, s, DKDV_BLOCK_M, 0);
-        wgmma_scores_fragments(da, dr, dp, DKDV_BLOCK_M, DS_SPLIT);
+        uint pa[DKDV_BLOCK_M / 16][4], da[DKDV_BLOCK_M / 16][4];
+        wgmma_scores_fragments(pa, s, DKDV_BLOCK_M);
+        wgmma_scores_fragments(da, dp, DKDV_BLOCK_M);
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp out of the branch above: one wgmma stream */
         wgmma_hold(&dv[0][0], NT_DKDV * 4);
         wgmma_hold(&dk[0][0], NT_DKDV * 4);
         wgmma_fence();
-        wgmma_scores_tile(&dv[0][0], pa, pr, local_address(dOs[st]), DKDV_BLOCK_M, 0);
-        wgmma_scores_tile(&dk[0][0], da, dr, local_address(Qs[st]), DKDV_BLOCK_M, DS_SPLIT);
+        wgmma_scores_tile(&dv[0][0], pa, local_address(dOs[st]), DKDV_BLOCK_M);
+        wgmma_scores_tile(&dk[0][0], da, local_address(Qs[st]), DKDV_BLOCK_M);
         wgmma_commit();
         wgmma_wait_all();
         wgmma_hold(&dv[0][0], NT_DKDV * 4);
@@ -548,8 +524,8 @@ void attention_backward_dkdv(BACKWARD_ARGS)
         wgmma_keep_fragments(vf, KSTEPS, hidden_zero);
 #endif
 #else
-        mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, 0);
-        mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV, DS_SPLIT);
+        mma_scores_tile(dv, s, cols_lane(dOs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV);
+        mma_scores_tile(dk, dp, cols_lane(Qs[st] + col0, lane), DKDV_BLOCK_M, NT_DKDV);
 #endif
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
@@ -682,7 +658,7 @@ void attention_backward_dq(BACKWARD_ARGS)
     for (int tile = 0; tile < n_tiles; tile++) {
         const int jt = j_first + tile * DQ_BLOCK_N, st = tile & 1;
         copies_landed(tile + 1 == n_tiles);
-        mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ, DS_SPLIT);
+        mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ);
         if (tile + 1 < n_tiles)
             load_scores(scores, b, h, Hq, iw, jt + DQ_BLOCK_N, j_hi, jlo, jhi, item_lo, item_hi, sq_arg, s, g, t);
 
@@ -716,17 +692,17 @@ void attention_backward_dq(BACKWARD_ARGS)
         else
             dq_tile_grads(s, dp, 1, MASK_STAGE(st), lse2, dlt, jlo, jhi, iw, jt, shift, scale, softcap, slope, g, t);
 #if WGMMA_BACKWARD
-        uint da[DQ_BLOCK_N / 16][4], dr[DQ_BLOCK_N / 16][4];
-        wgmma_scores_fragments(da, dr, s, DQ_BLOCK_N, DS_SPLIT);
+        uint da[DQ_BLOCK_N / 16][4];
+        wgmma_scores_fragments(da, s, DQ_BLOCK_N);
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp out of the branch above: one wgmma stream */
         wgmma_hold(&dq[0][0], NT_DQ * 4);
         wgmma_fence();
-        wgmma_scores_tile(&dq[0][0], da, dr, local_address(Ks[st]), DQ_BLOCK_N, DS_SPLIT);
+        wgmma_scores_tile(&dq[0][0], da, local_address(Ks[st]), DQ_BLOCK_N);
         wgmma_commit();
         wgmma_wait_all();
         wgmma_hold(&dq[0][0], NT_DQ * 4);
 #else
-        mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ, DS_SPLIT);
+        mma_scores_tile(dq, s, cols_lane(Ks[st] + col0, lane), DQ_BLOCK_N, NT_DQ);
 #endif
 
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this stage: refill it */
