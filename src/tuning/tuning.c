@@ -55,7 +55,9 @@ static const tuning_entry table[] = {
      * causal F16; history "v0.25.0"): the same tiles (lowered to 16-row local tiles past D 160), 3
      * K/V k steps in local memory, whole dQ rows, and whole dK/dV rows up to D 224 (D 192 4.74 ms
      * against 5.45 with two column slices, D 224 6.06 against 6.92) but two slices at D 256, where
-     * BF16 (B 2 S 2048 H 8) takes 1.09 ms against 1.24 whole and F16 7.29 against 7.00; blocked
+     * BF16 (B 2 S 2048 H 8) takes 1.09 ms against 1.24 whole and F16 7.29 against 7.00 (H100, v0.47.0
+     * with one BF16 product for dS: BF16 0.832-0.836 against 0.896-0.907 whole, F16 B 2 S 4096 H 16
+     * 5.84-5.88 against 5.95-5.96; history "v0.47.0"); blocked
      * 64x128 of 8x8 at D 64, 128x64 of 8x4 at D 128 (2026-12-01, perf.md v0.7.0-dev), 64x64 of 8x4
      * at D 128 once the Q/K slices had two buffers (-0.3 to +12%, perf.md v0.15.0-dev), with two V
      * buffers there (+0.0 to +1.5%; -1.1 to +0.0% at D 64 with 64x64 blocks, and the table's
