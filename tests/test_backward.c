@@ -383,14 +383,14 @@ static zero_stats check_zeros(const bcase *c, const float *mask, const grads *g)
     return z;
 }
 
-/*
- * Checks one run: the rule for dQ, dK, dV, no NaN, exact zeros, nothing written outside the
- * views, a valid event. Reports a failure with the case's name; returns 1 when all hold.
- */
 /* The largest err / bound of dQ, dK and dV that compare has seen since the last table began
  * (check_table logs it, so a log shows each table's margin). */
 static double worst_ratio[3];
 
+/*
+ * Checks one run: the rule for dQ, dK, dV, no NaN, exact zeros, nothing written outside the
+ * views, a valid event. Reports a failure with the case's name; returns 1 when all hold.
+ */
 static int compare(const bcase *c, const char *name, const char *what, const refs *r, const grads *g,
                    const float *mask, size_t nq, size_t nk, zero_stats *zs)
 {
