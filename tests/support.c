@@ -107,9 +107,14 @@ double support_max_err_f(const float *a, const double *ref, size_t n)
     return err;
 }
 
+double support_bound(double naive_err, double factor)
+{
+    return factor * naive_err + 1e-5;
+}
+
 int support_within(double err, double naive_err, double factor)
 {
-    return err <= factor * naive_err + 1e-5;
+    return err <= support_bound(naive_err, factor);
 }
 
 size_t support_count_nan(const float *x, size_t n)

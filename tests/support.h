@@ -31,7 +31,10 @@ void support_poison(fcl_tensor t);
 /* Max |a - b| over n elements, NaN-aware: any NaN in a gives +INFINITY. */
 double support_max_err_f(const float *a, const double *ref, size_t n);
 
-/* The DESIGN.md rule: err <= factor * naive_err + 1e-5. */
+/* The DESIGN.md rule's bound on a kernel's error: factor * naive_err + 1e-5. */
+double support_bound(double naive_err, double factor);
+
+/* The DESIGN.md rule: err <= support_bound(naive_err, factor). */
 int support_within(double err, double naive_err, double factor);
 
 /* The context's program-cache counters (fcl_context_cache_stats; fails the test on error), and a
