@@ -116,6 +116,8 @@ _SIGNATURES = {
     "fcl_attention_backward": (c_int, [_t, P(AttnParams), _t, _t, _t, _t, _t, _t, _t, _t, _t, _t]),
     "fcl_attention_varlen_backward": (c_int, [_t, P(AttnParams), _t, _t, _t, _t, _t, _t, _t, _t, c_int, c_int,
                                              _t, _t, _t, _t]),
+    "fcl_attention_packed_qkv_forward": (c_int, [_t, P(AttnParams), _t, _t, _t, _t, _t]),
+    "fcl_attention_packed_qkv_backward": (c_int, [_t, P(AttnParams), _t, _t, _t, _t, _t, _t, _t]),
     "fcl_kv_cache_append": (c_int, [_t, P(KVCache), _t, _t, c_int64, _t, _t]),
     "fcl_attention_decode": (c_int, [_t, P(AttnParams), _t, P(KVCache), c_int64, _t, _t, _t, _t, _t]),
     "fcl_attention_forward_path": (c_char_p, [_t, c_int, c_int64]),

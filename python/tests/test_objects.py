@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from conftest import rand
-from reference import attention, max_err
+from reference import attention, attention_backward, max_err, within
 
 import flashcl
 from flashcl import _lib
@@ -132,3 +132,26 @@ def test_pyopencl_arrays_without_copies(cl_queue):
     t = ctx.wrap_pyopencl(dq)
     t.write(np.zeros_like(q))  # through flashcl's tensor ...
     assert not dq.get().any()  # ... into pyopencl's buffer: the same memory
+
+
+def test_pyopencl_packed_qkv(cl_queue):
+    """The fused-QKV calls on pyopencl arrays: qkv reshaped and split without copies, prefix sums
+    read back from the device, results as pyopencl arrays."""
+    import pyopencl.array as cla
+    qkv, do = rand((2, 19, 3, 2, 32), 5), rand((2, 19, 2, 32), 6)
+    d_qkv = cla.to_device(cl_queue, qkv)
+    out = flashcl.flash_attn_qkvpacked_func(d_qkv, causal=True)
+    assert isinstance(out, cla.Array) and out.shape == (2, 19, 2, 32)
+    ref, _ = attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], causal=True)
+    assert max_err(out.get(), ref) < 1e-5
+    cu = cla.to_device(cl_queue, np.array([0, 19, 38], np.int32))
+    rows = flashcl.flash_attn_varlen_qkvpacked_func(cla.to_device(cl_queue, qkv.reshape(38, 3, 2, 32)), cu, 19,
+                                                    causal=True)
+    assert isinstance(rows, cla.Array) and max_err(rows.get().reshape(2, 19, 2, 32), ref) < 1e-5
+    dqkv = flashcl.flash_attn_qkvpacked_backward(cla.to_device(cl_queue, do), d_qkv, causal=True)
+    assert isinstance(dqkv, cla.Array) and dqkv.shape == qkv.shape
+    parts = (qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], do)
+    ref_grads = attention_backward(*parts, causal=True)
+    naive_grads = attention_backward(*parts, causal=True, dtype=np.float32)
+    for i, (r, n) in enumerate(zip(ref_grads, naive_grads)):
+        assert within(max_err(dqkv.get()[:, :, i], r), max_err(n, r), 3.0), f"part {i}"
