@@ -73,6 +73,20 @@ def _lse_out(call: Call, like: Array, shape: Sequence[int]) -> Tuple[Tensor, Any
     return call.output(like, shape, F32)
 
 
+def _dense_forward(call: Call, p: AttnParams, tq: Tensor, tk: Tensor, tv: Tensor, like: Array,
+                   out_shape: Sequence[int], lse_shape: Sequence[int], code: int,
+                   return_attn_probs: bool) -> Union[Array, Tuple[Array, Array, None]]:
+    """fcl_attention_forward of tq, tk, tv into a new out (and LSE) of the kind of `like`, waited for."""
+    ctx = call.ctx
+    to, out = call.output(like, out_shape, code)
+    tl, lse = _lse_out(call, like, lse_shape) if return_attn_probs else (None, None)
+    with ctx._handle.lock:
+        check(lib.fcl_attention_forward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr, to.ptr,
+                                        tl.ptr if tl else None, None), ctx.ptr)
+    call.finish()
+    return (out, lse, None) if return_attn_probs else out
+
+
 def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
                     causal: bool = False, window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                     alibi_slopes: Optional[Array] = None, deterministic: bool = False,
@@ -94,13 +108,7 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     with Call(ctx) as call:
         tq, tk, tv = (call.input(x, code, n) for x, n in ((q, "q"), (k, "k"), (v, "v")))
         p = _params(call, softmax_scale, causal, window_size, softcap, alibi_slopes, key_mask, B, Sk)
-        to, out = call.output(q, (B, Sq, Hq, D), code)
-        tl, lse = _lse_out(call, q, (B, Hq, Sq)) if return_attn_probs else (None, None)
-        with ctx._handle.lock:
-            check(lib.fcl_attention_forward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr, to.ptr,
-                                            tl.ptr if tl else None, None), ctx.ptr)
-        call.finish()
-    return (out, lse, None) if return_attn_probs else out
+        return _dense_forward(call, p, tq, tk, tv, q, (B, Sq, Hq, D), (B, Hq, Sq), code, return_attn_probs)
 
 
 def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,

@@ -19,7 +19,7 @@ import numpy as np
 
 from ._core import F32, I32, Call, Context, Tensor, _is_pyopencl, code_of, context_for, shape_of
 from ._lib import check, lib
-from .attention import Array, _check_no_dropout, _i32, _lse_out, _params
+from .attention import Array, _check_no_dropout, _dense_forward, _i32, _lse_out, _params
 
 
 def _batched_rows(qkv: Array) -> Tuple[Any, int, int, int, int]:
@@ -60,11 +60,12 @@ def _seq_bounds(cu_seqlens: Array, rows: int, max_seqlen: int) -> np.ndarray:
     return np.repeat(np.stack([cu[:-1], cu[1:]], axis=1), lens, axis=0).astype(np.int32)
 
 
-def _varlen_shape(qkv: Array) -> Tuple[int, int, int]:
+def _varlen_rows(qkv: Array, cu_seqlens: Array, max_seqlen: int) -> Tuple[int, int, int, int, np.ndarray]:
+    """total, H, D, the dtype code of a [total, 3, H, D] qkv, and its rows' bounds (_seq_bounds)."""
     shape = shape_of(qkv)
     if len(shape) != 4 or shape[1] != 3:
         raise ValueError(f"qkv shape {shape}: expected [total, 3, H, D]")
-    return shape[0], shape[2], shape[3]
+    return shape[0], shape[2], shape[3], code_of(qkv), _seq_bounds(cu_seqlens, shape[0], int(max_seqlen))
 
 
 def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
@@ -84,13 +85,7 @@ def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale:
     with Call(ctx) as call:
         tq, tk, tv = _split(call, call.input(rows, code, "qkv"), B, S)
         p = _params(call, softmax_scale, causal, window_size, softcap, alibi_slopes, key_mask, B, S)
-        to, out = call.output(qkv, (B, S, H, D), code)
-        tl, lse = _lse_out(call, qkv, (B, H, S)) if return_attn_probs else (None, None)
-        with ctx._handle.lock:
-            check(lib.fcl_attention_forward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr, to.ptr,
-                                            tl.ptr if tl else None, None), ctx.ptr)
-        call.finish()
-    return (out, lse, None) if return_attn_probs else out
+        return _dense_forward(call, p, tq, tk, tv, qkv, (B, S, H, D), (B, H, S), code, return_attn_probs)
 
 
 def flash_attn_qkvpacked_backward(dout: Array, qkv: Array, out: Optional[Array] = None,
@@ -135,9 +130,7 @@ def flash_attn_varlen_qkvpacked_func(qkv: Array, cu_seqlens: Array, max_seqlen: 
     (out, lse [H, total] float32, None)."""
     _check_no_dropout(dropout_p)
     ctx = context_for((qkv,), context)
-    total, H, D = _varlen_shape(qkv)
-    code = code_of(qkv)
-    bounds = _seq_bounds(cu_seqlens, total, int(max_seqlen))
+    total, H, D, code, bounds = _varlen_rows(qkv, cu_seqlens, max_seqlen)
     with Call(ctx) as call:
         tqkv = call.input(qkv, code, "qkv")
         tb = call.input(bounds, I32, "seq_bounds")
@@ -161,9 +154,7 @@ def flash_attn_varlen_qkvpacked_backward(dout: Array, qkv: Array, cu_seqlens: Ar
     like qkv. dout [total, H, D]; out and softmax_lse optional (both or neither: without them
     the forward runs again)."""
     ctx = context_for((qkv, dout), context)
-    total, H, D = _varlen_shape(qkv)
-    code = code_of(qkv)
-    bounds = _seq_bounds(cu_seqlens, total, int(max_seqlen))
+    total, H, D, code, bounds = _varlen_rows(qkv, cu_seqlens, max_seqlen)
     with Call(ctx) as call:
         tqkv = call.input(qkv, code, "qkv")
         tdo = call.input(dout, code, "dout")
