@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""FlashAttention's fused-QKV calls: flash_attn_qkvpacked_func and flash_attn_varlen_qkvpacked_func
-(the output of one QKV projection, q, k and v heads side by side in each row), and their explicit
-backward calls flash_attn_qkvpacked_backward and flash_attn_varlen_qkvpacked_backward.
+"""FlashAttention's packed calls: flash_attn_qkvpacked_func and flash_attn_varlen_qkvpacked_func
+(the output of one fused QKV projection, q, k and v heads side by side in each row),
+flash_attn_kvpacked_func and flash_attn_varlen_kvpacked_func (k and v side by side: a fused KV
+projection, cross-attention), and their explicit backward calls (..._backward), which return the
+packed gradient like the packed input.
 
-q, k and v are never copied out of qkv: the batched form passes the library three strided views
-of it, the varlen form runs fcl_attention_packed_qkv_forward, whose launch depends only on the
-number of rows. Self-attention: every sequence's queries and keys are the same rows, so Sq = Sk
-and H query heads read H key heads (FlashAttention's packed calls are MHA too). Arguments and
-results are as in flashcl.attention (numpy, pyopencl arrays, flashcl Tensors where they hold the
-shape); dropout is not supported.
+q, k and v are never copied out of the packed array: the library reads strided views of it (the
+varlen fused-QKV call runs fcl_attention_packed_qkv_forward, whose launch depends only on the
+number of rows), and the backward calls write dq, dk, dv into views of one packed gradient. In
+the fused-QKV calls every sequence's queries and keys are the same rows (Sq = Sk, H query heads
+over H key heads, as in FlashAttention). Arguments and results are as in flashcl.attention
+(numpy, pyopencl arrays, flashcl Tensors where they hold the shape: a Tensor has at most 4 dims);
+dropout is not supported.
 """
 from __future__ import annotations
 
@@ -19,29 +22,33 @@ import numpy as np
 
 from ._core import F32, I32, Call, Context, Tensor, _is_pyopencl, code_of, context_for, shape_of
 from ._lib import check, lib
-from .attention import Array, _check_no_dropout, _dense_forward, _i32, _lse_out, _params
+from .attention import (Array, _backward, _check_no_dropout, _dense_forward, _i32, _lse_out, _params,
+                        flash_attn_func, flash_attn_varlen_func)
 
 
-def _batched_rows(qkv: Array) -> Tuple[Any, int, int, int, int]:
-    """A [B, S, 3, H, D] numpy or pyopencl qkv as [B * S, 3, H, D] (a view where its layout
-    allows, else a copy), with B, S, H, D."""
-    if isinstance(qkv, Tensor):
-        raise ValueError("flash_attn_qkvpacked_*: qkv is [B, S, 3, H, D], which a flashcl Tensor (at most 4 dims) "
-                         "cannot hold; pass a [B * S, 3, H, D] Tensor to flash_attn_varlen_qkvpacked_func with "
-                         "cu_seqlens 0, S, 2 S, ..., or views of it to flash_attn_func")
-    shape = shape_of(qkv)
-    if len(shape) != 5 or shape[2] != 3:
-        raise ValueError(f"qkv shape {shape}: expected [B, S, 3, H, D]")
+def _batched_rows(x: Array, parts: int, name: str) -> Tuple[Any, int, int, int, int]:
+    """A [B, S, parts, H, D] numpy or pyopencl array as [B * S, parts, H, D] (a view where its
+    layout allows, else a copy), with B, S, H, D."""
+    if isinstance(x, Tensor):
+        raise ValueError(f"{name} is [B, S, {parts}, H, D], which a flashcl Tensor (at most 4 dims) cannot hold; "
+                         f"pass a [B * S, {parts}, H, D] Tensor to the varlen call with cu_seqlens 0, S, 2 S, ..., "
+                         f"or views of it to flash_attn_func")
+    shape = shape_of(x)
+    if len(shape) != 5 or shape[2] != parts:
+        raise ValueError(f"{name} shape {shape}: expected [B, S, {parts}, H, D]")
     B, S, _, H, D = shape
-    rows = qkv.reshape(B * S, 3, H, D) if _is_pyopencl(qkv) else np.reshape(np.asarray(qkv), (B * S, 3, H, D))
+    rows = x.reshape(B * S, parts, H, D) if _is_pyopencl(x) else np.reshape(np.asarray(x), (B * S, parts, H, D))
     return rows, B, S, H, D
 
 
-def _split(call: Call, t: Tensor, B: int, S: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """The three [B, S, H, D] views of t, a [B * S, 3, H, D] tensor: q, k, v (or dq, dk, dv)."""
+def _split(call: Call, t: Tensor, B: Optional[int] = None, S: Optional[int] = None) -> Tuple[Tensor, ...]:
+    """The views of t, a [rows, parts, H, D] tensor, one per part: [B, S, H, D] with rows = B * S,
+    or [rows, H, D] (varlen) without B and S."""
     s_row, s_part, s_head, s_dim = t.strides
-    _, _, H, D = t.shape
-    return tuple(call._keep(t.view((B, S, H, D), (S * s_row, s_row, s_head, s_dim), i * s_part)) for i in range(3))
+    rows, parts, H, D = t.shape
+    shape, strides = ((B, S, H, D), (S * s_row, s_row, s_head, s_dim)) if B is not None else \
+        ((rows, H, D), (s_row, s_head, s_dim))
+    return tuple(call._keep(t.view(shape, strides, i * s_part)) for i in range(parts))
 
 
 def _seq_bounds(cu_seqlens: Array, rows: int, max_seqlen: int) -> np.ndarray:
@@ -79,7 +86,7 @@ def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale:
     return_attn_probs (out, softmax_lse [B, H, S] float32, None). The other arguments as for
     flash_attn_func (key_mask [B, S] or [S])."""
     _check_no_dropout(dropout_p)
-    rows, B, S, H, D = _batched_rows(qkv)
+    rows, B, S, H, D = _batched_rows(qkv, 3, "qkv")
     ctx = context_for((rows,), context)
     code = code_of(rows)
     with Call(ctx) as call:
@@ -96,20 +103,14 @@ def flash_attn_qkvpacked_backward(dout: Array, qkv: Array, out: Optional[Array] 
     """Gradient of flash_attn_qkvpacked_func with the same arguments: dqkv [B, S, 3, H, D], like
     qkv (dq, dk, dv written into its three parts). dout [B, S, H, D]; out and softmax_lse
     optional (without them the forward runs again), as for flash_attn_backward."""
-    rows, B, S, H, D = _batched_rows(qkv)
+    rows, B, S, H, D = _batched_rows(qkv, 3, "qkv")
     ctx = context_for((rows, dout), context)
     code = code_of(rows)
     with Call(ctx) as call:
         tq, tk, tv = _split(call, call.input(rows, code, "qkv"), B, S)
-        tdo = call.input(dout, code, "dout")
-        to = call.input(out, code, "out") if out is not None else None
-        tl = call.input(softmax_lse, F32, "softmax_lse") if softmax_lse is not None else None
-        p = _params(call, softmax_scale, causal, window_size, softcap, alibi_slopes, key_mask, B, S)
         tg, grad = call.output(qkv, (B * S, 3, H, D), code)
-        tdq, tdk, tdv = _split(call, tg, B, S)
-        with ctx._handle.lock:
-            check(lib.fcl_attention_backward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr, to.ptr if to else None,
-                                             tdo.ptr, tl.ptr if tl else None, tdq.ptr, tdk.ptr, tdv.ptr, None), ctx.ptr)
+        _backward(dout, tq, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                  key_mask, ctx, into=_split(call, tg, B, S))
         call.finish()
     return grad.reshape(B, S, 3, H, D)
 
@@ -169,3 +170,86 @@ def flash_attn_varlen_qkvpacked_backward(dout: Array, qkv: Array, cu_seqlens: Ar
                   ctx.ptr)
         call.finish()
     return grad
+
+
+def _varlen_kv(kv: Array) -> None:
+    shape = shape_of(kv)
+    if len(shape) != 4 or shape[1] != 2:
+        raise ValueError(f"kv shape {shape}: expected [total_k, 2, Hkv, D]")
+
+
+def flash_attn_kvpacked_func(q: Array, kv: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                             causal: bool = False, window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                             alibi_slopes: Optional[Array] = None, deterministic: bool = False,
+                             return_attn_probs: bool = False, *, key_mask: Optional[Array] = None,
+                             context: Optional[Context] = None) -> Union[Array, Tuple[Array, Array, None]]:
+    """flash_attn_func of q, kv[:, :, 0] and kv[:, :, 1] (read in place, not copied).
+
+    q [B, Sq, Hq, D]; kv [B, Sk, 2, Hkv, D], numpy or pyopencl, of q's dtype. Returns what
+    flash_attn_func returns."""
+    rows, B, Sk, _, _ = _batched_rows(kv, 2, "kv")
+    ctx = context_for((q, rows), context)
+    with Call(ctx) as call:
+        tk, tv = _split(call, call.input(rows, code_of(q), "kv"), B, Sk)
+        return flash_attn_func(q, tk, tv, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                               deterministic, return_attn_probs, key_mask=key_mask, context=ctx)
+
+
+def flash_attn_kvpacked_backward(dout: Array, q: Array, kv: Array, out: Optional[Array] = None,
+                                 softmax_lse: Optional[Array] = None, softmax_scale: Optional[float] = None,
+                                 causal: bool = False, window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                                 alibi_slopes: Optional[Array] = None, *, key_mask: Optional[Array] = None,
+                                 context: Optional[Context] = None) -> Tuple[Array, Array]:
+    """Gradients of flash_attn_kvpacked_func with the same arguments: (dq like q, dkv [B, Sk, 2,
+    Hkv, D] like kv). out and softmax_lse optional, as for flash_attn_backward."""
+    rows, B, Sk, Hkv, D = _batched_rows(kv, 2, "kv")
+    ctx = context_for((q, rows, dout), context)
+    code = code_of(q)
+    with Call(ctx) as call:
+        tk, tv = _split(call, call.input(rows, code, "kv"), B, Sk)
+        tg, grad = call.output(kv, (B * Sk, 2, Hkv, D), code)
+        dq, _, _ = _backward(dout, q, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                             alibi_slopes, key_mask, ctx, into=(None, *_split(call, tg, B, Sk)))
+        call.finish()
+    return dq, grad.reshape(B, Sk, 2, Hkv, D)
+
+
+def flash_attn_varlen_kvpacked_func(q: Array, kv: Array, cu_seqlens_q: Array, cu_seqlens_k: Array, max_seqlen_q: int,
+                                    max_seqlen_k: int, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                                    causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                                    softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
+                                    deterministic: bool = False, return_attn_probs: bool = False, *,
+                                    key_mask: Optional[Array] = None, validate: bool = False,
+                                    context: Optional[Context] = None) -> Union[Array, Tuple[Array, Array, None]]:
+    """flash_attn_varlen_func of q and kv[:, 0], kv[:, 1] (read in place): q [total_q, Hq, D], kv
+    [total_k, 2, Hkv, D] (numpy, pyopencl or a flashcl Tensor). Returns what
+    flash_attn_varlen_func returns."""
+    _varlen_kv(kv)
+    ctx = context_for((q, kv), context)
+    with Call(ctx) as call:
+        tk, tv = _split(call, call.input(kv, code_of(q), "kv"))
+        return flash_attn_varlen_func(q, tk, tv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                      return_attn_probs, key_mask=key_mask, validate=validate, context=ctx)
+
+
+def flash_attn_varlen_kvpacked_backward(dout: Array, q: Array, kv: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,
+                                        max_seqlen_q: int, max_seqlen_k: int, out: Optional[Array] = None,
+                                        softmax_lse: Optional[Array] = None, softmax_scale: Optional[float] = None,
+                                        causal: bool = False, window_size: Tuple[int, int] = (-1, -1),
+                                        softcap: float = 0.0, alibi_slopes: Optional[Array] = None, *,
+                                        key_mask: Optional[Array] = None,
+                                        context: Optional[Context] = None) -> Tuple[Array, Array]:
+    """Gradients of flash_attn_varlen_kvpacked_func with the same arguments: (dq like q, dkv
+    [total_k, 2, Hkv, D] like kv); out and softmax_lse optional."""
+    _varlen_kv(kv)
+    ctx = context_for((q, kv, dout), context)
+    code = code_of(q)
+    with Call(ctx) as call:
+        tk, tv = _split(call, call.input(kv, code, "kv"))
+        tg, grad = call.output(kv, shape_of(kv), code)
+        dq, _, _ = _backward(dout, q, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                             alibi_slopes, key_mask, ctx, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+                             into=(None, *_split(call, tg)))
+        call.finish()
+    return dq, grad

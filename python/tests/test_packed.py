@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The fused-QKV calls against the float64 reference: flash_attn_qkvpacked_func and
-flash_attn_varlen_qkvpacked_func (DESIGN.md rule: max error <= 2 x the naive storage-dtype error +
-1e-5) and their backward calls (3 x the float32 formula's error + 1e-5), with flags, LSE, key
-masks, and the argument errors."""
+"""The packed calls against the float64 reference: flash_attn_qkvpacked_func,
+flash_attn_varlen_qkvpacked_func, flash_attn_kvpacked_func and flash_attn_varlen_kvpacked_func
+(DESIGN.md rule: max error <= 2 x the naive storage-dtype error + 1e-5) and their backward calls
+(3 x the float32 formula's error + 1e-5), with flags, LSE, key masks, GQA, and the argument
+errors."""
 import numpy as np
 import pytest
 from conftest import rand
@@ -20,10 +21,11 @@ def kwargs(flags):
                 softcap=flags.get("softcap", 0.0))
 
 
-def split(qkv):
-    """q, k, v of a [..., 3, H, D] array, with a leading batch of one added to varlen rows."""
-    parts = [qkv[..., i, :, :] for i in range(3)]
-    return [p[None] if qkv.ndim == 4 else p for p in parts]
+def split(packed):
+    """The parts (q, k, v or k, v) of a [..., n, H, D] array, with a leading batch of one added to
+    varlen rows."""
+    parts = [packed[..., i, :, :] for i in range(packed.shape[-3])]
+    return [p[None] if packed.ndim == 4 else p for p in parts]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -138,3 +140,80 @@ def test_argument_errors(ctx):
     with pytest.raises(flashcl.FlashCLError):  # the library's own check: ALiBi of the packed form is [H]
         flashcl.flash_attn_varlen_qkvpacked_func(rows, CU, 31, alibi_slopes=np.ones((4, H), np.float32),
                                                  context=ctx)
+
+
+CU_Q = np.array([0, 5, 5, 22], np.int32)   # query lengths 5, 0, 17
+CU_K = np.array([0, 9, 12, 40], np.int32)  # key lengths 9, 3, 28
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("flags", FLAGS)
+def test_kvpacked_forward(any_ctx, dtype, flags):
+    q, kv = rand((B, 19, 4, D), 31, dtype), rand((B, 33, 2, 2, D), 32, dtype)  # GQA 4 / 2, Sq < Sk
+    out, lse, _ = flashcl.flash_attn_kvpacked_func(q, kv, return_attn_probs=True, context=any_ctx, **kwargs(flags))
+    assert out.shape == q.shape and out.dtype == dtype and lse.shape == (B, 4, 19)
+    k, v = split(kv)
+    ref, ref_lse = attention(q, k, v, **flags)
+    nv, _ = naive(q, k, v, dtype, **flags)
+    assert within(max_err(out, ref), max_err(nv, ref)), f"{max_err(out, ref)} vs naive {max_err(nv, ref)}"
+    assert max_err(lse, ref_lse) < 1e-3
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_varlen_kvpacked_forward(any_ctx, flags):
+    q, kv = rand((22, 4, D), 33), rand((40, 2, 2, D), 34)
+    out = flashcl.flash_attn_varlen_kvpacked_func(q, kv, CU_Q, CU_K, 17, 28, context=any_ctx, **kwargs(flags))
+    assert out.shape == q.shape
+    for (qa, qb), (ka, kb) in zip(zip(CU_Q[:-1], CU_Q[1:]), zip(CU_K[:-1], CU_K[1:])):
+        if qa == qb:
+            continue
+        k, v = split(kv[ka:kb])
+        ref, _ = attention(q[None, qa:qb], k, v, **flags)
+        nv, _ = naive(q[None, qa:qb], k, v, np.float32, **flags)
+        assert within(max_err(out[None, qa:qb], ref), max_err(nv, ref)), f"queries {qa}..{qb}"
+
+
+@pytest.mark.parametrize("with_forward", [True, False])
+def test_kvpacked_backward(any_ctx, with_forward):
+    q, kv, do = rand((B, 19, 4, D), 35), rand((B, 33, 2, 2, D), 36), rand((B, 19, 4, D), 37)
+    kw = dict(causal=True, softcap=3.0)
+    out = lse = None
+    if with_forward:
+        out, lse, _ = flashcl.flash_attn_kvpacked_func(q, kv, return_attn_probs=True, context=any_ctx, **kw)
+    dq, dkv = flashcl.flash_attn_kvpacked_backward(do, q, kv, out, lse, context=any_ctx, **kw)
+    assert dq.shape == q.shape and dkv.shape == kv.shape
+    ref = attention_backward(q, *split(kv), do, **kw)
+    nv = attention_backward(q, *split(kv), do, dtype=np.float32, **kw)
+    for name, g, r, n in zip(("dq", "dk", "dv"), (dq, dkv[:, :, 0], dkv[:, :, 1]), ref, nv):
+        assert within(max_err(g, r), max_err(n, r), 3.0), f"{name}: {max_err(g, r)} vs naive {max_err(n, r)}"
+
+
+def test_varlen_kvpacked_backward(ctx):
+    q, kv, do = rand((22, 4, D), 38), rand((40, 2, 2, D), 39), rand((22, 4, D), 40)
+    dq, dkv = flashcl.flash_attn_varlen_kvpacked_backward(do, q, kv, CU_Q, CU_K, 17, 28, causal=True, context=ctx)
+    assert dq.shape == q.shape and dkv.shape == kv.shape
+    for (qa, qb), (ka, kb) in zip(zip(CU_Q[:-1], CU_Q[1:]), zip(CU_K[:-1], CU_K[1:])):
+        k, v = split(kv[ka:kb])
+        ref = attention_backward(q[None, qa:qb], k, v, do[None, qa:qb], causal=True)
+        nv = attention_backward(q[None, qa:qb], k, v, do[None, qa:qb], causal=True, dtype=np.float32)
+        got = (dq[None, qa:qb], dkv[None, ka:kb, 0], dkv[None, ka:kb, 1])
+        for name, g, r, n in zip(("dq", "dk", "dv"), got, ref, nv):
+            assert within(max_err(g, r), max_err(n, r), 3.0), f"{name} of sequence {qa}..{qb} / {ka}..{kb}"
+
+
+def test_kvpacked_tensor_rows(ctx):
+    """A [total_k, 2, Hkv, D] flashcl Tensor in the varlen call: the result stays a Tensor like q."""
+    q, kv = rand((22, 4, D), 41), rand((40, 2, 2, D), 42)
+    out = flashcl.flash_attn_varlen_kvpacked_func(ctx.tensor(q), ctx.tensor(kv), CU_Q, CU_K, 17, 28, context=ctx)
+    assert isinstance(out, flashcl.Tensor)
+    plain = flashcl.flash_attn_varlen_kvpacked_func(q, kv, CU_Q, CU_K, 17, 28, context=ctx)
+    assert np.array_equal(out.numpy(), plain)
+
+
+def test_kvpacked_argument_errors(ctx):
+    q = rand((B, 19, 4, D), 43)
+    with pytest.raises(ValueError, match=r"\[B, S, 2, H, D\]"):
+        flashcl.flash_attn_kvpacked_func(q, rand((B, 33, 3, 2, D), 44), context=ctx)
+    with pytest.raises(ValueError, match=r"\[total_k, 2, Hkv, D\]"):
+        flashcl.flash_attn_varlen_kvpacked_func(rand((22, 4, D), 45), rand((40, 2, D), 46), CU_Q, CU_K, 17, 28,
+                                                context=ctx)
