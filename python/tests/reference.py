@@ -3,7 +3,7 @@
 the storage dtype that the tolerance rule is measured against."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numpy as np
 
