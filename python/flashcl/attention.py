@@ -256,40 +256,46 @@ def _device_add(call: Call, lens: Any, s_new: int) -> np.ndarray:
     return host.astype(np.int32) + s_new
 
 
-def _backward(dout: Array, q: Array, k: Array, v: Array, out: Optional[Array], softmax_lse: Optional[Array],
-              softmax_scale: Optional[float], causal: bool, window_size: Sequence[int], softcap: float,
-              alibi_slopes: Optional[Array], key_mask: Optional[Array], context: Optional[Context],
+def _backward(call: Call, dout: Array, q: Array, k: Array, v: Array, out: Optional[Array],
+              softmax_lse: Optional[Array], softmax_scale: Optional[float], causal: bool, window_size: Sequence[int],
+              softcap: float, alibi_slopes: Optional[Array], key_mask: Optional[Array],
               varlen: Optional[Tuple[Array, Array, int, int]] = None,
               into: Sequence[Optional[Tensor]] = (None, None, None)) -> Tuple[Any, Any, Any]:
-    """(dq, dk, dv) of the dense forward, or of the varlen one with varlen = (cu_seqlens_q,
-    cu_seqlens_k, max_seqlen_q, max_seqlen_k). A gradient whose tensor `into` gives is written
-    there (and that tensor returned); the others are new, of the kind of q."""
-    ctx = context_for((q, k, v, dout), context)
+    """Enqueues (dq, dk, dv) of the dense forward, or of the varlen one with varlen =
+    (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), on call's context; the caller's
+    call.finish() waits and fills them. A gradient whose tensor `into` gives is written there
+    (and that tensor returned); the others are new, of the kind of q."""
+    ctx = call.ctx
     code = code_of(q)
-    with Call(ctx) as call:
-        tq, tk, tv, tdo = (call.input(x, code, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (dout, "dout")))
-        to = call.input(out, code, "out") if out is not None else None
-        tl = call.input(softmax_lse, F32, "softmax_lse") if softmax_lse is not None else None
-        batch, sk = (None, shape_of(k)[0]) if varlen else (shape_of(q)[0], shape_of(k)[1])
-        p = _params(call, softmax_scale, causal, window_size, softcap, alibi_slopes, key_mask, batch, sk)
-        grads = [(t, t) if t is not None else call.output(q, shape_of(x), code) for t, x in zip(into, (q, k, v))]
-        (tdq, dq), (tdk, dk), (tdv, dv) = grads
-        common = (tdo.ptr, tl.ptr if tl else None)
+    tq, tk, tv, tdo = (call.input(x, code, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (dout, "dout")))
+    to = call.input(out, code, "out") if out is not None else None
+    tl = call.input(softmax_lse, F32, "softmax_lse") if softmax_lse is not None else None
+    batch, sk = (None, shape_of(k)[0]) if varlen else (shape_of(q)[0], shape_of(k)[1])
+    p = _params(call, softmax_scale, causal, window_size, softcap, alibi_slopes, key_mask, batch, sk)
+    grads = [(t, t) if t is not None else call.output(q, shape_of(x), code) for t, x in zip(into, (q, k, v))]
+    (tdq, dq), (tdk, dk), (tdv, dv) = grads
+    common = (tdo.ptr, tl.ptr if tl else None)
+    if varlen:
+        cq = call.input(_i32(varlen[0]), I32, "cu_seqlens_q")
+        ck = call.input(_i32(varlen[1]), I32, "cu_seqlens_k")
+    with ctx._handle.lock:
         if varlen:
-            cq = call.input(_i32(varlen[0]), I32, "cu_seqlens_q")
-            ck = call.input(_i32(varlen[1]), I32, "cu_seqlens_k")
-        with ctx._handle.lock:
-            if varlen:
-                check(lib.fcl_attention_varlen_backward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr,
-                                                        to.ptr if to else None, *common, cq.ptr, ck.ptr,
-                                                        int(varlen[2]), int(varlen[3]), tdq.ptr, tdk.ptr, tdv.ptr,
-                                                        None), ctx.ptr)
-            else:
-                check(lib.fcl_attention_backward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr,
-                                                 to.ptr if to else None, *common, tdq.ptr, tdk.ptr, tdv.ptr, None),
-                      ctx.ptr)
-        call.finish()
+            check(lib.fcl_attention_varlen_backward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr,
+                                                    to.ptr if to else None, *common, cq.ptr, ck.ptr, int(varlen[2]),
+                                                    int(varlen[3]), tdq.ptr, tdk.ptr, tdv.ptr, None), ctx.ptr)
+        else:
+            check(lib.fcl_attention_backward(ctx.ptr, ctypes.byref(p), tq.ptr, tk.ptr, tv.ptr,
+                                             to.ptr if to else None, *common, tdq.ptr, tdk.ptr, tdv.ptr, None), ctx.ptr)
     return dq, dk, dv
+
+
+def _backward_waited(context: Optional[Context], dout: Array, q: Array, k: Array, v: Array,
+                     *args: Any) -> Tuple[Any, Any, Any]:
+    """_backward on a call of its own (context, else the arguments'), waited for."""
+    with Call(context_for((q, k, v, dout), context)) as call:
+        grads = _backward(call, dout, q, k, v, *args)
+        call.finish()
+    return grads
 
 
 def flash_attn_backward(dout: Array, q: Array, k: Array, v: Array, out: Optional[Array] = None,
@@ -302,8 +308,8 @@ def flash_attn_backward(dout: Array, q: Array, k: Array, v: Array, out: Optional
     dout [B, Sq, Hq, D] is the gradient of the forward's output. out and softmax_lse (from
     flash_attn_func(..., return_attn_probs=True)) are optional: without them the backward runs the
     forward again. Deterministic (no atomics)."""
-    return _backward(dout, q, k, v, out, softmax_lse, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                     key_mask, context)
+    return _backward_waited(context, dout, q, k, v, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                            alibi_slopes, key_mask)
 
 
 def flash_attn_varlen_backward(dout: Array, q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,
@@ -315,5 +321,5 @@ def flash_attn_varlen_backward(dout: Array, q: Array, k: Array, v: Array, cu_seq
                                context: Optional[Context] = None) -> Tuple[Array, Array, Array]:
     """Gradients of flash_attn_varlen_func with the same arguments: (dq, dk, dv) like q, k, v;
     out and softmax_lse optional as for flash_attn_backward."""
-    return _backward(dout, q, k, v, out, softmax_lse, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                     key_mask, context, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+    return _backward_waited(context, dout, q, k, v, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                            alibi_slopes, key_mask, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))

@@ -109,8 +109,8 @@ def flash_attn_qkvpacked_backward(dout: Array, qkv: Array, out: Optional[Array] 
     with Call(ctx) as call:
         tq, tk, tv = _split(call, call.input(rows, code, "qkv"), B, S)
         tg, grad = call.output(qkv, (B * S, 3, H, D), code)
-        _backward(dout, tq, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                  key_mask, ctx, into=_split(call, tg, B, S))
+        _backward(call, dout, tq, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                  alibi_slopes, key_mask, into=_split(call, tg, B, S))
         call.finish()
     return grad.reshape(B, S, 3, H, D)
 
@@ -208,8 +208,8 @@ def flash_attn_kvpacked_backward(dout: Array, q: Array, kv: Array, out: Optional
     with Call(ctx) as call:
         tk, tv = _split(call, call.input(rows, code, "kv"), B, Sk)
         tg, grad = call.output(kv, (B * Sk, 2, Hkv, D), code)
-        dq, _, _ = _backward(dout, q, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
-                             alibi_slopes, key_mask, ctx, into=(None, *_split(call, tg, B, Sk)))
+        dq, _, _ = _backward(call, dout, q, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                             alibi_slopes, key_mask, into=(None, *_split(call, tg, B, Sk)))
         call.finish()
     return dq, grad.reshape(B, Sk, 2, Hkv, D)
 
@@ -248,8 +248,8 @@ def flash_attn_varlen_kvpacked_backward(dout: Array, q: Array, kv: Array, cu_seq
     with Call(ctx) as call:
         tk, tv = _split(call, call.input(kv, code, "kv"))
         tg, grad = call.output(kv, shape_of(kv), code)
-        dq, _, _ = _backward(dout, q, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
-                             alibi_slopes, key_mask, ctx, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+        dq, _, _ = _backward(call, dout, q, tk, tv, out, softmax_lse, softmax_scale, causal, window_size, softcap,
+                             alibi_slopes, key_mask, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                              into=(None, *_split(call, tg)))
         call.finish()
     return dq, grad
